@@ -1,0 +1,96 @@
+//! Reading settings from the environment with errors that name the variable.
+
+use std::str::FromStr;
+
+/// A setting that is missing or does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("environment variable {0} is required")]
+    Missing(&'static str),
+    #[error("environment variable {name}={value:?} is invalid: {reason}")]
+    Invalid { name: &'static str, value: String, reason: String },
+}
+
+/// Looks settings up in a source (the process environment, or a map in tests).
+pub trait Source {
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Env;
+
+impl Source for Env {
+    fn get(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+}
+
+impl Source for std::collections::HashMap<String, String> {
+    fn get(&self, name: &str) -> Option<String> {
+        std::collections::HashMap::get(self, name).cloned()
+    }
+}
+
+/// A required string setting.
+pub fn required(src: &impl Source, name: &'static str) -> Result<String, ConfigError> {
+    match src.get(name) {
+        Some(v) if !v.trim().is_empty() => Ok(v),
+        _ => Err(ConfigError::Missing(name)),
+    }
+}
+
+/// An optional setting parsed as `T`, `default` when absent or empty, and
+/// checked against `range`.
+pub fn parsed<T>(
+    src: &impl Source,
+    name: &'static str,
+    default: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, ConfigError>
+where
+    T: FromStr + PartialOrd + std::fmt::Display + Copy,
+    T::Err: std::fmt::Display,
+{
+    let Some(raw) = src.get(name).filter(|v| !v.trim().is_empty()) else {
+        return Ok(default);
+    };
+    let value: T = raw.trim().parse().map_err(|e: T::Err| ConfigError::Invalid {
+        name,
+        value: raw.clone(),
+        reason: e.to_string(),
+    })?;
+    if !range.contains(&value) {
+        return Err(ConfigError::Invalid {
+            name,
+            value: raw,
+            reason: format!("must be between {} and {}", range.start(), range.end()),
+        });
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn src(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn errors_name_the_variable() {
+        let s = src(&[("SHARD_COUNT", "zero"), ("RATE", "2")]);
+        assert_eq!(required(&s, "TABLE_NAME").unwrap_err().to_string(), "environment variable TABLE_NAME is required");
+        assert_eq!(
+            parsed(&s, "SHARD_COUNT", 1u32, 1..=100).unwrap_err().to_string(),
+            "environment variable SHARD_COUNT=\"zero\" is invalid: invalid digit found in string"
+        );
+        assert_eq!(
+            parsed(&s, "RATE", 0.0f64, 0.0..=1.0).unwrap_err().to_string(),
+            "environment variable RATE=\"2\" is invalid: must be between 0 and 1"
+        );
+        assert_eq!(parsed(&s, "ABSENT", 7u32, 1..=10), Ok(7));
+    }
+}

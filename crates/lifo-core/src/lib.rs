@@ -1,0 +1,18 @@
+//! The core of the LIFO task queue: the task model, the state machine, every
+//! DynamoDB expression, the store and the wake-up notifier.
+//!
+//! The Lambda functions are thin wrappers around this crate.
+
+pub mod config;
+pub mod expr;
+pub mod lifo;
+pub mod model;
+pub mod notify;
+pub mod state;
+pub mod store;
+
+pub use lifo::Candidate;
+pub use model::{Task, TaskStatus, new_task_id, now_ms};
+pub use notify::{Notifier, NotifyError, Wakeup};
+pub use state::{IllegalTransition, Transition};
+pub use store::{CapacityMeter, Op, Store, StoreError};

@@ -1,0 +1,185 @@
+//! The task as it is stored in the queue table.
+//!
+//! One item per task. `claimableAt` is the range key of the sparse LIFO index
+//! and exists **only while the task can be claimed**; everything else is a
+//! plain attribute, so changing it never touches the index.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Largest payload accepted, measured as compact JSON.
+pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+/// Longest producer-supplied task id.
+pub const MAX_TASK_ID_LEN: usize = 128;
+
+/// Where a task is in its life. See [`crate::state`] for the legal moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TaskStatus {
+    /// Waiting to be claimed (it is in the LIFO index).
+    Pending,
+    /// Claimed by a processor that is running it.
+    Taken,
+    /// Ran and succeeded. Terminal.
+    Success,
+    /// Ran and failed. Terminal.
+    Failure,
+}
+
+impl TaskStatus {
+    /// Every status, for exhaustive tests.
+    pub const ALL: [TaskStatus; 4] = [Self::Pending, Self::Taken, Self::Success, Self::Failure];
+
+    /// The string stored in DynamoDB.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "PENDING",
+            Self::Taken => "TAKEN",
+            Self::Success => "SUCCESS",
+            Self::Failure => "FAILURE",
+        }
+    }
+
+    /// No transition leaves a terminal status.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Success | Self::Failure)
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One task item. Field names are the DynamoDB attribute names (camelCase).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    pub task_id: String,
+    pub task_status: TaskStatus,
+    /// Epoch milliseconds.
+    pub task_created: u64,
+    /// Epoch milliseconds of the last transition.
+    pub task_updated: u64,
+    /// Epoch milliseconds at which the task first became claimable. A task
+    /// put back by "retry later" re-enters the index at this position, so a
+    /// bounce never lets an old task overtake newer ones.
+    pub ready_at: u64,
+    /// LIFO index range key; present only while the task is claimable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimable_at: Option<u64>,
+    /// Epoch milliseconds of the last claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<u64>,
+    /// Expiry, epoch **seconds** (what DynamoDB TTL reads).
+    pub ttl: u64,
+    /// LIFO index hash key, fixed at creation.
+    pub lifo_shard: u32,
+    /// Number of claims so far.
+    #[serde(default)]
+    pub attempts: u32,
+    #[serde(default)]
+    pub payload: Map<String, Value>,
+    /// Why the task failed, or why it was last put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+impl Task {
+    /// A new claimable task created at `now_ms`, expiring `ttl_seconds` later.
+    pub fn new_pending(
+        task_id: String,
+        payload: Map<String, Value>,
+        now_ms: u64,
+        ttl_seconds: u64,
+        shard_count: u32,
+    ) -> Self {
+        let lifo_shard = shard_for(&task_id, shard_count);
+        Self {
+            task_id,
+            task_status: TaskStatus::Pending,
+            task_created: now_ms,
+            task_updated: now_ms,
+            ready_at: now_ms,
+            claimable_at: Some(now_ms),
+            started_at: None,
+            ttl: now_ms / 1000 + ttl_seconds,
+            lifo_shard,
+            attempts: 0,
+            payload,
+            last_error: None,
+        }
+    }
+
+    /// True once `ttl` has passed: such a task is never claimed, even before
+    /// DynamoDB's TTL process deletes it.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.ttl <= now_ms / 1000
+    }
+}
+
+/// A new time-ordered task id (UUID v7): ids sort by creation time.
+pub fn new_task_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The write shard of a task: a stable hash (FNV-1a) of its id, so the same
+/// id always lands on the same shard and ids spread evenly.
+pub fn shard_for(task_id: &str, shard_count: u32) -> u32 {
+    if shard_count <= 1 {
+        return 0;
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in task_id.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (hash % u64::from(shard_count)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_is_in_seconds() {
+        let t = Task::new_pending("a".into(), Map::new(), 1_764_547_200_123, 3600, 1);
+        assert_eq!(t.ttl, 1_764_547_200 + 3600);
+        assert!(!t.is_expired(1_764_547_200_123));
+        assert!(t.is_expired((1_764_547_200 + 3600) * 1000));
+    }
+
+    #[test]
+    fn shards_are_stable_and_spread() {
+        assert_eq!(shard_for("order-1", 1), 0);
+        assert_eq!(shard_for("order-1", 8), shard_for("order-1", 8));
+        let mut counts = [0u32; 8];
+        for _ in 0..8000 {
+            counts[shard_for(&new_task_id(), 8) as usize] += 1;
+        }
+        for c in counts {
+            assert!((700..1300).contains(&c), "uneven shards: {counts:?}");
+        }
+    }
+
+    #[test]
+    fn item_round_trips_through_dynamodb_attributes() {
+        let mut payload = Map::new();
+        payload.insert("n".into(), Value::from(7));
+        let t = Task::new_pending(new_task_id(), payload, 1_000_000, 60, 4);
+        let item: serde_dynamo::Item = serde_dynamo::to_item(&t).unwrap();
+        let back: Task = serde_dynamo::from_item(item).unwrap();
+        assert_eq!(back, t);
+    }
+}

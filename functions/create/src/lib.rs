@@ -1,0 +1,230 @@
+//! `create`: validates a request and writes new claimable tasks.
+//!
+//! Two request shapes (invoke from the console or from a producer):
+//! - `{"count": N, "ttlSeconds"?: S}`: N demo tasks with generated payloads;
+//! - `{"tasks": [{"taskId"?: "...", "payload": {...}, "ttlSeconds"?: S}, ...]}`.
+//!
+//! The whole request is validated before anything is written; a bad request
+//! gets one error naming the field (`tasks[2].ttlSeconds: ...`). A taskId
+//! chosen by the producer is idempotent: the second create of the same id
+//! writes nothing and reports the id under `existing`.
+
+use futures::{StreamExt, TryStreamExt};
+use lifo_core::config::{self, ConfigError, Source};
+use lifo_core::model::{MAX_PAYLOAD_BYTES, MAX_TASK_ID_LEN};
+use lifo_core::{Store, StoreError, Task, new_task_id, now_ms};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashSet;
+
+/// Most tasks one request may create.
+pub const MAX_TASKS_PER_REQUEST: usize = 1000;
+/// Conditional puts in flight at once for producer-supplied ids.
+const PUT_CONCURRENCY: usize = 16;
+
+/// Settings of the create function (from the environment in Lambda).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateConfig {
+    pub table_name: String,
+    pub shard_count: u32,
+    pub default_ttl_seconds: u64,
+    pub max_ttl_seconds: u64,
+}
+
+impl CreateConfig {
+    pub fn from_source(src: &impl Source) -> Result<Self, ConfigError> {
+        let max_ttl_seconds = config::parsed(src, "MAX_TTL_SECONDS", 604_800u64, 60..=31_536_000)?;
+        Ok(Self {
+            table_name: config::required(src, "TABLE_NAME")?,
+            shard_count: config::parsed(src, "SHARD_COUNT", 1u32, 1..=100)?,
+            default_ttl_seconds: config::parsed(src, "TASK_TTL_SECONDS", 3600u64, 1..=max_ttl_seconds)?,
+            max_ttl_seconds,
+        })
+    }
+}
+
+/// Why a create request did not write.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// The request is malformed; nothing was written.
+    #[error("invalid request: {field}: {message}")]
+    Invalid { field: String, message: String },
+    /// Writing failed part-way (see the message for how many were written).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> CreateError {
+    CreateError::Invalid { field: field.into(), message: message.into() }
+}
+
+/// What a create wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateResponse {
+    /// Ids of the tasks written by this request, in request order.
+    pub created: Vec<String>,
+    /// Producer-supplied ids that already existed (nothing written for them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub existing: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Request {
+    count: Option<u64>,
+    ttl_seconds: Option<u64>,
+    tasks: Option<Vec<TaskSpec>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TaskSpec {
+    task_id: Option<String>,
+    payload: Map<String, Value>,
+    ttl_seconds: Option<u64>,
+}
+
+/// A validated task, and whether the producer chose its id.
+#[derive(Debug)]
+struct Planned {
+    task: Task,
+    supplied_id: bool,
+}
+
+/// The create function's handler.
+#[derive(Debug, Clone)]
+pub struct Creator {
+    store: Store,
+    config: CreateConfig,
+}
+
+impl Creator {
+    pub fn new(store: Store, config: CreateConfig) -> Self {
+        Self { store, config }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Validates `event` completely, then writes it.
+    pub async fn handle(&self, event: Value) -> Result<CreateResponse, CreateError> {
+        let planned = self.validate(event, now_ms())?;
+        self.write(planned).await
+    }
+
+    fn ttl(&self, field: String, ttl: Option<u64>) -> Result<u64, CreateError> {
+        let ttl = ttl.unwrap_or(self.config.default_ttl_seconds);
+        if !(1..=self.config.max_ttl_seconds).contains(&ttl) {
+            return Err(invalid(field, format!("must be between 1 and {} seconds, got {ttl}", self.config.max_ttl_seconds)));
+        }
+        Ok(ttl)
+    }
+
+    fn validate(&self, event: Value, now: u64) -> Result<Vec<Planned>, CreateError> {
+        if !event.is_object() {
+            return Err(invalid("(request)", "must be a JSON object with \"count\" or \"tasks\""));
+        }
+        let request: Request = serde_path_to_error::deserialize(event).map_err(|e| {
+            let path = e.path().to_string();
+            let field = if path == "." { "(request)".to_owned() } else { path };
+            invalid(field, e.into_inner().to_string())
+        })?;
+        let shards = self.config.shard_count;
+        match (request.count, request.tasks) {
+            (Some(_), Some(_)) => Err(invalid("count", "give either \"count\" or \"tasks\", not both")),
+            (None, None) => Err(invalid("(request)", "missing \"count\" (demo tasks) or \"tasks\"")),
+            (Some(count), None) => {
+                if !(1..=MAX_TASKS_PER_REQUEST as u64).contains(&count) {
+                    return Err(invalid("count", format!("must be between 1 and {MAX_TASKS_PER_REQUEST}, got {count}")));
+                }
+                let ttl = self.ttl("ttlSeconds".into(), request.ttl_seconds)?;
+                Ok((0..count)
+                    .map(|n| {
+                        let mut payload = Map::new();
+                        payload.insert("demo".into(), Value::Bool(true));
+                        payload.insert("n".into(), Value::from(n));
+                        Planned { task: Task::new_pending(new_task_id(), payload, now, ttl, shards), supplied_id: false }
+                    })
+                    .collect())
+            }
+            (None, Some(specs)) => {
+                if request.ttl_seconds.is_some() {
+                    return Err(invalid("ttlSeconds", "only allowed with \"count\"; give ttlSeconds per task"));
+                }
+                if specs.is_empty() || specs.len() > MAX_TASKS_PER_REQUEST {
+                    return Err(invalid("tasks", format!("must hold between 1 and {MAX_TASKS_PER_REQUEST} tasks, got {}", specs.len())));
+                }
+                let mut seen = HashSet::new();
+                let mut planned = Vec::with_capacity(specs.len());
+                for (i, spec) in specs.into_iter().enumerate() {
+                    let size = serde_json::to_vec(&spec.payload).map_or(usize::MAX, |v| v.len());
+                    if size > MAX_PAYLOAD_BYTES {
+                        return Err(invalid(format!("tasks[{i}].payload"), format!("is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")));
+                    }
+                    let ttl = self.ttl(format!("tasks[{i}].ttlSeconds"), spec.ttl_seconds)?;
+                    let supplied_id = spec.task_id.is_some();
+                    let id = match spec.task_id {
+                        Some(id) => {
+                            check_task_id(&id).map_err(|m| invalid(format!("tasks[{i}].taskId"), m))?;
+                            if !seen.insert(id.clone()) {
+                                return Err(invalid(format!("tasks[{i}].taskId"), format!("{id:?} appears twice in this request")));
+                            }
+                            id
+                        }
+                        None => new_task_id(),
+                    };
+                    planned.push(Planned { task: Task::new_pending(id, spec.payload, now, ttl, shards), supplied_id });
+                }
+                Ok(planned)
+            }
+        }
+    }
+
+    async fn write(&self, planned: Vec<Planned>) -> Result<CreateResponse, CreateError> {
+        let (supplied, generated): (Vec<Planned>, Vec<Planned>) = planned.into_iter().partition(|p| p.supplied_id);
+        let generated: Vec<Task> = generated.into_iter().map(|p| p.task).collect();
+        self.store.put_new(&generated).await?;
+        let outcomes: Vec<(String, bool)> = futures::stream::iter(supplied.into_iter().map(|p| async move {
+            let created = self.store.put_if_absent(&p.task).await?;
+            Ok::<_, StoreError>((p.task.task_id, created))
+        }))
+        .buffered(PUT_CONCURRENCY)
+        .try_collect()
+        .await?;
+        let mut response = CreateResponse { created: generated.into_iter().map(|t| t.task_id).collect(), existing: Vec::new() };
+        for (id, created) in outcomes {
+            if created { response.created.push(id) } else { response.existing.push(id) }
+        }
+        tracing::info!(created = response.created.len(), existing = response.existing.len(), "tasks created");
+        Ok(response)
+    }
+}
+
+/// A producer-supplied id: 1 to 128 characters from `A-Z a-z 0-9 - _ . : / @`.
+fn check_task_id(id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if id.len() > MAX_TASK_ID_LEN {
+        return Err(format!("is {} characters; the limit is {MAX_TASK_ID_LEN}", id.len()));
+    }
+    if let Some(bad) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_.:/@".contains(*c))) {
+        return Err(format!("contains {bad:?}; allowed are letters, digits and - _ . : / @"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
+
+impl From<CreateError> for lambda_runtime::Diagnostic {
+    fn from(e: CreateError) -> Self {
+        let error_type = match &e {
+            CreateError::Invalid { .. } => "InvalidRequest",
+            CreateError::Store(_) => "StoreError",
+        };
+        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+    }
+}
