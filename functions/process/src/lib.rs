@@ -1,0 +1,308 @@
+//! `process`: claims the newest claimable tasks, runs them, records outcomes,
+//! and tail-calls itself through the trigger topic while work remains.
+//!
+//! It runs with reserved concurrency 1. One invocation loops until its time
+//! budget (never past the invocation deadline minus a margin and the longest
+//! run) or until no claimable task is left. It claims only as many tasks as
+//! the runner has free slots, so it never claims a task just to bounce it.
+
+pub mod runner;
+
+use lifo_core::config::{self, ConfigError, Source};
+use lifo_core::{Candidate, Notifier, NotifyError, Store, StoreError, Task, TaskStatus, Wakeup, now_ms};
+use runner::{RunOutcome, TaskRunner};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::task::JoinSet;
+
+/// Settings of the process function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessConfig {
+    pub table_name: String,
+    pub trigger_topic_arn: String,
+    pub shard_count: u32,
+    pub max_ttl_seconds: u64,
+    /// Stop claiming after this long.
+    pub time_budget: Duration,
+    /// Safety margin kept before the invocation deadline.
+    pub deadline_margin: Duration,
+    /// How long to wait before looking again when tasks are running but no
+    /// new claimable task was found.
+    pub idle_poll: Duration,
+}
+
+impl ProcessConfig {
+    pub fn from_source(src: &impl Source) -> Result<Self, ConfigError> {
+        Ok(Self {
+            table_name: config::required(src, "TABLE_NAME")?,
+            trigger_topic_arn: config::required(src, "TRIGGER_TOPIC_ARN")?,
+            shard_count: config::parsed(src, "SHARD_COUNT", 1u32, 1..=100)?,
+            max_ttl_seconds: config::parsed(src, "MAX_TTL_SECONDS", 604_800u64, 60..=31_536_000)?,
+            time_budget: Duration::from_secs(config::parsed(src, "TIME_BUDGET_SECONDS", 60u64, 1..=900)?),
+            deadline_margin: Duration::from_millis(config::parsed(src, "DEADLINE_MARGIN_MS", 2_000u64, 0..=60_000)?),
+            idle_poll: Duration::from_millis(config::parsed(src, "IDLE_POLL_MS", 250u64, 10..=10_000)?),
+        })
+    }
+}
+
+/// Why the claim loop stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// No claimable task was left.
+    Empty,
+    /// The time budget (or the invocation deadline) was reached.
+    Budget,
+}
+
+/// What one invocation did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessReport {
+    /// Ids in the order they were claimed.
+    pub claimed: Vec<String>,
+    pub succeeded: usize,
+    pub failed: usize,
+    pub retried: usize,
+    /// Claims lost to another worker (normal when two processors race).
+    pub conflicts: usize,
+    /// Outcomes that could not be recorded.
+    pub finish_errors: usize,
+    pub stop: StopReason,
+    pub tail_call: bool,
+    pub elapsed_ms: u64,
+}
+
+/// Why an invocation failed. Lambda retries it (and then sends it to the
+/// on-failure destination); tasks already claimed were finished first.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("reading or claiming tasks failed: {0}")]
+    Store(#[from] StoreError),
+    #[error("tail call failed: {0}")]
+    TailCall(#[from] NotifyError),
+    #[error("malformed SNS event: {0}")]
+    Malformed(String),
+}
+
+/// Checks that `event` is an SNS event and returns how many wake-ups it
+/// carries. The messages' contents do not matter: any wake-up means "look".
+pub fn wakeups_in(event: serde_json::Value) -> Result<usize, ProcessError> {
+    let sns: aws_lambda_events::sns::SnsEvent =
+        serde_json::from_value(event).map_err(|e| ProcessError::Malformed(e.to_string()))?;
+    Ok(sns.records.len())
+}
+
+impl From<ProcessError> for lambda_runtime::Diagnostic {
+    fn from(e: ProcessError) -> Self {
+        let error_type = match &e {
+            ProcessError::Store(_) => "StoreError",
+            ProcessError::TailCall(_) => "TailCallFailed",
+            ProcessError::Malformed(_) => "MalformedEvent",
+        };
+        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+    }
+}
+
+/// How one claimed task ended.
+enum Finished {
+    Succeeded,
+    Failed,
+    Retried,
+    Error,
+}
+
+/// The process function's handler.
+pub struct Processor<R> {
+    store: Store,
+    tail: Notifier,
+    runner: Arc<R>,
+    config: ProcessConfig,
+}
+
+impl<R: TaskRunner> Processor<R> {
+    /// `tail` publishes to the trigger topic.
+    pub fn new(store: Store, tail: Notifier, runner: Arc<R>, config: ProcessConfig) -> Self {
+        Self { store, tail, runner, config }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn horizon(&self, now: u64) -> u64 {
+        now.saturating_sub(self.config.max_ttl_seconds * 1000)
+    }
+
+    async fn newest(&self, want: usize) -> Result<Vec<Candidate>, StoreError> {
+        let now = now_ms();
+        self.store.newest_claimable(self.config.shard_count, want, now, self.horizon(now)).await
+    }
+
+    /// Runs one invocation. `wakeups` is how many records woke it (for logs);
+    /// `deadline` is the invocation deadline.
+    pub async fn handle(&self, wakeups: usize, deadline: SystemTime) -> Result<ProcessReport, ProcessError> {
+        let started = Instant::now();
+        let until_deadline = deadline.duration_since(SystemTime::now()).unwrap_or_default();
+        let last_useful = until_deadline
+            .saturating_sub(self.config.deadline_margin)
+            .saturating_sub(self.runner.max_duration());
+        let stop_claiming_at = started + self.config.time_budget.min(last_useful);
+        tracing::info!(event = "process.start", wakeups, budget_ms = (stop_claiming_at - started).as_millis() as u64);
+
+        let mut report = ProcessReport {
+            claimed: Vec::new(),
+            succeeded: 0,
+            failed: 0,
+            retried: 0,
+            conflicts: 0,
+            finish_errors: 0,
+            stop: StopReason::Budget,
+            tail_call: false,
+            elapsed_ms: 0,
+        };
+        let mut running: JoinSet<Finished> = JoinSet::new();
+        let capacity = self.runner.capacity().max(1);
+        let outcome = self.claim_loop(&mut report, &mut running, capacity, stop_claiming_at).await;
+        // Whatever happened, finish what was claimed.
+        while let Some(done) = running.join_next().await {
+            tally(&mut report, done);
+        }
+        outcome?;
+        if report.stop == StopReason::Budget && !self.newest(1).await?.is_empty() {
+            let wakeup = Wakeup { source: "process".into(), reason: "tail-call".into(), at: now_ms() };
+            self.tail.wake(&wakeup).await?;
+            report.tail_call = true;
+        }
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(
+            event = "process.end",
+            claimed = report.claimed.len(),
+            succeeded = report.succeeded,
+            failed = report.failed,
+            retried = report.retried,
+            conflicts = report.conflicts,
+            finish_errors = report.finish_errors,
+            stop = ?report.stop,
+            tail_call = report.tail_call,
+            elapsed_ms = report.elapsed_ms,
+        );
+        Ok(report)
+    }
+
+    async fn claim_loop(
+        &self,
+        report: &mut ProcessReport,
+        running: &mut JoinSet<Finished>,
+        capacity: usize,
+        stop_claiming_at: Instant,
+    ) -> Result<(), StoreError> {
+        loop {
+            while let Some(done) = running.try_join_next() {
+                tally(report, done);
+            }
+            if Instant::now() >= stop_claiming_at {
+                report.stop = StopReason::Budget;
+                return Ok(());
+            }
+            let free = capacity - running.len().min(capacity);
+            if free == 0 {
+                self.wait_for_one(report, running, stop_claiming_at, None).await;
+                continue;
+            }
+            let candidates = self.newest(free).await?;
+            if candidates.is_empty() {
+                if running.is_empty() {
+                    report.stop = StopReason::Empty;
+                    return Ok(());
+                }
+                self.wait_for_one(report, running, stop_claiming_at, Some(self.config.idle_poll)).await;
+                continue;
+            }
+            for c in candidates {
+                let now = now_ms();
+                match self.store.transition(&c.task_id, TaskStatus::Pending, TaskStatus::Taken, now, "").await {
+                    Ok(task) => {
+                        let age_ms = task.started_at.unwrap_or(now).saturating_sub(task.ready_at);
+                        tracing::info!(event = "task.claimed", task_id = %task.task_id, shard = task.lifo_shard, attempt = task.attempts, age_ms);
+                        report.claimed.push(task.task_id.clone());
+                        let (store, runner) = (self.store.clone(), Arc::clone(&self.runner));
+                        running.spawn(async move { run_and_finish(store, runner, task).await });
+                    }
+                    Err(e) if e.is_condition_failed() => {
+                        report.conflicts += 1;
+                        tracing::info!(event = "task.claim_conflict", task_id = %c.task_id, "another worker claimed it first, or it expired");
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+
+    /// Waits until a running task finishes, `poll` passes, or claiming must stop.
+    async fn wait_for_one(
+        &self,
+        report: &mut ProcessReport,
+        running: &mut JoinSet<Finished>,
+        stop_claiming_at: Instant,
+        poll: Option<Duration>,
+    ) {
+        let limit = poll.map_or(stop_claiming_at, |p| (Instant::now() + p).min(stop_claiming_at));
+        if let Ok(Some(done)) = tokio::time::timeout_at(limit.into(), running.join_next()).await {
+            tally(report, done);
+        }
+    }
+}
+
+fn tally(report: &mut ProcessReport, done: Result<Finished, tokio::task::JoinError>) {
+    match done {
+        Ok(Finished::Succeeded) => report.succeeded += 1,
+        Ok(Finished::Failed) => report.failed += 1,
+        Ok(Finished::Retried) => report.retried += 1,
+        Ok(Finished::Error) => report.finish_errors += 1,
+        Err(e) => {
+            tracing::error!(event = "task.run_panicked", error = %e);
+            report.finish_errors += 1;
+        }
+    }
+}
+
+/// How often recording an outcome is tried before giving up.
+const FINISH_ATTEMPTS: u32 = 4;
+
+async fn run_and_finish<R: TaskRunner>(store: Store, runner: Arc<R>, task: Task) -> Finished {
+    let outcome = runner.run(&task).await;
+    let (to, reason, finished) = match &outcome {
+        RunOutcome::Success => (TaskStatus::Success, "", Finished::Succeeded),
+        RunOutcome::Failure(r) => (TaskStatus::Failure, r.as_str(), Finished::Failed),
+        RunOutcome::RetryLater(r) => (TaskStatus::Pending, r.as_str(), Finished::Retried),
+    };
+    for attempt in 1..=FINISH_ATTEMPTS {
+        match store.transition(&task.task_id, TaskStatus::Taken, to, now_ms(), reason).await {
+            Ok(_) => {
+                tracing::info!(event = "task.finished", task_id = %task.task_id, from_status = "TAKEN", to_status = %to, reason);
+                return finished;
+            }
+            // An earlier attempt whose answer was lost may already have
+            // applied it: that is success, not a conflict.
+            Err(StoreError::ConditionFailed { current: Some(cur), .. }) if cur.task_status == to && attempt > 1 => return finished,
+            Err(e @ StoreError::ConditionFailed { .. }) => {
+                tracing::warn!(event = "task.finish_rejected", task_id = %task.task_id, to_status = %to, error = %e);
+                return Finished::Error;
+            }
+            Err(e) if attempt < FINISH_ATTEMPTS => {
+                tracing::warn!(event = "task.finish_retry", task_id = %task.task_id, attempt, error = %e);
+                tokio::time::sleep(lifo_core::store::backoff(attempt)).await;
+            }
+            Err(e) => {
+                tracing::error!(event = "task.finish_failed", task_id = %task.task_id, to_status = %to, error = %e);
+                return Finished::Error;
+            }
+        }
+    }
+    Finished::Error
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,27 @@
-fn main() {}
+//! Lambda entry point of `process`: set up tracing and clients, run the handler.
+
+use lambda_runtime::{Error, LambdaEvent, service_fn, tracing};
+use lifo_core::config::Env;
+use lifo_core::{Notifier, Store};
+use process::runner::AnyRunner;
+use process::{ProcessConfig, Processor};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing::init_default_subscriber();
+    let config = ProcessConfig::from_source(&Env)?;
+    let runner = Arc::new(AnyRunner::from_source(&Env)?);
+    let aws = aws_config::load_from_env().await;
+    let store = Store::new(aws_sdk_dynamodb::Client::new(&aws), &config.table_name);
+    let tail = Notifier::new(aws_sdk_sns::Client::new(&aws), &config.trigger_topic_arn);
+    let processor = Processor::new(store, tail, runner, config);
+    let processor = &processor;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
+        let wakeups = process::wakeups_in(event.payload)?;
+        let deadline = UNIX_EPOCH + Duration::from_millis(event.context.deadline);
+        processor.handle(wakeups, deadline).await
+    }))
+    .await
+}
