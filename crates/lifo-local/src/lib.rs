@@ -1,0 +1,16 @@
+//! The local stack: Amazon DynamoDB Local and moto started on loopback, the
+//! resources of template.yaml created in them, and an in-process pipeline
+//! that feeds the real handlers the events Lambda would.
+
+pub mod error;
+pub mod filter;
+pub mod pipeline;
+pub mod report;
+pub mod servers;
+pub mod stack;
+pub mod template;
+
+pub use error::{LocalError, Result};
+pub use pipeline::{Pipeline, PipelineOptions};
+pub use stack::LocalStack;
+pub use template::Template;

@@ -1,0 +1,167 @@
+//! The local stack: servers, clients, and the resources of template.yaml.
+
+use crate::error::{Context, Result};
+use crate::servers::{self, Server, Tools};
+use crate::template::Template;
+use aws_config::BehaviorVersion;
+use aws_sdk_dynamodb::config::Credentials;
+use aws_sdk_dynamodb::types::TimeToLiveSpecification;
+use std::time::Duration;
+
+/// Logical ids in template.yaml the local stack relies on.
+pub const TABLE: &str = "QueueTable";
+pub const PROCESS_TOPIC: &str = "ProcessTopic";
+pub const TRIGGER_TOPIC: &str = "TriggerTopic";
+
+/// Running servers plus the resources created in them.
+pub struct LocalStack {
+    pub template: Template,
+    pub ddb: aws_sdk_dynamodb::Client,
+    pub streams: aws_sdk_dynamodbstreams::Client,
+    pub sns: aws_sdk_sns::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub table: String,
+    pub stream_arn: String,
+    pub process_topic_arn: String,
+    pub trigger_topic_arn: String,
+    /// SQS queues subscribed to the topics: how the pipeline "invokes" the
+    /// functions the topics would invoke in AWS.
+    pub process_queue_url: String,
+    pub trigger_queue_url: String,
+    // Dropped last: stops the servers.
+    pub dynamodb_local: Server,
+    pub moto: Server,
+}
+
+async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("local", "local", None, None, "lifo-local"))
+        .endpoint_url(endpoint)
+        .load()
+        .await
+}
+
+impl LocalStack {
+    /// Starts DynamoDB Local and moto and creates the table (with TTL) and
+    /// topics from template.yaml, plus one SQS queue subscribed to each topic.
+    pub async fn start() -> Result<Self> {
+        let tools = Tools::locate()?;
+        let template = Template::workspace()?;
+        let dynamodb_local = servers::start_dynamodb_local(&tools)?;
+        let moto = servers::start_moto(&tools)?;
+        let ddb_conf = sdk_config(&dynamodb_local.endpoint).await;
+        let moto_conf = sdk_config(&moto.endpoint).await;
+        let ddb = aws_sdk_dynamodb::Client::new(&ddb_conf);
+        let streams = aws_sdk_dynamodbstreams::Client::new(&ddb_conf);
+        let sns = aws_sdk_sns::Client::new(&moto_conf);
+        let sqs = aws_sdk_sqs::Client::new(&moto_conf);
+
+        let table = TABLE.to_owned();
+        let def = template.table(TABLE)?;
+        // DynamoDB Local may accept connections a moment before it serves.
+        let mut attempt = 0;
+        let created = loop {
+            match def.create_table(&ddb, &table)?.send().await {
+                Ok(out) => break out,
+                Err(e) if attempt < 20 => {
+                    attempt += 1;
+                    tracing::debug!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(&e), "create table, retrying");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(e).context("creating the table from template.yaml"),
+            }
+        };
+        let stream_arn = created
+            .table_description
+            .and_then(|d| d.latest_stream_arn)
+            .context("the table has no stream (StreamSpecification missing from template.yaml?)")?;
+        if let Some(ttl) = def.time_to_live_specification.as_ref().filter(|t| t.enabled) {
+            ddb.update_time_to_live()
+                .table_name(&table)
+                .time_to_live_specification(
+                    TimeToLiveSpecification::builder()
+                        .attribute_name(&ttl.attribute_name)
+                        .enabled(true)
+                        .build()
+                        .context("TTL specification")?,
+                )
+                .send()
+                .await
+                .context("enabling TTL")?;
+        }
+
+        let mut topic_arn = std::collections::HashMap::new();
+        let mut queue_url = std::collections::HashMap::new();
+        for logical in template.topics() {
+            let arn = sns.create_topic().name(&logical).send().await.context(format!("creating topic {logical}"))?.topic_arn.context("topic ARN")?;
+            let queue = sqs
+                .create_queue()
+                .queue_name(format!("{logical}-deliveries"))
+                .attributes(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout, "5")
+                .send()
+                .await
+                .context(format!("creating the queue for {logical}"))?
+                .queue_url
+                .context("queue URL")?;
+            let queue_arn = sqs
+                .get_queue_attributes()
+                .queue_url(&queue)
+                .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+                .send()
+                .await
+                .context("reading the queue ARN")?
+                .attributes
+                .and_then(|mut a| a.remove(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
+                .context("queue ARN")?;
+            sns.subscribe().topic_arn(&arn).protocol("sqs").endpoint(queue_arn).send().await.context("subscribing the queue")?;
+            topic_arn.insert(logical.clone(), arn);
+            queue_url.insert(logical, queue);
+        }
+        let take = |m: &mut std::collections::HashMap<String, String>, k: &str| m.remove(k).context(format!("template.yaml has no topic {k}"));
+        Ok(Self {
+            process_topic_arn: take(&mut topic_arn, PROCESS_TOPIC)?,
+            trigger_topic_arn: take(&mut topic_arn, TRIGGER_TOPIC)?,
+            process_queue_url: take(&mut queue_url, PROCESS_TOPIC)?,
+            trigger_queue_url: take(&mut queue_url, TRIGGER_TOPIC)?,
+            template,
+            ddb,
+            streams,
+            sns,
+            sqs,
+            table,
+            stream_arn,
+            dynamodb_local,
+            moto,
+        })
+    }
+
+    /// A store over the local table.
+    pub fn store(&self) -> lifo_core::Store {
+        lifo_core::Store::new(self.ddb.clone(), &self.table)
+    }
+
+    /// Every item of the table (a full scan; for reports and tests).
+    pub async fn scan_tasks(&self) -> Result<Vec<lifo_core::Task>> {
+        let mut tasks = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .ddb
+                .scan()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .context("scanning the table")?;
+            for item in out.items.unwrap_or_default() {
+                tasks.push(serde_dynamo::from_item(item).context("parsing a task")?);
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(tasks);
+            }
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! Reads template.yaml so the local stack is built from the deployed
+//! definitions (table, index, stream, TTL, event filter, parameter defaults):
+//! local and deployed schema cannot drift.
+
+use crate::error::{Context, LocalError, Result};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
+};
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::Path;
+
+/// template.yaml, as JSON (CloudFormation short tags become `{"!Tag": value}`).
+#[derive(Debug, Clone)]
+pub struct Template {
+    doc: Value,
+}
+
+fn to_json(v: serde_yaml_ng::Value) -> Value {
+    use serde_yaml_ng::Value as Y;
+    match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => serde_json::to_value(n.as_f64().unwrap_or_default())
+            .ok()
+            .filter(|_| n.as_i64().is_none())
+            .or_else(|| n.as_i64().map(Value::from))
+            .unwrap_or(Value::Null),
+        Y::String(s) => Value::String(s),
+        Y::Sequence(xs) => Value::Array(xs.into_iter().map(to_json).collect()),
+        Y::Mapping(m) => Value::Object(
+            m.into_iter()
+                .filter_map(|(k, v)| k.as_str().map(|k| (k.to_owned(), to_json(v))))
+                .collect(),
+        ),
+        Y::Tagged(t) => {
+            let mut o = serde_json::Map::new();
+            o.insert(t.tag.to_string(), to_json(t.value));
+            Value::Object(o)
+        }
+    }
+}
+
+/// The table's definition, as CloudFormation properties.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TableDef {
+    pub attribute_definitions: Vec<AttrDef>,
+    pub key_schema: Vec<KeyDef>,
+    #[serde(default)]
+    pub global_secondary_indexes: Vec<IndexDef>,
+    pub stream_specification: Option<StreamDef>,
+    pub time_to_live_specification: Option<TtlDef>,
+    pub billing_mode: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AttrDef {
+    pub attribute_name: String,
+    pub attribute_type: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct KeyDef {
+    pub attribute_name: String,
+    pub key_type: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct IndexDef {
+    pub index_name: String,
+    pub key_schema: Vec<KeyDef>,
+    pub projection: ProjectionDef,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ProjectionDef {
+    pub projection_type: String,
+    #[serde(default)]
+    pub non_key_attributes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct StreamDef {
+    pub stream_view_type: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TtlDef {
+    pub attribute_name: String,
+    pub enabled: bool,
+}
+
+fn keys(defs: &[KeyDef]) -> Result<Vec<KeySchemaElement>> {
+    defs.iter()
+        .map(|k| {
+            KeySchemaElement::builder()
+                .attribute_name(&k.attribute_name)
+                .key_type(KeyType::from(k.key_type.as_str()))
+                .build()
+                .context("key schema")
+        })
+        .collect()
+}
+
+impl TableDef {
+    /// The same definition as SDK request parts.
+    pub fn create_table(
+        &self,
+        client: &aws_sdk_dynamodb::Client,
+        name: &str,
+    ) -> Result<aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder> {
+        let mut req = client
+            .create_table()
+            .table_name(name)
+            .billing_mode(BillingMode::from(self.billing_mode.as_deref().unwrap_or("PAY_PER_REQUEST")))
+            .set_key_schema(Some(keys(&self.key_schema)?));
+        for a in &self.attribute_definitions {
+            req = req.attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(&a.attribute_name)
+                    .attribute_type(ScalarAttributeType::from(a.attribute_type.as_str()))
+                    .build()
+                    .context("attribute definition")?,
+            );
+        }
+        for i in &self.global_secondary_indexes {
+            let projection = Projection::builder()
+                .projection_type(ProjectionType::from(i.projection.projection_type.as_str()))
+                .set_non_key_attributes(
+                    (!i.projection.non_key_attributes.is_empty()).then(|| i.projection.non_key_attributes.clone()),
+                )
+                .build();
+            req = req.global_secondary_indexes(
+                GlobalSecondaryIndex::builder()
+                    .index_name(&i.index_name)
+                    .set_key_schema(Some(keys(&i.key_schema)?))
+                    .projection(projection)
+                    .build()
+                    .context("global secondary index")?,
+            );
+        }
+        if let Some(s) = &self.stream_specification {
+            req = req.stream_specification(
+                StreamSpecification::builder()
+                    .stream_enabled(true)
+                    .stream_view_type(StreamViewType::from(s.stream_view_type.as_str()))
+                    .build()
+                    .context("stream specification")?,
+            );
+        }
+        Ok(req)
+    }
+}
+
+/// An event source mapping of a function, as the template declares it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSource {
+    pub batch_size: usize,
+    pub batching_window_seconds: u64,
+    /// Filter patterns (any one must match).
+    pub filters: Vec<Value>,
+}
+
+impl Template {
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).context(format!("reading {}", path.display()))?;
+        Self::parse(&text)
+    }
+
+    /// The template.yaml of this workspace.
+    pub fn workspace() -> Result<Self> {
+        Self::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml"))
+    }
+
+    pub fn parse(text: &str) -> Result<Self> {
+        let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).context("parsing template.yaml")?;
+        Ok(Self { doc: to_json(yaml) })
+    }
+
+    fn resource(&self, logical_id: &str) -> Result<&Value> {
+        self.doc
+            .pointer(&format!("/Resources/{logical_id}"))
+            .context(format!("template.yaml has no resource {logical_id}"))
+    }
+
+    /// The table resource's properties.
+    pub fn table(&self, logical_id: &str) -> Result<TableDef> {
+        let props = self.resource(logical_id)?.get("Properties").cloned().unwrap_or(Value::Null);
+        serde_json::from_value(props).context(format!("{logical_id}.Properties"))
+    }
+
+    /// Logical ids of the SNS topics.
+    pub fn topics(&self) -> Vec<String> {
+        self.doc
+            .get("Resources")
+            .and_then(Value::as_object)
+            .map(|r| {
+                r.iter()
+                    .filter(|(_, v)| v.get("Type").and_then(Value::as_str) == Some("AWS::SNS::Topic"))
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A function's DynamoDB stream event: batch size, window and filters.
+    pub fn stream_source(&self, function: &str, event: &str) -> Result<StreamSource> {
+        let props = self
+            .resource(function)?
+            .pointer(&format!("/Properties/Events/{event}/Properties"))
+            .context(format!("{function} has no event {event}"))?;
+        let mut filters = Vec::new();
+        for f in props.pointer("/FilterCriteria/Filters").and_then(Value::as_array).into_iter().flatten() {
+            let text = f.get("Pattern").and_then(Value::as_str).context("a filter without Pattern")?;
+            filters.push(serde_json::from_str(text).context(format!("filter pattern {text}"))?);
+        }
+        Ok(StreamSource {
+            batch_size: props.get("BatchSize").and_then(Value::as_u64).unwrap_or(100) as usize,
+            batching_window_seconds: props.get("MaximumBatchingWindowInSeconds").and_then(Value::as_u64).unwrap_or(0),
+            filters,
+        })
+    }
+
+    /// A parameter's default value, as a string.
+    pub fn parameter_default(&self, name: &str) -> Result<String> {
+        match self.doc.pointer(&format!("/Parameters/{name}/Default")) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(Value::Number(n)) => Ok(n.to_string()),
+            Some(other) => Err(LocalError(format!("parameter {name} has an unexpected default {other}"))),
+            None => Err(LocalError(format!("template.yaml has no default for parameter {name}"))),
+        }
+    }
+
+    /// A function's Timeout in seconds.
+    pub fn function_timeout(&self, function: &str) -> Result<u64> {
+        self.resource(function)?
+            .pointer("/Properties/Timeout")
+            .and_then(Value::as_u64)
+            .context(format!("{function} has no Timeout"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_workspace_template() {
+        let t = Template::workspace().unwrap();
+        let table = t.table("QueueTable").unwrap();
+        assert_eq!(table.key_schema[0].attribute_name, "taskId");
+        let gsi = &table.global_secondary_indexes[0];
+        assert_eq!(gsi.index_name, lifo_core::expr::LIFO_INDEX);
+        assert_eq!(gsi.key_schema[0].attribute_name, lifo_core::expr::attr::SHARD);
+        assert_eq!(gsi.key_schema[1].attribute_name, lifo_core::expr::attr::CLAIMABLE_AT);
+        assert_eq!(gsi.projection.non_key_attributes, vec![lifo_core::expr::attr::TTL]);
+        assert_eq!(table.time_to_live_specification.unwrap().attribute_name, "ttl");
+        let mut topics = t.topics();
+        topics.sort();
+        assert_eq!(topics, vec!["ProcessTopic", "TriggerTopic"]);
+        let s = t.stream_source("TriggerFunction", "Stream").unwrap();
+        assert_eq!((s.batch_size, s.batching_window_seconds, s.filters.len()), (10, 10, 1));
+        assert_eq!(t.parameter_default("ShardCount").unwrap(), "1");
+        assert_eq!(t.parameter_default("RunnerFailureRate").unwrap(), "0");
+        assert!(t.function_timeout("ProcessFunction").unwrap() > 600);
+    }
+
+    #[test]
+    fn the_template_filter_passes_the_fixture_and_nothing_else() {
+        let t = Template::workspace().unwrap();
+        let s = t.stream_source("TriggerFunction", "Stream").unwrap();
+        let path = format!("{}/../../events/trigger-stream-insert.json", env!("CARGO_MANIFEST_DIR"));
+        let event: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for record in event["Records"].as_array().unwrap() {
+            assert!(crate::filter::matches(&s.filters[0], record));
+            let mut modify = record.clone();
+            modify["eventName"] = "MODIFY".into();
+            assert!(!crate::filter::matches(&s.filters[0], &modify));
+            let mut scheduled = record.clone();
+            scheduled["dynamodb"]["NewImage"].as_object_mut().unwrap().remove("claimableAt");
+            assert!(!crate::filter::matches(&s.filters[0], &scheduled));
+        }
+    }
+}
