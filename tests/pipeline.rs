@@ -1,0 +1,327 @@
+//! Integration tests on Amazon DynamoDB Local and moto: the real handlers,
+//! the real table definition from template.yaml.
+
+use lifo_core::store::Op;
+use lifo_core::{Task, TaskStatus, now_ms};
+use lifo_local::{Pipeline, PipelineOptions, pipeline::PipelineStats};
+use lifo_tests::{Harness, deadline, fixture};
+use process::StopReason;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+async fn wait_until<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_trigger_process_end_to_end_at_five_write_units_per_task() {
+    let h = Harness::start(2).await;
+    let processor = Arc::new(h.processor(3, Duration::from_millis(20), Duration::from_secs(3)));
+    let pipeline = Pipeline::start(
+        &h.stack,
+        Arc::new(h.trigger()),
+        processor,
+        PipelineOptions::default(),
+    )
+    .await
+    .unwrap();
+
+    let real = h
+        .creator()
+        .handle(fixture("create-tasks.json"))
+        .await
+        .unwrap();
+    let demo = h
+        .creator()
+        .handle(fixture("create-demo.json"))
+        .await
+        .unwrap();
+    let total = real.created.len() + demo.created.len();
+    assert_eq!(demo.created.len(), 20);
+
+    wait_until("every task to succeed", Duration::from_secs(60), || async {
+        h.count(TaskStatus::Success).await == total
+    })
+    .await;
+    let stats = Arc::clone(&pipeline.stats);
+    pipeline.stop().await;
+    assert!(
+        PipelineStats::get(&stats.trigger_invocations) >= 1,
+        "the stream woke the trigger"
+    );
+    assert!(
+        PipelineStats::get(&stats.process_invocations) >= 1,
+        "the trigger woke the processor"
+    );
+    assert_eq!(PipelineStats::get(&stats.errors), 0);
+
+    let m = h.store.meter();
+    let put = m.spent(Op::Put).units / total as f64;
+    let claim = m.spent(Op::Claim).units / m.spent(Op::Claim).requests as f64;
+    let finish = m.spent(Op::Finish).units / m.spent(Op::Finish).requests as f64;
+    println!(
+        "write units per successful task: put {put:.2} + claim {claim:.2} + finish {finish:.2} = {:.2}",
+        put + claim + finish
+    );
+    assert!(
+        put + claim + finish <= 5.0 + 1e-9,
+        "cost target is 5 write units, got {}",
+        put + claim + finish
+    );
+    assert_eq!(m.spent(Op::Requeue).requests, 0, "no bounce writes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processors_racing_finish_each_task_exactly_once() {
+    let h = Harness::start(4).await;
+    let created = h
+        .creator()
+        .handle(serde_json::json!({"count": 80}))
+        .await
+        .unwrap()
+        .created;
+    let a = h.processor_on(
+        h.stack.store(),
+        4,
+        Duration::from_millis(5),
+        Duration::from_secs(30),
+    );
+    let b = h.processor_on(
+        h.stack.store(),
+        4,
+        Duration::from_millis(5),
+        Duration::from_secs(30),
+    );
+    let (ra, rb) = tokio::join!(a.handle(1, deadline()), b.handle(1, deadline()));
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    let sa: HashSet<&String> = ra.claimed.iter().collect();
+    let sb: HashSet<&String> = rb.claimed.iter().collect();
+    println!(
+        "processor A claimed {}, B claimed {}, conflicts {} + {}",
+        sa.len(),
+        sb.len(),
+        ra.conflicts,
+        rb.conflicts
+    );
+    assert!(sa.is_disjoint(&sb), "a task was claimed by both");
+    assert_eq!(sa.len() + sb.len(), created.len());
+    assert_eq!(ra.succeeded + rb.succeeded, created.len());
+    assert_eq!(ra.finish_errors + rb.finish_errors, 0);
+    assert_eq!(h.count(TaskStatus::Success).await, created.len());
+    for t in h.tasks().await {
+        assert_eq!(t.attempts, 1, "{} ran more than once", t.task_id);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_tasks_are_never_claimed() {
+    let h = Harness::start(2).await;
+    let now = now_ms();
+    // Expired 5 s ago, newer than the fresh ones: LIFO would pick them first.
+    let expired: Vec<Task> = (0..5)
+        .map(|i| {
+            Task::new_pending(
+                format!("expired-{i}"),
+                Default::default(),
+                now - 6_000 + i,
+                1,
+                2,
+            )
+        })
+        .collect();
+    let fresh: Vec<Task> = (0..3)
+        .map(|i| {
+            Task::new_pending(
+                format!("fresh-{i}"),
+                Default::default(),
+                now - 60_000 + i,
+                3600,
+                2,
+            )
+        })
+        .collect();
+    for t in expired.iter().chain(&fresh) {
+        let mut t = t.clone();
+        // keep "expired" the newest in the index
+        if t.task_id.starts_with("expired") {
+            t.claimable_at = Some(now + 1_000);
+            t.ready_at = now + 1_000;
+        }
+        h.store.put_new(&[t]).await.unwrap();
+    }
+    let report = h
+        .processor(2, Duration::from_millis(5), Duration::from_secs(10))
+        .handle(1, deadline())
+        .await
+        .unwrap();
+    let claimed: HashSet<&str> = report.claimed.iter().map(String::as_str).collect();
+    assert_eq!(claimed, HashSet::from(["fresh-0", "fresh-1", "fresh-2"]));
+    assert_eq!(report.stop, StopReason::Empty);
+    for t in h
+        .tasks()
+        .await
+        .iter()
+        .filter(|t| t.task_id.starts_with("expired"))
+    {
+        // Either still PENDING and never started, or already deleted by TTL.
+        assert_eq!(
+            (t.task_status, t.started_at),
+            (TaskStatus::Pending, None),
+            "{} was touched",
+            t.task_id
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_create_input_writes_nothing() {
+    let h = Harness::start(1).await;
+    let err = h
+        .creator()
+        .handle(fixture("create-invalid.json"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("invalid request: tasks[0].payload: "),
+        "{err}"
+    );
+    // 49 good tasks and one bad one at the end: still nothing written.
+    let mut tasks: Vec<serde_json::Value> = (0..49)
+        .map(|i| serde_json::json!({"payload": {"i": i}}))
+        .collect();
+    tasks.push(serde_json::json!({"payload": {}, "ttlSeconds": 0}));
+    let err = h
+        .creator()
+        .handle(serde_json::json!({ "tasks": tasks }))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid request: tasks[49].ttlSeconds: must be between 1 and 604800 seconds, got 0"
+    );
+    assert!(h.tasks().await.is_empty(), "a refused request wrote tasks");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_ids_are_idempotent() {
+    let h = Harness::start(1).await;
+    let first = h
+        .creator()
+        .handle(fixture("create-tasks.json"))
+        .await
+        .unwrap();
+    assert!(first.created.contains(&"order-1001".to_owned()));
+    let second = h
+        .creator()
+        .handle(fixture("create-tasks.json"))
+        .await
+        .unwrap();
+    assert_eq!(second.existing, vec!["order-1001".to_owned()]);
+    assert!(!second.created.contains(&"order-1001".to_owned()));
+    let copies = h
+        .tasks()
+        .await
+        .iter()
+        .filter(|t| t.task_id == "order-1001")
+        .count();
+    assert_eq!(copies, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_are_newest_first_across_shards() {
+    let h = Harness::start(4).await;
+    let base = now_ms() - 10_000;
+    let tasks: Vec<Task> = (0..40)
+        .map(|i| {
+            Task::new_pending(
+                lifo_core::new_task_id(),
+                Default::default(),
+                base + i * 10,
+                3600,
+                4,
+            )
+        })
+        .collect();
+    let shards: HashSet<u32> = tasks.iter().map(|t| t.lifo_shard).collect();
+    assert_eq!(shards.len(), 4, "the tasks span every shard");
+    h.store.put_new(&tasks).await.unwrap();
+    let report = h
+        .processor(1, Duration::ZERO, Duration::from_secs(30))
+        .handle(1, deadline())
+        .await
+        .unwrap();
+    let newest_first: Vec<String> = tasks.iter().rev().map(|t| t.task_id.clone()).collect();
+    assert_eq!(report.claimed, newest_first);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixtures_run_through_their_handlers_and_budget_overruns_tail_call() {
+    let h = Harness::start(1).await;
+    // trigger fixtures publish a wake-up to the process topic (moto → SQS).
+    for name in ["trigger-stream-insert.json", "trigger-tail-call.json"] {
+        let out = h.trigger().handle_outcome(fixture(name)).await.unwrap();
+        assert!(out.published, "{name}");
+    }
+    let received = h
+        .stack
+        .sqs
+        .receive_message()
+        .queue_url(&h.stack.process_queue_url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(2)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        !received.messages().is_empty(),
+        "wake-ups reached the process topic"
+    );
+
+    // The process fixture on an empty queue: nothing to do, no tail call.
+    let wakeups = process::wakeups_in(fixture("process-wakeup.json")).unwrap();
+    let report = h
+        .processor(1, Duration::ZERO, Duration::from_secs(5))
+        .handle(wakeups, deadline())
+        .await
+        .unwrap();
+    assert_eq!((report.stop, report.tail_call), (StopReason::Empty, false));
+
+    // More work than one budget: the processor hands over through the trigger topic.
+    h.creator()
+        .handle(serde_json::json!({"count": 30}))
+        .await
+        .unwrap();
+    let report = h
+        .processor(1, Duration::from_millis(50), Duration::from_millis(300))
+        .handle(1, deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.stop, StopReason::Budget);
+    assert!(report.tail_call);
+    let tail = h
+        .stack
+        .sqs
+        .receive_message()
+        .queue_url(&h.stack.trigger_queue_url)
+        .wait_time_seconds(2)
+        .send()
+        .await
+        .unwrap();
+    let body = tail
+        .messages()
+        .first()
+        .and_then(|m| m.body())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(body.contains("tail-call"), "tail call message: {body}");
+}

@@ -1,0 +1,111 @@
+//! Shared set-up of the integration tests: a fresh local stack per test
+//! (servers on free ports, stopped when the test ends, also on panic) and
+//! the real handlers wired to it.
+
+use create::{CreateConfig, Creator};
+use lifo_core::{Notifier, Store, Task, TaskStatus};
+use lifo_local::LocalStack;
+use process::runner::SimulatedRunner;
+use process::{ProcessConfig, Processor};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use trigger::Trigger;
+
+pub const MAX_TTL: u64 = 604_800;
+
+/// A local stack and the handlers over it.
+pub struct Harness {
+    pub stack: LocalStack,
+    pub store: Store,
+    pub shards: u32,
+}
+
+impl Harness {
+    pub async fn start(shards: u32) -> Self {
+        let stack = LocalStack::start()
+            .await
+            .expect("local stack starts (run `make tools` first)");
+        let store = stack.store();
+        Self {
+            stack,
+            store,
+            shards,
+        }
+    }
+
+    pub fn creator(&self) -> Creator {
+        Creator::new(
+            self.store.clone(),
+            CreateConfig {
+                table_name: self.stack.table.clone(),
+                shard_count: self.shards,
+                default_ttl_seconds: 3600,
+                max_ttl_seconds: MAX_TTL,
+            },
+        )
+    }
+
+    pub fn trigger(&self) -> Trigger {
+        Trigger::new(Notifier::new(
+            self.stack.sns.clone(),
+            &self.stack.process_topic_arn,
+        ))
+    }
+
+    /// A processor with its own simulated downstream.
+    pub fn processor(
+        &self,
+        capacity: usize,
+        latency: Duration,
+        budget: Duration,
+    ) -> Processor<SimulatedRunner> {
+        self.processor_on(self.store.clone(), capacity, latency, budget)
+    }
+
+    pub fn processor_on(
+        &self,
+        store: Store,
+        capacity: usize,
+        latency: Duration,
+        budget: Duration,
+    ) -> Processor<SimulatedRunner> {
+        Processor::new(
+            store,
+            Notifier::new(self.stack.sns.clone(), &self.stack.trigger_topic_arn),
+            Arc::new(SimulatedRunner::new(capacity, latency, 0.0, 0.0)),
+            ProcessConfig {
+                table_name: self.stack.table.clone(),
+                trigger_topic_arn: self.stack.trigger_topic_arn.clone(),
+                shard_count: self.shards,
+                max_ttl_seconds: MAX_TTL,
+                time_budget: budget,
+                deadline_margin: Duration::from_millis(500),
+                idle_poll: Duration::from_millis(50),
+            },
+        )
+    }
+
+    pub async fn tasks(&self) -> Vec<Task> {
+        self.stack.scan_tasks().await.expect("scan")
+    }
+
+    pub async fn count(&self, status: TaskStatus) -> usize {
+        self.tasks()
+            .await
+            .iter()
+            .filter(|t| t.task_status == status)
+            .count()
+    }
+}
+
+/// A deadline far enough away for any test invocation.
+pub fn deadline() -> SystemTime {
+    SystemTime::now() + Duration::from_secs(120)
+}
+
+/// A fixture from events/.
+pub fn fixture(name: &str) -> serde_json::Value {
+    let path = format!("{}/../events/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture exists"))
+        .expect("fixture is JSON")
+}

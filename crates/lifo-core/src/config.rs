@@ -8,7 +8,11 @@ pub enum ConfigError {
     #[error("environment variable {0} is required")]
     Missing(&'static str),
     #[error("environment variable {name}={value:?} is invalid: {reason}")]
-    Invalid { name: &'static str, value: String, reason: String },
+    Invalid {
+        name: &'static str,
+        value: String,
+        reason: String,
+    },
 }
 
 /// Looks settings up in a source (the process environment, or a map in tests).
@@ -55,11 +59,14 @@ where
     let Some(raw) = src.get(name).filter(|v| !v.trim().is_empty()) else {
         return Ok(default);
     };
-    let value: T = raw.trim().parse().map_err(|e: T::Err| ConfigError::Invalid {
-        name,
-        value: raw.clone(),
-        reason: e.to_string(),
-    })?;
+    let value: T = raw
+        .trim()
+        .parse()
+        .map_err(|e: T::Err| ConfigError::Invalid {
+            name,
+            value: raw.clone(),
+            reason: e.to_string(),
+        })?;
     if !range.contains(&value) {
         return Err(ConfigError::Invalid {
             name,
@@ -76,19 +83,29 @@ mod tests {
     use std::collections::HashMap;
 
     fn src(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn errors_name_the_variable() {
         let s = src(&[("SHARD_COUNT", "zero"), ("RATE", "2")]);
-        assert_eq!(required(&s, "TABLE_NAME").unwrap_err().to_string(), "environment variable TABLE_NAME is required");
         assert_eq!(
-            parsed(&s, "SHARD_COUNT", 1u32, 1..=100).unwrap_err().to_string(),
+            required(&s, "TABLE_NAME").unwrap_err().to_string(),
+            "environment variable TABLE_NAME is required"
+        );
+        assert_eq!(
+            parsed(&s, "SHARD_COUNT", 1u32, 1..=100)
+                .unwrap_err()
+                .to_string(),
             "environment variable SHARD_COUNT=\"zero\" is invalid: invalid digit found in string"
         );
         assert_eq!(
-            parsed(&s, "RATE", 0.0f64, 0.0..=1.0).unwrap_err().to_string(),
+            parsed(&s, "RATE", 0.0f64, 0.0..=1.0)
+                .unwrap_err()
+                .to_string(),
             "environment variable RATE=\"2\" is invalid: must be between 0 and 1"
         );
         assert_eq!(parsed(&s, "ABSENT", 7u32, 1..=10), Ok(7));

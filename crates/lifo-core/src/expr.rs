@@ -315,11 +315,17 @@ mod tests {
         for t in Transition::ALL {
             let e = transition(t, NOW, "r");
             assert!(e.condition.starts_with("#status = :from"), "{t}");
-            assert_eq!(e.values[":from"], AttributeValue::S(t.from().as_str().into()));
+            assert_eq!(
+                e.values[":from"],
+                AttributeValue::S(t.from().as_str().into())
+            );
             assert_eq!(e.values[":to"], AttributeValue::S(t.to().as_str().into()));
             // The index key is removed exactly when leaving PENDING and
             // restored exactly when returning to it.
-            assert_eq!(e.main.contains("REMOVE #claimableAt"), t == Transition::Claim);
+            assert_eq!(
+                e.main.contains("REMOVE #claimableAt"),
+                t == Transition::Claim
+            );
             assert_eq!(
                 e.main.contains("#claimableAt = #readyAt"),
                 t.to() == TaskStatus::Pending
@@ -352,7 +358,11 @@ mod tests {
         assert_eq!(e.condition, "#ttl > :nowSec");
         assert_eq!(
             names(&e),
-            vec![("#claimableAt", "claimableAt"), ("#shard", "lifoShard"), ("#ttl", "ttl")]
+            vec![
+                ("#claimableAt", "claimableAt"),
+                ("#shard", "lifoShard"),
+                ("#ttl", "ttl")
+            ]
         );
         assert_eq!(
             values(&e),

@@ -35,11 +35,16 @@ pub fn merge_newest(per_shard: Vec<Vec<Candidate>>, want: usize) -> Vec<Candidat
     let mut heap: BinaryHeap<((u64, String), Reverse<usize>)> = heads
         .iter()
         .enumerate()
-        .filter_map(|(i, h)| h.as_ref().map(|c| ((c.claimable_at, c.task_id.clone()), Reverse(i))))
+        .filter_map(|(i, h)| {
+            h.as_ref()
+                .map(|c| ((c.claimable_at, c.task_id.clone()), Reverse(i)))
+        })
         .collect();
     let mut out = Vec::with_capacity(want);
     while out.len() < want {
-        let Some((_, Reverse(i))) = heap.pop() else { break };
+        let Some((_, Reverse(i))) = heap.pop() else {
+            break;
+        };
         if let Some(c) = heads[i].take() {
             out.push(c);
         }
@@ -58,13 +63,22 @@ mod tests {
     use proptest::prelude::*;
 
     fn c(id: &str, shard: u32, at: u64) -> Candidate {
-        Candidate { task_id: id.into(), lifo_shard: shard, claimable_at: at, ttl: u64::MAX }
+        Candidate {
+            task_id: id.into(),
+            lifo_shard: shard,
+            claimable_at: at,
+            ttl: u64::MAX,
+        }
     }
 
     #[test]
     fn interleaves_shards_newest_first() {
         let merged = merge_newest(
-            vec![vec![c("a", 0, 9), c("b", 0, 4)], vec![c("c", 1, 7), c("d", 1, 5)], vec![]],
+            vec![
+                vec![c("a", 0, 9), c("b", 0, 4)],
+                vec![c("c", 1, 7), c("d", 1, 5)],
+                vec![],
+            ],
             3,
         );
         let ids: Vec<&str> = merged.iter().map(|c| c.task_id.as_str()).collect();

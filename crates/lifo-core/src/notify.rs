@@ -34,7 +34,10 @@ pub struct Notifier {
 
 impl Notifier {
     pub fn new(client: Client, topic_arn: impl Into<String>) -> Self {
-        Self { client, topic_arn: topic_arn.into() }
+        Self {
+            client,
+            topic_arn: topic_arn.into(),
+        }
     }
 
     pub fn topic_arn(&self) -> &str {
@@ -72,7 +75,11 @@ mod tests {
     use aws_smithy_mocks::{mock, mock_client};
 
     fn wakeup() -> Wakeup {
-        Wakeup { source: "trigger".into(), reason: "stream-insert".into(), at: 1 }
+        Wakeup {
+            source: "trigger".into(),
+            reason: "stream-insert".into(),
+            at: 1,
+        }
     }
 
     #[tokio::test]
@@ -80,7 +87,8 @@ mod tests {
         let rule = mock!(Client::publish)
             .match_requests(|r| {
                 r.topic_arn() == Some("arn:topic")
-                    && r.message() == Some(r#"{"source":"trigger","reason":"stream-insert","at":1}"#)
+                    && r.message()
+                        == Some(r#"{"source":"trigger","reason":"stream-insert","at":1}"#)
             })
             .then_output(|| PublishOutput::builder().message_id("m-1").build());
         let n = Notifier::new(mock_client!(aws_sdk_sns, [&rule]), "arn:topic");
@@ -91,15 +99,28 @@ mod tests {
     #[tokio::test]
     async fn a_failed_publish_is_an_error_naming_the_topic() {
         let rule = mock!(Client::publish).then_error(|| {
-            PublishError::InternalErrorException(InternalErrorException::builder()
+            PublishError::InternalErrorException(
+                InternalErrorException::builder()
                     .message("boom")
-                    .meta(aws_sdk_sns::error::ErrorMetadata::builder().code("InternalError").message("boom").build())
-                    .build())
+                    .meta(
+                        aws_sdk_sns::error::ErrorMetadata::builder()
+                            .code("InternalError")
+                            .message("boom")
+                            .build(),
+                    )
+                    .build(),
+            )
         });
-        let client = mock_client!(aws_sdk_sns, aws_smithy_mocks::RuleMode::MatchAny, [&rule], |c| {
-            c.retry_config(aws_sdk_sns::config::retry::RetryConfig::disabled())
-        });
-        let err = Notifier::new(client, "arn:topic").wake(&wakeup()).await.unwrap_err();
+        let client = mock_client!(
+            aws_sdk_sns,
+            aws_smithy_mocks::RuleMode::MatchAny,
+            [&rule],
+            |c| { c.retry_config(aws_sdk_sns::config::retry::RetryConfig::disabled()) }
+        );
+        let err = Notifier::new(client, "arn:topic")
+            .wake(&wakeup())
+            .await
+            .unwrap_err();
         assert_eq!(err.topic_arn, "arn:topic");
         assert_eq!(err.code, "InternalError");
         assert!(err.to_string().contains("arn:topic"), "{err}");

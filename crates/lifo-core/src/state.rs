@@ -84,8 +84,8 @@ impl fmt::Display for Transition {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
     use TaskStatus::*;
+    use proptest::prelude::*;
 
     #[test]
     fn exactly_the_documented_moves_are_legal() {
@@ -96,7 +96,12 @@ mod tests {
             .collect();
         assert_eq!(
             legal,
-            vec![(Pending, Taken), (Taken, Pending), (Taken, Success), (Taken, Failure)]
+            vec![
+                (Pending, Taken),
+                (Taken, Pending),
+                (Taken, Success),
+                (Taken, Failure)
+            ]
         );
     }
 

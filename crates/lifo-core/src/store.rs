@@ -76,7 +76,9 @@ where
 {
     let message = DisplayErrorContext(err).to_string();
     match err.code() {
-        Some(code) if THROTTLE_CODES.contains(&code) => StoreError::Throttled { operation, message },
+        Some(code) if THROTTLE_CODES.contains(&code) => {
+            StoreError::Throttled { operation, message }
+        }
         _ => StoreError::Other { operation, message },
     }
 }
@@ -134,7 +136,10 @@ pub struct CapacityMeter {
 
 impl CapacityMeter {
     fn record<'a>(&self, op: Op, consumed: impl IntoIterator<Item = &'a ConsumedCapacity>) {
-        let units: f64 = consumed.into_iter().filter_map(|c| c.capacity_units()).sum();
+        let units: f64 = consumed
+            .into_iter()
+            .filter_map(|c| c.capacity_units())
+            .sum();
         self.requests[op.index()].fetch_add(1, Ordering::Relaxed);
         self.milli_units[op.index()].fetch_add((units * 1000.0).round() as u64, Ordering::Relaxed);
     }
@@ -189,10 +194,11 @@ impl Store {
         for chunk in tasks.chunks(BATCH_WRITE_MAX) {
             let mut requests = Vec::with_capacity(chunk.len());
             for task in chunk {
-                let item: Item = serde_dynamo::to_item(task).map_err(|e| StoreError::Malformed {
-                    task_id: task.task_id.clone(),
-                    reason: e.to_string(),
-                })?;
+                let item: Item =
+                    serde_dynamo::to_item(task).map_err(|e| StoreError::Malformed {
+                        task_id: task.task_id.clone(),
+                        reason: e.to_string(),
+                    })?;
                 let put = PutRequest::builder()
                     .set_item(Some(item))
                     .build()
@@ -241,7 +247,10 @@ impl Store {
             if attempt > UNPROCESSED_RETRIES {
                 return Err(StoreError::Throttled {
                     operation: "BatchWriteItem",
-                    message: format!("{} items still unprocessed after {UNPROCESSED_RETRIES} retries", requests.len()),
+                    message: format!(
+                        "{} items still unprocessed after {UNPROCESSED_RETRIES} retries",
+                        requests.len()
+                    ),
                 });
             }
             tokio::time::sleep(backoff(attempt)).await;
@@ -298,7 +307,8 @@ impl Store {
             return Ok(Vec::new());
         }
         let per_shard = futures::future::try_join_all(
-            (0..shard_count.max(1)).map(|shard| self.newest_in_shard(shard, want, now_ms, horizon_ms)),
+            (0..shard_count.max(1))
+                .map(|shard| self.newest_in_shard(shard, want, now_ms, horizon_ms)),
         )
         .await?;
         Ok(merge_newest(per_shard, want))
@@ -383,7 +393,9 @@ impl Store {
             }
             Err(err) => {
                 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-                if let Some(UpdateItemError::ConditionalCheckFailedException(ex)) = err.as_service_error() {
+                if let Some(UpdateItemError::ConditionalCheckFailedException(ex)) =
+                    err.as_service_error()
+                {
                     self.meter.record(Op::of(t), None);
                     let current = ex
                         .item()
@@ -500,12 +512,23 @@ mod tests {
             .transition("a", TaskStatus::Pending, TaskStatus::Taken, 1, "")
             .await
             .unwrap_err();
-        assert!(matches!(err, StoreError::Throttled { operation: "UpdateItem", .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                StoreError::Throttled {
+                    operation: "UpdateItem",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[tokio::test]
     async fn unprocessed_batch_items_are_retried_until_written() {
-        let tasks: Vec<Task> = (0..30).map(|i| task(&format!("t{i}"), TaskStatus::Pending)).collect();
+        let tasks: Vec<Task> = (0..30)
+            .map(|i| task(&format!("t{i}"), TaskStatus::Pending))
+            .collect();
         // First call leaves 2 items unprocessed, every later call writes all.
         let leftover = {
             let item: Item = serde_dynamo::to_item(&tasks[0]).unwrap();

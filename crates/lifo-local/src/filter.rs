@@ -10,7 +10,9 @@ use serde_json::Value;
 
 /// True if `event` matches `pattern`.
 pub fn matches(pattern: &Value, event: &Value) -> bool {
-    let Some(fields) = pattern.as_object() else { return false };
+    let Some(fields) = pattern.as_object() else {
+        return false;
+    };
     fields.iter().all(|(key, rule)| {
         let value = event.get(key);
         match rule {
@@ -28,7 +30,9 @@ fn leaf(option: &Value, value: Option<&Value>) -> bool {
                 return value.is_some() == exists;
             }
             if let Some(prefix) = op.get("prefix").and_then(Value::as_str) {
-                return value.and_then(Value::as_str).is_some_and(|s| s.starts_with(prefix));
+                return value
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| s.starts_with(prefix));
             }
             if let Some(but) = op.get("anything-but") {
                 let Some(v) = value else { return false };
@@ -51,14 +55,33 @@ mod tests {
     #[test]
     fn leaf_operators() {
         let p = json!({"eventName": ["INSERT"], "dynamodb": {"NewImage": {"claimableAt": {"N": [{"exists": true}]}}}});
-        let insert = json!({"eventName": "INSERT", "dynamodb": {"NewImage": {"claimableAt": {"N": "5"}}}});
+        let insert =
+            json!({"eventName": "INSERT", "dynamodb": {"NewImage": {"claimableAt": {"N": "5"}}}});
         assert!(matches(&p, &insert));
-        assert!(!matches(&p, &json!({"eventName": "MODIFY", "dynamodb": {"NewImage": {"claimableAt": {"N": "5"}}}})));
-        assert!(!matches(&p, &json!({"eventName": "INSERT", "dynamodb": {"NewImage": {"taskId": {"S": "x"}}}})));
+        assert!(!matches(
+            &p,
+            &json!({"eventName": "MODIFY", "dynamodb": {"NewImage": {"claimableAt": {"N": "5"}}}})
+        ));
+        assert!(!matches(
+            &p,
+            &json!({"eventName": "INSERT", "dynamodb": {"NewImage": {"taskId": {"S": "x"}}}})
+        ));
         assert!(!matches(&p, &json!({"eventName": "INSERT"})));
-        assert!(matches(&json!({"a": [{"prefix": "ab"}]}), &json!({"a": "abc"})));
-        assert!(matches(&json!({"a": [{"anything-but": ["x", "y"]}]}), &json!({"a": "z"})));
-        assert!(!matches(&json!({"a": [{"anything-but": "z"}]}), &json!({"a": "z"})));
-        assert!(matches(&json!({"a": [{"exists": false}]}), &json!({"b": 1})));
+        assert!(matches(
+            &json!({"a": [{"prefix": "ab"}]}),
+            &json!({"a": "abc"})
+        ));
+        assert!(matches(
+            &json!({"a": [{"anything-but": ["x", "y"]}]}),
+            &json!({"a": "z"})
+        ));
+        assert!(!matches(
+            &json!({"a": [{"anything-but": "z"}]}),
+            &json!({"a": "z"})
+        ));
+        assert!(matches(
+            &json!({"a": [{"exists": false}]}),
+            &json!({"b": 1})
+        ));
     }
 }

@@ -49,7 +49,10 @@ pub struct PipelineOptions {
 
 impl Default for PipelineOptions {
     fn default() -> Self {
-        Self { batching_window: Some(Duration::from_millis(500)), stream_poll: Duration::from_millis(100) }
+        Self {
+            batching_window: Some(Duration::from_millis(500)),
+            stream_poll: Duration::from_millis(100),
+        }
     }
 }
 
@@ -69,14 +72,21 @@ pub fn stream_record_json(r: &Record, stream_arn: &str) -> Value {
     if let Some(sr) = r.dynamodb() {
         let created = sr.approximate_creation_date_time().map_or(0, |t| t.secs());
         change.insert("ApproximateCreationDateTime".into(), json!(created));
-        for (name, img) in [("Keys", sr.keys.as_ref()), ("NewImage", sr.new_image.as_ref()), ("OldImage", sr.old_image.as_ref())] {
+        for (name, img) in [
+            ("Keys", sr.keys.as_ref()),
+            ("NewImage", sr.new_image.as_ref()),
+            ("OldImage", sr.old_image.as_ref()),
+        ] {
             if let Some(v) = image(img) {
                 change.insert(name.into(), v);
             }
         }
         change.insert("SequenceNumber".into(), json!(sr.sequence_number()));
         change.insert("SizeBytes".into(), json!(sr.size_bytes().unwrap_or(0)));
-        change.insert("StreamViewType".into(), json!(sr.stream_view_type().map(|v| v.as_str())));
+        change.insert(
+            "StreamViewType".into(),
+            json!(sr.stream_view_type().map(|v| v.as_str())),
+        );
     }
     json!({
         "eventID": r.event_id(),
@@ -123,8 +133,11 @@ impl Pipeline {
         let (shutdown, rx) = watch::channel(false);
         let stats = Arc::new(PipelineStats::default());
         let source = stack.template.stream_source("TriggerFunction", "Stream")?;
-        let window = options.batching_window.unwrap_or(Duration::from_secs(source.batching_window_seconds));
-        let process_timeout = Duration::from_secs(stack.template.function_timeout("ProcessFunction")?);
+        let window = options
+            .batching_window
+            .unwrap_or(Duration::from_secs(source.batching_window_seconds));
+        let process_timeout =
+            Duration::from_secs(stack.template.function_timeout("ProcessFunction")?);
 
         // Iterators are taken now, so nothing written after start is missed.
         let shards = stack
@@ -154,8 +167,18 @@ impl Pipeline {
 
         let mut tasks = Vec::new();
         {
-            let (streams, arn, trigger, stats, mut rx) = (stack.streams.clone(), stack.stream_arn.clone(), trigger.clone(), stats.clone(), rx.clone());
-            let (filters, batch_size, poll) = (source.filters.clone(), source.batch_size.max(1), options.stream_poll);
+            let (streams, arn, trigger, stats, mut rx) = (
+                stack.streams.clone(),
+                stack.stream_arn.clone(),
+                trigger.clone(),
+                stats.clone(),
+                rx.clone(),
+            );
+            let (filters, batch_size, poll) = (
+                source.filters.clone(),
+                source.batch_size.max(1),
+                options.stream_poll,
+            );
             tasks.push(tokio::spawn(async move {
                 let mut batch: Vec<Value> = Vec::new();
                 let mut first_at: Option<Instant> = None;
@@ -206,28 +229,63 @@ impl Pipeline {
             }));
         }
         {
-            let (sqs, url, trigger, stats, rx) = (stack.sqs.clone(), stack.trigger_queue_url.clone(), trigger.clone(), stats.clone(), rx.clone());
-            tasks.push(tokio::spawn(poll_queue(sqs, url, rx, stats.clone(), move |event| {
-                let (trigger, stats) = (trigger.clone(), stats.clone());
-                async move {
-                    stats.tail_calls.fetch_add(1, Ordering::Relaxed);
-                    stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
-                    trigger.handle(event).await.map(|_| ()).map_err(|e| e.to_string())
-                }
-            })));
+            let (sqs, url, trigger, stats, rx) = (
+                stack.sqs.clone(),
+                stack.trigger_queue_url.clone(),
+                trigger.clone(),
+                stats.clone(),
+                rx.clone(),
+            );
+            tasks.push(tokio::spawn(poll_queue(
+                sqs,
+                url,
+                rx,
+                stats.clone(),
+                move |event| {
+                    let (trigger, stats) = (trigger.clone(), stats.clone());
+                    async move {
+                        stats.tail_calls.fetch_add(1, Ordering::Relaxed);
+                        stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
+                        trigger
+                            .handle(event)
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| e.to_string())
+                    }
+                },
+            )));
         }
         {
-            let (sqs, url, stats, rx) = (stack.sqs.clone(), stack.process_queue_url.clone(), stats.clone(), rx.clone());
-            tasks.push(tokio::spawn(poll_queue(sqs, url, rx, stats.clone(), move |event| {
-                let (processor, stats) = (processor.clone(), stats.clone());
-                async move {
-                    stats.process_invocations.fetch_add(1, Ordering::Relaxed);
-                    let wakeups = process::wakeups_in(event).map_err(|e| e.to_string())?;
-                    processor.handle(wakeups, SystemTime::now() + process_timeout).await.map(|_| ()).map_err(|e| e.to_string())
-                }
-            })));
+            let (sqs, url, stats, rx) = (
+                stack.sqs.clone(),
+                stack.process_queue_url.clone(),
+                stats.clone(),
+                rx.clone(),
+            );
+            tasks.push(tokio::spawn(poll_queue(
+                sqs,
+                url,
+                rx,
+                stats.clone(),
+                move |event| {
+                    let (processor, stats) = (processor.clone(), stats.clone());
+                    async move {
+                        stats.process_invocations.fetch_add(1, Ordering::Relaxed);
+                        let wakeups = process::wakeups_in(event).map_err(|e| e.to_string())?;
+                        processor
+                            .handle(wakeups, SystemTime::now() + process_timeout)
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| e.to_string())
+                    }
+                },
+            )));
         }
-        Ok(Self { shutdown, tasks, stats })
+        Ok(Self {
+            shutdown,
+            tasks,
+            stats,
+        })
     }
 
     /// Asks every poller to stop after its current invocation and waits.
@@ -242,8 +300,13 @@ impl Pipeline {
 /// Polls an SQS queue subscribed to a topic and invokes `handler` once per
 /// message, one at a time. A failed invocation leaves the message for a
 /// retry (like Lambda's async retry); after 3 receives it is dropped.
-async fn poll_queue<F, Fut>(sqs: aws_sdk_sqs::Client, url: String, mut rx: watch::Receiver<bool>, stats: Arc<PipelineStats>, handler: F)
-where
+async fn poll_queue<F, Fut>(
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+    mut rx: watch::Receiver<bool>,
+    stats: Arc<PipelineStats>,
+    handler: F,
+) where
     F: Fn(Value) -> Fut,
     Fut: std::future::Future<Output = std::result::Result<(), String>>,
 {
@@ -267,7 +330,10 @@ where
             }
         };
         for m in messages {
-            let envelope: Value = m.body().and_then(|b| serde_json::from_str(b).ok()).unwrap_or(Value::Null);
+            let envelope: Value = m
+                .body()
+                .and_then(|b| serde_json::from_str(b).ok())
+                .unwrap_or(Value::Null);
             let receives: u32 = m
                 .attributes()
                 .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
@@ -280,7 +346,12 @@ where
             }
             if result.is_ok() || receives >= 3 {
                 if let Some(h) = m.receipt_handle() {
-                    let _ = sqs.delete_message().queue_url(&url).receipt_handle(h).send().await;
+                    let _ = sqs
+                        .delete_message()
+                        .queue_url(&url)
+                        .receipt_handle(h)
+                        .send()
+                        .await;
                 }
             }
         }

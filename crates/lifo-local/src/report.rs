@@ -28,7 +28,10 @@ impl Observer {
         created
             .iter()
             .filter(|id| match self.seen.get(*id) {
-                Some(t) => t.task_status == TaskStatus::Taken || (t.task_status == TaskStatus::Pending && !t.is_expired(now_ms)),
+                Some(t) => {
+                    t.task_status == TaskStatus::Taken
+                        || (t.task_status == TaskStatus::Pending && !t.is_expired(now_ms))
+                }
                 None => false,
             })
             .count()
@@ -78,8 +81,17 @@ const INVERSION_TOLERANCE_MS: u64 = 50;
 
 impl Report {
     /// `created`: ids in creation order.
-    pub fn build(created: &[String], observer: &Observer, meter: &CapacityMeter, now_ms: u64) -> Self {
-        let rank: HashMap<&str, usize> = created.iter().enumerate().map(|(i, id)| (id.as_str(), i + 1)).collect();
+    pub fn build(
+        created: &[String],
+        observer: &Observer,
+        meter: &CapacityMeter,
+        now_ms: u64,
+    ) -> Self {
+        let rank: HashMap<&str, usize> = created
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i + 1))
+            .collect();
         let tasks: Vec<&Task> = created.iter().filter_map(|id| observer.get(id)).collect();
         let mut by_status = BTreeMap::new();
         for t in &tasks {
@@ -92,9 +104,16 @@ impl Report {
                 None => true,
             })
             .count();
-        let mut started: Vec<&Task> = tasks.iter().copied().filter(|t| t.started_at.is_some()).collect();
+        let mut started: Vec<&Task> = tasks
+            .iter()
+            .copied()
+            .filter(|t| t.started_at.is_some())
+            .collect();
         started.sort_by_key(|t| (t.started_at, std::cmp::Reverse(t.ready_at)));
-        let start_order = started.iter().map(|t| rank.get(t.task_id.as_str()).copied().unwrap_or(0)).collect();
+        let start_order = started
+            .iter()
+            .map(|t| rank.get(t.task_id.as_str()).copied().unwrap_or(0))
+            .collect();
         let lifo_inversions = started
             .iter()
             .filter(|s| {
@@ -107,10 +126,19 @@ impl Report {
                 })
             })
             .count();
-        let mut ages: Vec<u64> = started.iter().map(|t| t.started_at.unwrap_or(0).saturating_sub(t.ready_at)).collect();
+        let mut ages: Vec<u64> = started
+            .iter()
+            .map(|t| t.started_at.unwrap_or(0).saturating_sub(t.ready_at))
+            .collect();
         ages.sort_unstable();
         let successes = by_status.get("SUCCESS").copied().unwrap_or(0);
-        let per = |op: Op, n: f64| if n > 0.0 { meter.spent(op).units / n } else { 0.0 };
+        let per = |op: Op, n: f64| {
+            if n > 0.0 {
+                meter.spent(op).units / n
+            } else {
+                0.0
+            }
+        };
         let put_per_task = per(Op::Put, created.len() as f64);
         let claim_per_claim = per(Op::Claim, meter.spent(Op::Claim).requests as f64);
         let finish_per_finish = per(Op::Finish, meter.spent(Op::Finish).requests as f64);
@@ -128,7 +156,11 @@ impl Report {
                 claim_per_claim,
                 finish_per_finish,
                 per_successful_task: put_per_task + claim_per_claim + finish_per_finish,
-                total_per_success: if successes > 0 { meter.write_units() / successes as f64 } else { 0.0 },
+                total_per_success: if successes > 0 {
+                    meter.write_units() / successes as f64
+                } else {
+                    0.0
+                },
             },
         }
     }
@@ -136,7 +168,10 @@ impl Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "Start order (creation number of each task, in the order tasks started; higher = newer):")?;
+        writeln!(
+            f,
+            "Start order (creation number of each task, in the order tasks started; higher = newer):"
+        )?;
         for line in self.start_order.chunks(20) {
             let line: Vec<String> = line.iter().map(|n| format!("{n:>4}")).collect();
             writeln!(f, "  {}", line.join(""))?;
@@ -147,8 +182,18 @@ impl fmt::Display for Report {
             self.lifo_inversions,
             self.start_order.len()
         )?;
-        let counts: Vec<String> = self.by_status.iter().map(|(s, n)| format!("{s} {n}")).collect();
-        writeln!(f, "Tasks: created {}, {}; shed by expiry (never started) {}", self.created, counts.join(", "), self.shed)?;
+        let counts: Vec<String> = self
+            .by_status
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect();
+        writeln!(
+            f,
+            "Tasks: created {}, {}; shed by expiry (never started) {}",
+            self.created,
+            counts.join(", "),
+            self.shed
+        )?;
         writeln!(
             f,
             "Age at start: p50 {:.2} s, p95 {:.2} s, max {:.2} s",
@@ -160,7 +205,11 @@ impl fmt::Display for Report {
         writeln!(
             f,
             "Write units per successful task: {:.2} (put {:.2} + claim {:.2} + finish {:.2}); all writes / successes: {:.2}",
-            w.per_successful_task, w.put_per_task, w.claim_per_claim, w.finish_per_finish, w.total_per_success
+            w.per_successful_task,
+            w.put_per_task,
+            w.claim_per_claim,
+            w.finish_per_finish,
+            w.total_per_success
         )
     }
 }
@@ -188,7 +237,10 @@ mod tests {
         ]);
         let r = Report::build(&created, &o, &CapacityMeter::default(), 10_000);
         assert_eq!(r.start_order, vec![1, 3, 2]);
-        assert_eq!(r.lifo_inversions, 1, "only a started while newer tasks (b, c) waited");
+        assert_eq!(
+            r.lifo_inversions, 1,
+            "only a started while newer tasks (b, c) waited"
+        );
         assert_eq!((r.age_p50_ms, r.age_max_ms), (4_000, 1_898_000));
         assert_eq!(r.by_status["SUCCESS"], 3);
     }

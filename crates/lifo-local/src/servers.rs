@@ -37,7 +37,8 @@ impl Tools {
             .filter(|p| p.join("DynamoDBLocal.jar").is_file())
             .collect();
         dirs.sort();
-        dirs.pop().context(format!("no DynamoDBLocal.jar under {}", lib.display()))
+        dirs.pop()
+            .context(format!("no DynamoDBLocal.jar under {}", lib.display()))
     }
 
     pub fn moto_server(&self) -> PathBuf {
@@ -80,7 +81,10 @@ impl Drop for Server {
 
 fn free_port() -> Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(listener.local_addr().context("reading the free port")?.port())
+    Ok(listener
+        .local_addr()
+        .context("reading the free port")?
+        .port())
 }
 
 fn spawn(name: &'static str, tools: &Tools, mut cmd: Command, port: u16) -> Result<Server> {
@@ -94,16 +98,27 @@ fn spawn(name: &'static str, tools: &Tools, mut cmd: Command, port: u16) -> Resu
         .stderr(err)
         .spawn()
         .context(format!("starting {name}"))?;
-    let mut server = Server { name, endpoint: format!("http://127.0.0.1:{port}"), log, child };
+    let mut server = Server {
+        name,
+        endpoint: format!("http://127.0.0.1:{port}"),
+        log,
+        child,
+    };
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let started = Instant::now();
     while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
         if let Ok(Some(status)) = server.child.try_wait() {
-            return Err(LocalError(format!("{name} exited at start ({status}); see {}", server.log.display())));
+            return Err(LocalError(format!(
+                "{name} exited at start ({status}); see {}",
+                server.log.display()
+            )));
         }
         if started.elapsed() > Duration::from_secs(60) {
             server.stop();
-            return Err(LocalError(format!("{name} did not listen on {port} within 60 s; see {}", server.log.display())));
+            return Err(LocalError(format!(
+                "{name} did not listen on {port} within 60 s; see {}",
+                server.log.display()
+            )));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -115,12 +130,21 @@ pub fn start_dynamodb_local(tools: &Tools) -> Result<Server> {
     let dir = tools.dynamodb_local_dir()?;
     let port = free_port()?;
     let mut cmd = Command::new("java");
-    cmd.arg(format!("-Djava.library.path={}", dir.join("DynamoDBLocal_lib").display()))
-        .arg("-Xmx512m")
-        .arg("-jar")
-        .arg(dir.join("DynamoDBLocal.jar"))
-        .args(["-inMemory", "-sharedDb", "-disableTelemetry", "-port", &port.to_string()])
-        .current_dir(&dir);
+    cmd.arg(format!(
+        "-Djava.library.path={}",
+        dir.join("DynamoDBLocal_lib").display()
+    ))
+    .arg("-Xmx512m")
+    .arg("-jar")
+    .arg(dir.join("DynamoDBLocal.jar"))
+    .args([
+        "-inMemory",
+        "-sharedDb",
+        "-disableTelemetry",
+        "-port",
+        &port.to_string(),
+    ])
+    .current_dir(&dir);
     spawn("dynamodb-local", tools, cmd, port)
 }
 

@@ -76,7 +76,11 @@ impl LocalStack {
             .table_description
             .and_then(|d| d.latest_stream_arn)
             .context("the table has no stream (StreamSpecification missing from template.yaml?)")?;
-        if let Some(ttl) = def.time_to_live_specification.as_ref().filter(|t| t.enabled) {
+        if let Some(ttl) = def
+            .time_to_live_specification
+            .as_ref()
+            .filter(|t| t.enabled)
+        {
             ddb.update_time_to_live()
                 .table_name(&table)
                 .time_to_live_specification(
@@ -94,11 +98,21 @@ impl LocalStack {
         let mut topic_arn = std::collections::HashMap::new();
         let mut queue_url = std::collections::HashMap::new();
         for logical in template.topics() {
-            let arn = sns.create_topic().name(&logical).send().await.context(format!("creating topic {logical}"))?.topic_arn.context("topic ARN")?;
+            let arn = sns
+                .create_topic()
+                .name(&logical)
+                .send()
+                .await
+                .context(format!("creating topic {logical}"))?
+                .topic_arn
+                .context("topic ARN")?;
             let queue = sqs
                 .create_queue()
                 .queue_name(format!("{logical}-deliveries"))
-                .attributes(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout, "5")
+                .attributes(
+                    aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+                    "5",
+                )
                 .send()
                 .await
                 .context(format!("creating the queue for {logical}"))?
@@ -114,11 +128,20 @@ impl LocalStack {
                 .attributes
                 .and_then(|mut a| a.remove(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
                 .context("queue ARN")?;
-            sns.subscribe().topic_arn(&arn).protocol("sqs").endpoint(queue_arn).send().await.context("subscribing the queue")?;
+            sns.subscribe()
+                .topic_arn(&arn)
+                .protocol("sqs")
+                .endpoint(queue_arn)
+                .send()
+                .await
+                .context("subscribing the queue")?;
             topic_arn.insert(logical.clone(), arn);
             queue_url.insert(logical, queue);
         }
-        let take = |m: &mut std::collections::HashMap<String, String>, k: &str| m.remove(k).context(format!("template.yaml has no topic {k}"));
+        let take = |m: &mut std::collections::HashMap<String, String>, k: &str| {
+            m.remove(k)
+                .context(format!("template.yaml has no topic {k}"))
+        };
         Ok(Self {
             process_topic_arn: take(&mut topic_arn, PROCESS_TOPIC)?,
             trigger_topic_arn: take(&mut topic_arn, TRIGGER_TOPIC)?,

@@ -120,7 +120,9 @@ impl TableDef {
         let mut req = client
             .create_table()
             .table_name(name)
-            .billing_mode(BillingMode::from(self.billing_mode.as_deref().unwrap_or("PAY_PER_REQUEST")))
+            .billing_mode(BillingMode::from(
+                self.billing_mode.as_deref().unwrap_or("PAY_PER_REQUEST"),
+            ))
             .set_key_schema(Some(keys(&self.key_schema)?));
         for a in &self.attribute_definitions {
             req = req.attribute_definitions(
@@ -135,7 +137,8 @@ impl TableDef {
             let projection = Projection::builder()
                 .projection_type(ProjectionType::from(i.projection.projection_type.as_str()))
                 .set_non_key_attributes(
-                    (!i.projection.non_key_attributes.is_empty()).then(|| i.projection.non_key_attributes.clone()),
+                    (!i.projection.non_key_attributes.is_empty())
+                        .then(|| i.projection.non_key_attributes.clone()),
                 )
                 .build();
             req = req.global_secondary_indexes(
@@ -181,7 +184,8 @@ impl Template {
     }
 
     pub fn parse(text: &str) -> Result<Self> {
-        let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).context("parsing template.yaml")?;
+        let yaml: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(text).context("parsing template.yaml")?;
         Ok(Self { doc: to_json(yaml) })
     }
 
@@ -193,7 +197,11 @@ impl Template {
 
     /// The table resource's properties.
     pub fn table(&self, logical_id: &str) -> Result<TableDef> {
-        let props = self.resource(logical_id)?.get("Properties").cloned().unwrap_or(Value::Null);
+        let props = self
+            .resource(logical_id)?
+            .get("Properties")
+            .cloned()
+            .unwrap_or(Value::Null);
         serde_json::from_value(props).context(format!("{logical_id}.Properties"))
     }
 
@@ -204,7 +212,9 @@ impl Template {
             .and_then(Value::as_object)
             .map(|r| {
                 r.iter()
-                    .filter(|(_, v)| v.get("Type").and_then(Value::as_str) == Some("AWS::SNS::Topic"))
+                    .filter(|(_, v)| {
+                        v.get("Type").and_then(Value::as_str) == Some("AWS::SNS::Topic")
+                    })
                     .map(|(k, _)| k.clone())
                     .collect()
             })
@@ -218,13 +228,27 @@ impl Template {
             .pointer(&format!("/Properties/Events/{event}/Properties"))
             .context(format!("{function} has no event {event}"))?;
         let mut filters = Vec::new();
-        for f in props.pointer("/FilterCriteria/Filters").and_then(Value::as_array).into_iter().flatten() {
-            let text = f.get("Pattern").and_then(Value::as_str).context("a filter without Pattern")?;
+        for f in props
+            .pointer("/FilterCriteria/Filters")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let text = f
+                .get("Pattern")
+                .and_then(Value::as_str)
+                .context("a filter without Pattern")?;
             filters.push(serde_json::from_str(text).context(format!("filter pattern {text}"))?);
         }
         Ok(StreamSource {
-            batch_size: props.get("BatchSize").and_then(Value::as_u64).unwrap_or(100) as usize,
-            batching_window_seconds: props.get("MaximumBatchingWindowInSeconds").and_then(Value::as_u64).unwrap_or(0),
+            batch_size: props
+                .get("BatchSize")
+                .and_then(Value::as_u64)
+                .unwrap_or(100) as usize,
+            batching_window_seconds: props
+                .get("MaximumBatchingWindowInSeconds")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
             filters,
         })
     }
@@ -234,8 +258,12 @@ impl Template {
         match self.doc.pointer(&format!("/Parameters/{name}/Default")) {
             Some(Value::String(s)) => Ok(s.clone()),
             Some(Value::Number(n)) => Ok(n.to_string()),
-            Some(other) => Err(LocalError(format!("parameter {name} has an unexpected default {other}"))),
-            None => Err(LocalError(format!("template.yaml has no default for parameter {name}"))),
+            Some(other) => Err(LocalError(format!(
+                "parameter {name} has an unexpected default {other}"
+            ))),
+            None => Err(LocalError(format!(
+                "template.yaml has no default for parameter {name}"
+            ))),
         }
     }
 
@@ -259,15 +287,30 @@ mod tests {
         assert_eq!(table.key_schema[0].attribute_name, "taskId");
         let gsi = &table.global_secondary_indexes[0];
         assert_eq!(gsi.index_name, lifo_core::expr::LIFO_INDEX);
-        assert_eq!(gsi.key_schema[0].attribute_name, lifo_core::expr::attr::SHARD);
-        assert_eq!(gsi.key_schema[1].attribute_name, lifo_core::expr::attr::CLAIMABLE_AT);
-        assert_eq!(gsi.projection.non_key_attributes, vec![lifo_core::expr::attr::TTL]);
-        assert_eq!(table.time_to_live_specification.unwrap().attribute_name, "ttl");
+        assert_eq!(
+            gsi.key_schema[0].attribute_name,
+            lifo_core::expr::attr::SHARD
+        );
+        assert_eq!(
+            gsi.key_schema[1].attribute_name,
+            lifo_core::expr::attr::CLAIMABLE_AT
+        );
+        assert_eq!(
+            gsi.projection.non_key_attributes,
+            vec![lifo_core::expr::attr::TTL]
+        );
+        assert_eq!(
+            table.time_to_live_specification.unwrap().attribute_name,
+            "ttl"
+        );
         let mut topics = t.topics();
         topics.sort();
         assert_eq!(topics, vec!["ProcessTopic", "TriggerTopic"]);
         let s = t.stream_source("TriggerFunction", "Stream").unwrap();
-        assert_eq!((s.batch_size, s.batching_window_seconds, s.filters.len()), (10, 10, 1));
+        assert_eq!(
+            (s.batch_size, s.batching_window_seconds, s.filters.len()),
+            (10, 10, 1)
+        );
         assert_eq!(t.parameter_default("ShardCount").unwrap(), "1");
         assert_eq!(t.parameter_default("RunnerFailureRate").unwrap(), "0");
         assert!(t.function_timeout("ProcessFunction").unwrap() > 600);
@@ -277,7 +320,10 @@ mod tests {
     fn the_template_filter_passes_the_fixture_and_nothing_else() {
         let t = Template::workspace().unwrap();
         let s = t.stream_source("TriggerFunction", "Stream").unwrap();
-        let path = format!("{}/../../events/trigger-stream-insert.json", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/../../events/trigger-stream-insert.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
         let event: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         for record in event["Records"].as_array().unwrap() {
             assert!(crate::filter::matches(&s.filters[0], record));
@@ -285,7 +331,10 @@ mod tests {
             modify["eventName"] = "MODIFY".into();
             assert!(!crate::filter::matches(&s.filters[0], &modify));
             let mut scheduled = record.clone();
-            scheduled["dynamodb"]["NewImage"].as_object_mut().unwrap().remove("claimableAt");
+            scheduled["dynamodb"]["NewImage"]
+                .as_object_mut()
+                .unwrap()
+                .remove("claimableAt");
             assert!(!crate::filter::matches(&s.filters[0], &scheduled));
         }
     }

@@ -37,7 +37,12 @@ impl CreateConfig {
         Ok(Self {
             table_name: config::required(src, "TABLE_NAME")?,
             shard_count: config::parsed(src, "SHARD_COUNT", 1u32, 1..=100)?,
-            default_ttl_seconds: config::parsed(src, "TASK_TTL_SECONDS", 3600u64, 1..=max_ttl_seconds)?,
+            default_ttl_seconds: config::parsed(
+                src,
+                "TASK_TTL_SECONDS",
+                3600u64,
+                1..=max_ttl_seconds,
+            )?,
             max_ttl_seconds,
         })
     }
@@ -55,7 +60,10 @@ pub enum CreateError {
 }
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> CreateError {
-    CreateError::Invalid { field: field.into(), message: message.into() }
+    CreateError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
 }
 
 /// What a create wrote.
@@ -117,27 +125,49 @@ impl Creator {
     fn ttl(&self, field: String, ttl: Option<u64>) -> Result<u64, CreateError> {
         let ttl = ttl.unwrap_or(self.config.default_ttl_seconds);
         if !(1..=self.config.max_ttl_seconds).contains(&ttl) {
-            return Err(invalid(field, format!("must be between 1 and {} seconds, got {ttl}", self.config.max_ttl_seconds)));
+            return Err(invalid(
+                field,
+                format!(
+                    "must be between 1 and {} seconds, got {ttl}",
+                    self.config.max_ttl_seconds
+                ),
+            ));
         }
         Ok(ttl)
     }
 
     fn validate(&self, event: Value, now: u64) -> Result<Vec<Planned>, CreateError> {
         if !event.is_object() {
-            return Err(invalid("(request)", "must be a JSON object with \"count\" or \"tasks\""));
+            return Err(invalid(
+                "(request)",
+                "must be a JSON object with \"count\" or \"tasks\"",
+            ));
         }
         let request: Request = serde_path_to_error::deserialize(event).map_err(|e| {
             let path = e.path().to_string();
-            let field = if path == "." { "(request)".to_owned() } else { path };
+            let field = if path == "." {
+                "(request)".to_owned()
+            } else {
+                path
+            };
             invalid(field, e.into_inner().to_string())
         })?;
         let shards = self.config.shard_count;
         match (request.count, request.tasks) {
-            (Some(_), Some(_)) => Err(invalid("count", "give either \"count\" or \"tasks\", not both")),
-            (None, None) => Err(invalid("(request)", "missing \"count\" (demo tasks) or \"tasks\"")),
+            (Some(_), Some(_)) => Err(invalid(
+                "count",
+                "give either \"count\" or \"tasks\", not both",
+            )),
+            (None, None) => Err(invalid(
+                "(request)",
+                "missing \"count\" (demo tasks) or \"tasks\"",
+            )),
             (Some(count), None) => {
                 if !(1..=MAX_TASKS_PER_REQUEST as u64).contains(&count) {
-                    return Err(invalid("count", format!("must be between 1 and {MAX_TASKS_PER_REQUEST}, got {count}")));
+                    return Err(invalid(
+                        "count",
+                        format!("must be between 1 and {MAX_TASKS_PER_REQUEST}, got {count}"),
+                    ));
                 }
                 let ttl = self.ttl("ttlSeconds".into(), request.ttl_seconds)?;
                 Ok((0..count)
@@ -145,37 +175,59 @@ impl Creator {
                         let mut payload = Map::new();
                         payload.insert("demo".into(), Value::Bool(true));
                         payload.insert("n".into(), Value::from(n));
-                        Planned { task: Task::new_pending(new_task_id(), payload, now, ttl, shards), supplied_id: false }
+                        Planned {
+                            task: Task::new_pending(new_task_id(), payload, now, ttl, shards),
+                            supplied_id: false,
+                        }
                     })
                     .collect())
             }
             (None, Some(specs)) => {
                 if request.ttl_seconds.is_some() {
-                    return Err(invalid("ttlSeconds", "only allowed with \"count\"; give ttlSeconds per task"));
+                    return Err(invalid(
+                        "ttlSeconds",
+                        "only allowed with \"count\"; give ttlSeconds per task",
+                    ));
                 }
                 if specs.is_empty() || specs.len() > MAX_TASKS_PER_REQUEST {
-                    return Err(invalid("tasks", format!("must hold between 1 and {MAX_TASKS_PER_REQUEST} tasks, got {}", specs.len())));
+                    return Err(invalid(
+                        "tasks",
+                        format!(
+                            "must hold between 1 and {MAX_TASKS_PER_REQUEST} tasks, got {}",
+                            specs.len()
+                        ),
+                    ));
                 }
                 let mut seen = HashSet::new();
                 let mut planned = Vec::with_capacity(specs.len());
                 for (i, spec) in specs.into_iter().enumerate() {
                     let size = serde_json::to_vec(&spec.payload).map_or(usize::MAX, |v| v.len());
                     if size > MAX_PAYLOAD_BYTES {
-                        return Err(invalid(format!("tasks[{i}].payload"), format!("is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")));
+                        return Err(invalid(
+                            format!("tasks[{i}].payload"),
+                            format!("is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}"),
+                        ));
                     }
                     let ttl = self.ttl(format!("tasks[{i}].ttlSeconds"), spec.ttl_seconds)?;
                     let supplied_id = spec.task_id.is_some();
                     let id = match spec.task_id {
                         Some(id) => {
-                            check_task_id(&id).map_err(|m| invalid(format!("tasks[{i}].taskId"), m))?;
+                            check_task_id(&id)
+                                .map_err(|m| invalid(format!("tasks[{i}].taskId"), m))?;
                             if !seen.insert(id.clone()) {
-                                return Err(invalid(format!("tasks[{i}].taskId"), format!("{id:?} appears twice in this request")));
+                                return Err(invalid(
+                                    format!("tasks[{i}].taskId"),
+                                    format!("{id:?} appears twice in this request"),
+                                ));
                             }
                             id
                         }
                         None => new_task_id(),
                     };
-                    planned.push(Planned { task: Task::new_pending(id, spec.payload, now, ttl, shards), supplied_id });
+                    planned.push(Planned {
+                        task: Task::new_pending(id, spec.payload, now, ttl, shards),
+                        supplied_id,
+                    });
                 }
                 Ok(planned)
             }
@@ -183,21 +235,34 @@ impl Creator {
     }
 
     async fn write(&self, planned: Vec<Planned>) -> Result<CreateResponse, CreateError> {
-        let (supplied, generated): (Vec<Planned>, Vec<Planned>) = planned.into_iter().partition(|p| p.supplied_id);
+        let (supplied, generated): (Vec<Planned>, Vec<Planned>) =
+            planned.into_iter().partition(|p| p.supplied_id);
         let generated: Vec<Task> = generated.into_iter().map(|p| p.task).collect();
         self.store.put_new(&generated).await?;
-        let outcomes: Vec<(String, bool)> = futures::stream::iter(supplied.into_iter().map(|p| async move {
-            let created = self.store.put_if_absent(&p.task).await?;
-            Ok::<_, StoreError>((p.task.task_id, created))
-        }))
-        .buffered(PUT_CONCURRENCY)
-        .try_collect()
-        .await?;
-        let mut response = CreateResponse { created: generated.into_iter().map(|t| t.task_id).collect(), existing: Vec::new() };
+        let outcomes: Vec<(String, bool)> =
+            futures::stream::iter(supplied.into_iter().map(|p| async move {
+                let created = self.store.put_if_absent(&p.task).await?;
+                Ok::<_, StoreError>((p.task.task_id, created))
+            }))
+            .buffered(PUT_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut response = CreateResponse {
+            created: generated.into_iter().map(|t| t.task_id).collect(),
+            existing: Vec::new(),
+        };
         for (id, created) in outcomes {
-            if created { response.created.push(id) } else { response.existing.push(id) }
+            if created {
+                response.created.push(id)
+            } else {
+                response.existing.push(id)
+            }
         }
-        tracing::info!(created = response.created.len(), existing = response.existing.len(), "tasks created");
+        tracing::info!(
+            created = response.created.len(),
+            existing = response.existing.len(),
+            "tasks created"
+        );
         Ok(response)
     }
 }
@@ -208,10 +273,18 @@ fn check_task_id(id: &str) -> Result<(), String> {
         return Err("must not be empty".into());
     }
     if id.len() > MAX_TASK_ID_LEN {
-        return Err(format!("is {} characters; the limit is {MAX_TASK_ID_LEN}", id.len()));
+        return Err(format!(
+            "is {} characters; the limit is {MAX_TASK_ID_LEN}",
+            id.len()
+        ));
     }
-    if let Some(bad) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_.:/@".contains(*c))) {
-        return Err(format!("contains {bad:?}; allowed are letters, digits and - _ . : / @"));
+    if let Some(bad) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-_.:/@".contains(*c)))
+    {
+        return Err(format!(
+            "contains {bad:?}; allowed are letters, digits and - _ . : / @"
+        ));
     }
     Ok(())
 }
@@ -225,6 +298,9 @@ impl From<CreateError> for lambda_runtime::Diagnostic {
             CreateError::Invalid { .. } => "InvalidRequest",
             CreateError::Store(_) => "StoreError",
         };
-        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+        lambda_runtime::Diagnostic {
+            error_type: error_type.into(),
+            error_message: e.to_string(),
+        }
     }
 }

@@ -9,7 +9,10 @@ async fn main() -> Result<(), Error> {
     tracing::init_default_subscriber();
     let config = CreateConfig::from_source(&Env)?;
     let aws = aws_config::load_from_env().await;
-    let creator = Creator::new(Store::new(aws_sdk_dynamodb::Client::new(&aws), &config.table_name), config);
+    let creator = Creator::new(
+        Store::new(aws_sdk_dynamodb::Client::new(&aws), &config.table_name),
+        config,
+    );
     let creator = &creator;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
         creator.handle(event.payload).await

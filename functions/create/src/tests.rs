@@ -7,15 +7,28 @@ use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
 use serde_json::json;
 
 fn config() -> CreateConfig {
-    CreateConfig { table_name: "t".into(), shard_count: 4, default_ttl_seconds: 3600, max_ttl_seconds: 86_400 }
+    CreateConfig {
+        table_name: "t".into(),
+        shard_count: 4,
+        default_ttl_seconds: 3600,
+        max_ttl_seconds: 86_400,
+    }
 }
 
 fn batch() -> Rule {
-    mock!(Client::batch_write_item).sequence().output(|| BatchWriteItemOutput::builder().build()).repeatedly().build()
+    mock!(Client::batch_write_item)
+        .sequence()
+        .output(|| BatchWriteItemOutput::builder().build())
+        .repeatedly()
+        .build()
 }
 
 fn put() -> Rule {
-    mock!(Client::put_item).sequence().output(|| PutItemOutput::builder().build()).repeatedly().build()
+    mock!(Client::put_item)
+        .sequence()
+        .output(|| PutItemOutput::builder().build())
+        .repeatedly()
+        .build()
 }
 
 fn creator(rules: &[&Rule]) -> Creator {
@@ -28,31 +41,89 @@ fn creator(rules: &[&Rule]) -> Creator {
 async fn refused(event: Value) -> String {
     let (b, p) = (batch(), put());
     let err = creator(&[&b, &p]).handle(event).await.unwrap_err();
-    assert_eq!(b.num_calls() + p.num_calls(), 0, "a refused request wrote something");
+    assert_eq!(
+        b.num_calls() + p.num_calls(),
+        0,
+        "a refused request wrote something"
+    );
     err.to_string()
 }
 
 #[tokio::test]
 async fn bad_input_names_the_field_and_writes_nothing() {
     let cases = [
-        (json!([1, 2]), "invalid request: (request): must be a JSON object with \"count\" or \"tasks\""),
-        (json!({}), "invalid request: (request): missing \"count\" (demo tasks) or \"tasks\""),
-        (json!({"count": 0}), "invalid request: count: must be between 1 and 1000, got 0"),
-        (json!({"count": 1001}), "invalid request: count: must be between 1 and 1000, got 1001"),
-        (json!({"count": "3"}), "invalid request: count: invalid type: string \"3\", expected u64"),
-        (json!({"count": 2, "tasks": []}), "invalid request: count: give either \"count\" or \"tasks\", not both"),
-        (json!({"count": 2, "ttlSeconds": 0}), "invalid request: ttlSeconds: must be between 1 and 86400 seconds, got 0"),
-        (json!({"tasks": []}), "invalid request: tasks: must hold between 1 and 1000 tasks, got 0"),
-        (json!({"tasks": [{"payload": {}}, {"payload": "x"}]}), "invalid request: tasks[1].payload: invalid type: string \"x\", expected a map"),
-        (json!({"tasks": [{}]}), "invalid request: tasks[0]: missing field `payload`"),
-        (json!({"tasks": [{"payload": {}, "priority": 1}]}), "invalid request: tasks[0].priority: unknown field `priority`, expected one of `taskId`, `payload`, `ttlSeconds`"),
-        (json!({"tasks": [{"payload": {}, "ttlSeconds": 90000}]}), "invalid request: tasks[0].ttlSeconds: must be between 1 and 86400 seconds, got 90000"),
-        (json!({"tasks": [{"payload": {}, "ttlSeconds": -5}]}), "invalid request: tasks[0].ttlSeconds: invalid value: integer `-5`, expected u64"),
-        (json!({"tasks": [{"taskId": "", "payload": {}}]}), "invalid request: tasks[0].taskId: must not be empty"),
-        (json!({"tasks": [{"taskId": "a b", "payload": {}}]}), "invalid request: tasks[0].taskId: contains ' '; allowed are letters, digits and - _ . : / @"),
-        (json!({"tasks": [{"taskId": "x".repeat(129), "payload": {}}]}), "invalid request: tasks[0].taskId: is 129 characters; the limit is 128"),
-        (json!({"tasks": [{"taskId": "a", "payload": {}}, {"taskId": "a", "payload": {}}]}), "invalid request: tasks[1].taskId: \"a\" appears twice in this request"),
-        (json!({"tasks": [{"payload": {}}], "ttlSeconds": 5}), "invalid request: ttlSeconds: only allowed with \"count\"; give ttlSeconds per task"),
+        (
+            json!([1, 2]),
+            "invalid request: (request): must be a JSON object with \"count\" or \"tasks\"",
+        ),
+        (
+            json!({}),
+            "invalid request: (request): missing \"count\" (demo tasks) or \"tasks\"",
+        ),
+        (
+            json!({"count": 0}),
+            "invalid request: count: must be between 1 and 1000, got 0",
+        ),
+        (
+            json!({"count": 1001}),
+            "invalid request: count: must be between 1 and 1000, got 1001",
+        ),
+        (
+            json!({"count": "3"}),
+            "invalid request: count: invalid type: string \"3\", expected u64",
+        ),
+        (
+            json!({"count": 2, "tasks": []}),
+            "invalid request: count: give either \"count\" or \"tasks\", not both",
+        ),
+        (
+            json!({"count": 2, "ttlSeconds": 0}),
+            "invalid request: ttlSeconds: must be between 1 and 86400 seconds, got 0",
+        ),
+        (
+            json!({"tasks": []}),
+            "invalid request: tasks: must hold between 1 and 1000 tasks, got 0",
+        ),
+        (
+            json!({"tasks": [{"payload": {}}, {"payload": "x"}]}),
+            "invalid request: tasks[1].payload: invalid type: string \"x\", expected a map",
+        ),
+        (
+            json!({"tasks": [{}]}),
+            "invalid request: tasks[0]: missing field `payload`",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "priority": 1}]}),
+            "invalid request: tasks[0].priority: unknown field `priority`, expected one of `taskId`, `payload`, `ttlSeconds`",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "ttlSeconds": 90000}]}),
+            "invalid request: tasks[0].ttlSeconds: must be between 1 and 86400 seconds, got 90000",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "ttlSeconds": -5}]}),
+            "invalid request: tasks[0].ttlSeconds: invalid value: integer `-5`, expected u64",
+        ),
+        (
+            json!({"tasks": [{"taskId": "", "payload": {}}]}),
+            "invalid request: tasks[0].taskId: must not be empty",
+        ),
+        (
+            json!({"tasks": [{"taskId": "a b", "payload": {}}]}),
+            "invalid request: tasks[0].taskId: contains ' '; allowed are letters, digits and - _ . : / @",
+        ),
+        (
+            json!({"tasks": [{"taskId": "x".repeat(129), "payload": {}}]}),
+            "invalid request: tasks[0].taskId: is 129 characters; the limit is 128",
+        ),
+        (
+            json!({"tasks": [{"taskId": "a", "payload": {}}, {"taskId": "a", "payload": {}}]}),
+            "invalid request: tasks[1].taskId: \"a\" appears twice in this request",
+        ),
+        (
+            json!({"tasks": [{"payload": {}}], "ttlSeconds": 5}),
+            "invalid request: ttlSeconds: only allowed with \"count\"; give ttlSeconds per task",
+        ),
     ];
     for (event, expected) in cases {
         assert_eq!(refused(event.clone()).await, expected, "for {event}");
@@ -63,14 +134,20 @@ async fn bad_input_names_the_field_and_writes_nothing() {
 async fn oversized_payload_is_refused() {
     let big = "x".repeat(MAX_PAYLOAD_BYTES);
     let msg = refused(json!({"tasks": [{"payload": {"ok": 1}}, {"payload": {"blob": big}}]})).await;
-    assert!(msg.starts_with("invalid request: tasks[1].payload: is 65547 bytes; the limit is 65536"), "{msg}");
+    assert!(
+        msg.starts_with("invalid request: tasks[1].payload: is 65547 bytes; the limit is 65536"),
+        "{msg}"
+    );
 }
 
 #[tokio::test]
 async fn too_many_tasks_is_refused() {
     let tasks: Vec<Value> = (0..1001).map(|_| json!({"payload": {}})).collect();
     let msg = refused(json!({ "tasks": tasks })).await;
-    assert_eq!(msg, "invalid request: tasks: must hold between 1 and 1000 tasks, got 1001");
+    assert_eq!(
+        msg,
+        "invalid request: tasks: must hold between 1 and 1000 tasks, got 1001"
+    );
 }
 
 #[tokio::test]
@@ -89,9 +166,17 @@ async fn supplied_ids_use_conditional_puts_and_report_existing_ones() {
     let exists = mock!(Client::put_item)
         .match_requests(|r| {
             r.condition_expression() == Some("attribute_not_exists(#taskId)")
-                && r.item().and_then(|i| i.get("taskId")).and_then(|v| v.as_s().ok()).map(String::as_str) == Some("dup")
+                && r.item()
+                    .and_then(|i| i.get("taskId"))
+                    .and_then(|v| v.as_s().ok())
+                    .map(String::as_str)
+                    == Some("dup")
         })
-        .then_error(|| PutItemError::ConditionalCheckFailedException(ConditionalCheckFailedException::builder().build()));
+        .then_error(|| {
+            PutItemError::ConditionalCheckFailedException(
+                ConditionalCheckFailedException::builder().build(),
+            )
+        });
     let fresh = mock!(Client::put_item)
         .match_requests(|r| r.condition_expression() == Some("attribute_not_exists(#taskId)"))
         .then_output(|| PutItemOutput::builder().build());
@@ -108,13 +193,19 @@ async fn supplied_ids_use_conditional_puts_and_report_existing_ones() {
     assert_eq!(out.existing, vec!["dup".to_owned()]);
     assert_eq!(out.created.len(), 2);
     assert_eq!(out.created[1], "new-1");
-    assert_eq!((exists.num_calls(), fresh.num_calls(), b.num_calls()), (1, 1, 1));
+    assert_eq!(
+        (exists.num_calls(), fresh.num_calls(), b.num_calls()),
+        (1, 1, 1)
+    );
 }
 
 #[test]
 fn config_errors_name_the_variable() {
     let src: std::collections::HashMap<String, String> =
-        [("TABLE_NAME", "t"), ("SHARD_COUNT", "0")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        [("TABLE_NAME", "t"), ("SHARD_COUNT", "0")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
     assert_eq!(
         CreateConfig::from_source(&src).unwrap_err().to_string(),
         "environment variable SHARD_COUNT=\"0\" is invalid: must be between 1 and 100"

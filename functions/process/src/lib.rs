@@ -9,7 +9,9 @@
 pub mod runner;
 
 use lifo_core::config::{self, ConfigError, Source};
-use lifo_core::{Candidate, Notifier, NotifyError, Store, StoreError, Task, TaskStatus, Wakeup, now_ms};
+use lifo_core::{
+    Candidate, Notifier, NotifyError, Store, StoreError, Task, TaskStatus, Wakeup, now_ms,
+};
 use runner::{RunOutcome, TaskRunner};
 use serde::Serialize;
 use std::sync::Arc;
@@ -39,9 +41,24 @@ impl ProcessConfig {
             trigger_topic_arn: config::required(src, "TRIGGER_TOPIC_ARN")?,
             shard_count: config::parsed(src, "SHARD_COUNT", 1u32, 1..=100)?,
             max_ttl_seconds: config::parsed(src, "MAX_TTL_SECONDS", 604_800u64, 60..=31_536_000)?,
-            time_budget: Duration::from_secs(config::parsed(src, "TIME_BUDGET_SECONDS", 60u64, 1..=900)?),
-            deadline_margin: Duration::from_millis(config::parsed(src, "DEADLINE_MARGIN_MS", 2_000u64, 0..=60_000)?),
-            idle_poll: Duration::from_millis(config::parsed(src, "IDLE_POLL_MS", 250u64, 10..=10_000)?),
+            time_budget: Duration::from_secs(config::parsed(
+                src,
+                "TIME_BUDGET_SECONDS",
+                60u64,
+                1..=900,
+            )?),
+            deadline_margin: Duration::from_millis(config::parsed(
+                src,
+                "DEADLINE_MARGIN_MS",
+                2_000u64,
+                0..=60_000,
+            )?),
+            idle_poll: Duration::from_millis(config::parsed(
+                src,
+                "IDLE_POLL_MS",
+                250u64,
+                10..=10_000,
+            )?),
         })
     }
 }
@@ -101,7 +118,10 @@ impl From<ProcessError> for lambda_runtime::Diagnostic {
             ProcessError::TailCall(_) => "TailCallFailed",
             ProcessError::Malformed(_) => "MalformedEvent",
         };
-        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+        lambda_runtime::Diagnostic {
+            error_type: error_type.into(),
+            error_message: e.to_string(),
+        }
     }
 }
 
@@ -124,7 +144,12 @@ pub struct Processor<R> {
 impl<R: TaskRunner> Processor<R> {
     /// `tail` publishes to the trigger topic.
     pub fn new(store: Store, tail: Notifier, runner: Arc<R>, config: ProcessConfig) -> Self {
-        Self { store, tail, runner, config }
+        Self {
+            store,
+            tail,
+            runner,
+            config,
+        }
     }
 
     pub fn store(&self) -> &Store {
@@ -137,19 +162,31 @@ impl<R: TaskRunner> Processor<R> {
 
     async fn newest(&self, want: usize) -> Result<Vec<Candidate>, StoreError> {
         let now = now_ms();
-        self.store.newest_claimable(self.config.shard_count, want, now, self.horizon(now)).await
+        self.store
+            .newest_claimable(self.config.shard_count, want, now, self.horizon(now))
+            .await
     }
 
     /// Runs one invocation. `wakeups` is how many records woke it (for logs);
     /// `deadline` is the invocation deadline.
-    pub async fn handle(&self, wakeups: usize, deadline: SystemTime) -> Result<ProcessReport, ProcessError> {
+    pub async fn handle(
+        &self,
+        wakeups: usize,
+        deadline: SystemTime,
+    ) -> Result<ProcessReport, ProcessError> {
         let started = Instant::now();
-        let until_deadline = deadline.duration_since(SystemTime::now()).unwrap_or_default();
+        let until_deadline = deadline
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
         let last_useful = until_deadline
             .saturating_sub(self.config.deadline_margin)
             .saturating_sub(self.runner.max_duration());
         let stop_claiming_at = started + self.config.time_budget.min(last_useful);
-        tracing::info!(event = "process.start", wakeups, budget_ms = (stop_claiming_at - started).as_millis() as u64);
+        tracing::info!(
+            event = "process.start",
+            wakeups,
+            budget_ms = (stop_claiming_at - started).as_millis() as u64
+        );
 
         let mut report = ProcessReport {
             claimed: Vec::new(),
@@ -164,14 +201,20 @@ impl<R: TaskRunner> Processor<R> {
         };
         let mut running: JoinSet<Finished> = JoinSet::new();
         let capacity = self.runner.capacity().max(1);
-        let outcome = self.claim_loop(&mut report, &mut running, capacity, stop_claiming_at).await;
+        let outcome = self
+            .claim_loop(&mut report, &mut running, capacity, stop_claiming_at)
+            .await;
         // Whatever happened, finish what was claimed.
         while let Some(done) = running.join_next().await {
             tally(&mut report, done);
         }
         outcome?;
         if report.stop == StopReason::Budget && !self.newest(1).await?.is_empty() {
-            let wakeup = Wakeup { source: "process".into(), reason: "tail-call".into(), at: now_ms() };
+            let wakeup = Wakeup {
+                source: "process".into(),
+                reason: "tail-call".into(),
+                at: now_ms(),
+            };
             self.tail.wake(&wakeup).await?;
             report.tail_call = true;
         }
@@ -208,7 +251,8 @@ impl<R: TaskRunner> Processor<R> {
             }
             let free = capacity - running.len().min(capacity);
             if free == 0 {
-                self.wait_for_one(report, running, stop_claiming_at, None).await;
+                self.wait_for_one(report, running, stop_claiming_at, None)
+                    .await;
                 continue;
             }
             let candidates = self.newest(free).await?;
@@ -217,12 +261,22 @@ impl<R: TaskRunner> Processor<R> {
                     report.stop = StopReason::Empty;
                     return Ok(());
                 }
-                self.wait_for_one(report, running, stop_claiming_at, Some(self.config.idle_poll)).await;
+                self.wait_for_one(
+                    report,
+                    running,
+                    stop_claiming_at,
+                    Some(self.config.idle_poll),
+                )
+                .await;
                 continue;
             }
             for c in candidates {
                 let now = now_ms();
-                match self.store.transition(&c.task_id, TaskStatus::Pending, TaskStatus::Taken, now, "").await {
+                match self
+                    .store
+                    .transition(&c.task_id, TaskStatus::Pending, TaskStatus::Taken, now, "")
+                    .await
+                {
                     Ok(task) => {
                         let age_ms = task.started_at.unwrap_or(now).saturating_sub(task.ready_at);
                         tracing::info!(event = "task.claimed", task_id = %task.task_id, shard = task.lifo_shard, attempt = task.attempts, age_ms);
@@ -248,7 +302,9 @@ impl<R: TaskRunner> Processor<R> {
         stop_claiming_at: Instant,
         poll: Option<Duration>,
     ) {
-        let limit = poll.map_or(stop_claiming_at, |p| (Instant::now() + p).min(stop_claiming_at));
+        let limit = poll.map_or(stop_claiming_at, |p| {
+            (Instant::now() + p).min(stop_claiming_at)
+        });
         if let Ok(Some(done)) = tokio::time::timeout_at(limit.into(), running.join_next()).await {
             tally(report, done);
         }
@@ -279,14 +335,19 @@ async fn run_and_finish<R: TaskRunner>(store: Store, runner: Arc<R>, task: Task)
         RunOutcome::RetryLater(r) => (TaskStatus::Pending, r.as_str(), Finished::Retried),
     };
     for attempt in 1..=FINISH_ATTEMPTS {
-        match store.transition(&task.task_id, TaskStatus::Taken, to, now_ms(), reason).await {
+        match store
+            .transition(&task.task_id, TaskStatus::Taken, to, now_ms(), reason)
+            .await
+        {
             Ok(_) => {
                 tracing::info!(event = "task.finished", task_id = %task.task_id, from_status = "TAKEN", to_status = %to, reason);
                 return finished;
             }
             // An earlier attempt whose answer was lost may already have
             // applied it: that is success, not a conflict.
-            Err(StoreError::ConditionFailed { current: Some(cur), .. }) if cur.task_status == to && attempt > 1 => return finished,
+            Err(StoreError::ConditionFailed {
+                current: Some(cur), ..
+            }) if cur.task_status == to && attempt > 1 => return finished,
             Err(e @ StoreError::ConditionFailed { .. }) => {
                 tracing::warn!(event = "task.finish_rejected", task_id = %task.task_id, to_status = %to, error = %e);
                 return Finished::Error;

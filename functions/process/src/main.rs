@@ -18,10 +18,12 @@ async fn main() -> Result<(), Error> {
     let tail = Notifier::new(aws_sdk_sns::Client::new(&aws), &config.trigger_topic_arn);
     let processor = Processor::new(store, tail, runner, config);
     let processor = &processor;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
-        let wakeups = process::wakeups_in(event.payload)?;
-        let deadline = UNIX_EPOCH + Duration::from_millis(event.context.deadline);
-        processor.handle(wakeups, deadline).await
-    }))
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            let wakeups = process::wakeups_in(event.payload)?;
+            let deadline = UNIX_EPOCH + Duration::from_millis(event.context.deadline);
+            processor.handle(wakeups, deadline).await
+        },
+    ))
     .await
 }

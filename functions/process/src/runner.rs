@@ -40,8 +40,19 @@ pub struct SimulatedRunner {
 }
 
 impl SimulatedRunner {
-    pub fn new(max_concurrency: usize, latency: Duration, failure_rate: f64, busy_rate: f64) -> Self {
-        Self { max_concurrency, latency, failure_rate, busy_rate, in_flight: AtomicUsize::new(0) }
+    pub fn new(
+        max_concurrency: usize,
+        latency: Duration,
+        failure_rate: f64,
+        busy_rate: f64,
+    ) -> Self {
+        Self {
+            max_concurrency,
+            latency,
+            failure_rate,
+            busy_rate,
+            in_flight: AtomicUsize::new(0),
+        }
     }
 }
 
@@ -90,16 +101,32 @@ pub struct HttpRunner {
 }
 
 impl HttpRunner {
-    pub fn new(url: String, max_concurrency: usize, timeout: Duration) -> Result<Self, ConfigError> {
+    pub fn new(
+        url: String,
+        max_concurrency: usize,
+        timeout: Duration,
+    ) -> Result<Self, ConfigError> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(ConfigError::Invalid { name: "RUNNER_URL", value: url, reason: "must start with http:// or https://".into() });
+            return Err(ConfigError::Invalid {
+                name: "RUNNER_URL",
+                value: url,
+                reason: "must start with http:// or https://".into(),
+            });
         }
-        let client = reqwest::Client::builder().timeout(timeout).build().map_err(|e| ConfigError::Invalid {
-            name: "RUNNER_URL",
-            value: url.clone(),
-            reason: e.to_string(),
-        })?;
-        Ok(Self { client, url, max_concurrency, timeout })
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| ConfigError::Invalid {
+                name: "RUNNER_URL",
+                value: url.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(Self {
+            client,
+            url,
+            max_concurrency,
+            timeout,
+        })
     }
 }
 
@@ -123,7 +150,9 @@ impl TaskRunner for HttpRunner {
             .await;
         match response {
             Ok(r) if r.status().is_success() => RunOutcome::Success,
-            Ok(r) if matches!(r.status().as_u16(), 429 | 503) => RunOutcome::RetryLater(format!("HTTP {}", r.status().as_u16())),
+            Ok(r) if matches!(r.status().as_u16(), 429 | 503) => {
+                RunOutcome::RetryLater(format!("HTTP {}", r.status().as_u16()))
+            }
             Ok(r) => {
                 let status = r.status().as_u16();
                 let body = r.text().await.unwrap_or_default();
@@ -131,8 +160,12 @@ impl TaskRunner for HttpRunner {
                 RunOutcome::Failure(format!("HTTP {status}: {snippet}"))
             }
             // The request never reached the downstream: safe to retry.
-            Err(e) if e.is_connect() => RunOutcome::RetryLater(format!("downstream unreachable: {e}")),
-            Err(e) if e.is_timeout() => RunOutcome::Failure(format!("timed out after {:?}", self.timeout)),
+            Err(e) if e.is_connect() => {
+                RunOutcome::RetryLater(format!("downstream unreachable: {e}"))
+            }
+            Err(e) if e.is_timeout() => {
+                RunOutcome::Failure(format!("timed out after {:?}", self.timeout))
+            }
             Err(e) => RunOutcome::Failure(format!("request failed: {e}")),
         }
     }
@@ -153,16 +186,30 @@ impl AnyRunner {
         match src.get("RUNNER").unwrap_or_default().trim() {
             "" | "simulated" => Ok(Self::Simulated(SimulatedRunner::new(
                 capacity,
-                Duration::from_millis(config::parsed(src, "RUNNER_LATENCY_MS", 15_000u64, 0..=240_000)?),
+                Duration::from_millis(config::parsed(
+                    src,
+                    "RUNNER_LATENCY_MS",
+                    15_000u64,
+                    0..=240_000,
+                )?),
                 config::parsed(src, "RUNNER_FAILURE_RATE", 0.0f64, 0.0..=1.0)?,
                 config::parsed(src, "RUNNER_BUSY_RATE", 0.0f64, 0.0..=1.0)?,
             ))),
             "http" => Ok(Self::Http(HttpRunner::new(
                 config::required(src, "RUNNER_URL")?,
                 capacity,
-                Duration::from_millis(config::parsed(src, "RUNNER_TIMEOUT_MS", 10_000u64, 100..=240_000)?),
+                Duration::from_millis(config::parsed(
+                    src,
+                    "RUNNER_TIMEOUT_MS",
+                    10_000u64,
+                    100..=240_000,
+                )?),
             )?)),
-            other => Err(ConfigError::Invalid { name: "RUNNER", value: other.into(), reason: "must be simulated or http".into() }),
+            other => Err(ConfigError::Invalid {
+                name: "RUNNER",
+                value: other.into(),
+                reason: "must be simulated or http".into(),
+            }),
         }
     }
 }
@@ -204,7 +251,10 @@ mod tests {
         let r = std::sync::Arc::new(SimulatedRunner::new(2, Duration::from_millis(50), 0.0, 0.0));
         let t = task();
         let outs = futures::future::join_all((0..3).map(|_| r.run(&t))).await;
-        assert_eq!(outs.iter().filter(|o| **o == RunOutcome::Success).count(), 2);
+        assert_eq!(
+            outs.iter().filter(|o| **o == RunOutcome::Success).count(),
+            2
+        );
         assert!(matches!(outs[2], RunOutcome::RetryLater(ref m) if m.starts_with("busy")));
         // slots are released afterwards
         assert_eq!(r.run(&t).await, RunOutcome::Success);
@@ -213,7 +263,10 @@ mod tests {
     #[tokio::test]
     async fn simulated_failure_and_busy_rates_apply() {
         let fail = SimulatedRunner::new(1, Duration::ZERO, 1.0, 0.0);
-        assert_eq!(fail.run(&task()).await, RunOutcome::Failure("simulated failure".into()));
+        assert_eq!(
+            fail.run(&task()).await,
+            RunOutcome::Failure("simulated failure".into())
+        );
         let busy = SimulatedRunner::new(1, Duration::ZERO, 0.0, 1.0);
         assert!(matches!(busy.run(&task()).await, RunOutcome::RetryLater(_)));
     }
@@ -221,19 +274,30 @@ mod tests {
     #[test]
     fn runner_config_is_validated() {
         let src = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
         };
-        assert!(matches!(AnyRunner::from_source(&src(&[])), Ok(AnyRunner::Simulated(r)) if r.max_concurrency == 3));
+        assert!(
+            matches!(AnyRunner::from_source(&src(&[])), Ok(AnyRunner::Simulated(r)) if r.max_concurrency == 3)
+        );
         assert_eq!(
-            AnyRunner::from_source(&src(&[("RUNNER", "http")])).unwrap_err().to_string(),
+            AnyRunner::from_source(&src(&[("RUNNER", "http")]))
+                .unwrap_err()
+                .to_string(),
             "environment variable RUNNER_URL is required"
         );
         assert_eq!(
-            AnyRunner::from_source(&src(&[("RUNNER", "http"), ("RUNNER_URL", "ftp://x")])).unwrap_err().to_string(),
+            AnyRunner::from_source(&src(&[("RUNNER", "http"), ("RUNNER_URL", "ftp://x")]))
+                .unwrap_err()
+                .to_string(),
             "environment variable RUNNER_URL=\"ftp://x\" is invalid: must start with http:// or https://"
         );
         assert_eq!(
-            AnyRunner::from_source(&src(&[("RUNNER", "magic")])).unwrap_err().to_string(),
+            AnyRunner::from_source(&src(&[("RUNNER", "magic")]))
+                .unwrap_err()
+                .to_string(),
             "environment variable RUNNER=\"magic\" is invalid: must be simulated or http"
         );
     }
@@ -248,7 +312,10 @@ mod tests {
                 let mut buf = vec![0u8; 4096];
                 let _ = sock.read(&mut buf).await;
                 let body = "nope";
-                let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
                 let _ = sock.write_all(reply.as_bytes()).await;
             }
         });
@@ -274,8 +341,19 @@ mod tests {
     #[tokio::test]
     async fn http_runner_retries_later_when_unreachable() {
         // Bind then drop: nothing listens on this port any more.
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let r = HttpRunner::new(format!("http://127.0.0.1:{port}/"), 1, Duration::from_secs(2)).unwrap();
-        assert!(matches!(r.run(&task()).await, RunOutcome::RetryLater(m) if m.starts_with("downstream unreachable")));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let r = HttpRunner::new(
+            format!("http://127.0.0.1:{port}/"),
+            1,
+            Duration::from_secs(2),
+        )
+        .unwrap();
+        assert!(
+            matches!(r.run(&task()).await, RunOutcome::RetryLater(m) if m.starts_with("downstream unreachable"))
+        );
     }
 }

@@ -29,26 +29,43 @@ fn taken(id: &str) -> HashMap<String, AttributeValue> {
 }
 
 fn is_claim(r: &aws_sdk_dynamodb::operation::update_item::UpdateItemInput) -> bool {
-    r.update_expression().is_some_and(|e| e.contains("REMOVE #claimableAt"))
+    r.update_expression()
+        .is_some_and(|e| e.contains("REMOVE #claimableAt"))
 }
 
 fn key_of(r: &aws_sdk_dynamodb::operation::update_item::UpdateItemInput) -> String {
-    r.key().and_then(|k| k.get("taskId")).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default()
+    r.key()
+        .and_then(|k| k.get("taskId"))
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Claims and finishes answer with the item (ReturnValues ALL_NEW).
 fn updates() -> (Rule, Rule) {
     let claim = mock!(Ddb::update_item)
         .match_requests(is_claim)
-        .then_compute_output(|r| UpdateItemOutput::builder().set_attributes(Some(taken(&key_of(r)))).build());
+        .then_compute_output(|r| {
+            UpdateItemOutput::builder()
+                .set_attributes(Some(taken(&key_of(r))))
+                .build()
+        });
     let finish = mock!(Ddb::update_item)
         .match_requests(|r| !is_claim(r))
-        .then_compute_output(|r| UpdateItemOutput::builder().set_attributes(Some(taken(&key_of(r)))).build());
+        .then_compute_output(|r| {
+            UpdateItemOutput::builder()
+                .set_attributes(Some(taken(&key_of(r))))
+                .build()
+        });
     (claim, finish)
 }
 
 fn publish() -> Rule {
-    mock!(Sns::publish).sequence().output(|| PublishOutput::builder().message_id("m").build()).repeatedly().build()
+    mock!(Sns::publish)
+        .sequence()
+        .output(|| PublishOutput::builder().message_id("m").build())
+        .repeatedly()
+        .build()
 }
 
 fn processor(ddb: &[&Rule], sns: &Rule, budget: Duration) -> Processor<SimulatedRunner> {
@@ -66,7 +83,12 @@ fn processor(ddb: &[&Rule], sns: &Rule, budget: Duration) -> Processor<Simulated
         idle_poll: Duration::from_millis(10),
     };
     let runner = Arc::new(SimulatedRunner::new(2, Duration::from_millis(5), 0.0, 0.0));
-    Processor::new(Store::new(ddb, "t"), Notifier::new(sns, "arn:trigger"), runner, config)
+    Processor::new(
+        Store::new(ddb, "t"),
+        Notifier::new(sns, "arn:trigger"),
+        runner,
+        config,
+    )
 }
 
 fn deadline() -> SystemTime {
@@ -77,7 +99,12 @@ fn deadline() -> SystemTime {
 async fn claims_newest_runs_and_stops_on_an_empty_queue() {
     let query = mock!(Ddb::query)
         .sequence()
-        .output(|| QueryOutput::builder().items(index_entry("b", 20)).items(index_entry("a", 10)).build())
+        .output(|| {
+            QueryOutput::builder()
+                .items(index_entry("b", 20))
+                .items(index_entry("a", 10))
+                .build()
+        })
         .output(|| QueryOutput::builder().build())
         .repeatedly()
         .build();
@@ -88,42 +115,82 @@ async fn claims_newest_runs_and_stops_on_an_empty_queue() {
         .await
         .unwrap();
     assert_eq!(report.claimed, vec!["b", "a"]);
-    assert_eq!((report.succeeded, report.conflicts, report.stop, report.tail_call), (2, 0, StopReason::Empty, false));
-    assert_eq!((claim.num_calls(), finish.num_calls(), sns.num_calls()), (2, 2, 0));
+    assert_eq!(
+        (
+            report.succeeded,
+            report.conflicts,
+            report.stop,
+            report.tail_call
+        ),
+        (2, 0, StopReason::Empty, false)
+    );
+    assert_eq!(
+        (claim.num_calls(), finish.num_calls(), sns.num_calls()),
+        (2, 2, 0)
+    );
 }
 
 #[tokio::test]
 async fn a_lost_claim_is_a_conflict_not_an_error() {
     let query = mock!(Ddb::query)
         .sequence()
-        .output(|| QueryOutput::builder().items(index_entry("gone", 20)).build())
+        .output(|| {
+            QueryOutput::builder()
+                .items(index_entry("gone", 20))
+                .build()
+        })
         .output(|| QueryOutput::builder().build())
         .repeatedly()
         .build();
     let lost = mock!(Ddb::update_item).then_error(|| {
-        UpdateItemError::ConditionalCheckFailedException(ConditionalCheckFailedException::builder().build())
+        UpdateItemError::ConditionalCheckFailedException(
+            ConditionalCheckFailedException::builder().build(),
+        )
     });
     let sns = publish();
-    let report = processor(&[&query, &lost], &sns, Duration::from_secs(10)).handle(1, deadline()).await.unwrap();
-    assert_eq!((report.claimed.len(), report.conflicts, report.stop), (0, 1, StopReason::Empty));
+    let report = processor(&[&query, &lost], &sns, Duration::from_secs(10))
+        .handle(1, deadline())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.claimed.len(), report.conflicts, report.stop),
+        (0, 1, StopReason::Empty)
+    );
 }
 
 #[tokio::test]
 async fn a_failed_query_is_an_error_not_an_empty_queue() {
     let query = mock!(Ddb::query).then_error(|| {
-        aws_sdk_dynamodb::operation::query::QueryError::InternalServerError(InternalServerError::builder().message("boom").build())
+        aws_sdk_dynamodb::operation::query::QueryError::InternalServerError(
+            InternalServerError::builder().message("boom").build(),
+        )
     });
     let sns = publish();
-    let err = processor(&[&query], &sns, Duration::from_secs(10)).handle(1, deadline()).await.unwrap_err();
-    assert!(matches!(err, ProcessError::Store(StoreError::Other { operation: "Query", .. })), "{err}");
+    let err = processor(&[&query], &sns, Duration::from_secs(10))
+        .handle(1, deadline())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProcessError::Store(StoreError::Other {
+                operation: "Query",
+                ..
+            })
+        ),
+        "{err}"
+    );
     assert_eq!(sns.num_calls(), 0);
 }
 
 #[tokio::test]
 async fn work_left_at_the_end_of_the_budget_is_tail_called() {
     // The index never empties: every query returns a fresh task.
-    let query = mock!(Ddb::query)
-        .then_compute_output(|_| QueryOutput::builder().items(index_entry(&now_ms().to_string(), now_ms())).build());
+    let query = mock!(Ddb::query).then_compute_output(|_| {
+        QueryOutput::builder()
+            .items(index_entry(&now_ms().to_string(), now_ms()))
+            .build()
+    });
     let (claim, finish) = updates();
     let sns = publish();
     let report = processor(&[&query, &claim, &finish], &sns, Duration::from_millis(60))
@@ -133,7 +200,11 @@ async fn work_left_at_the_end_of_the_budget_is_tail_called() {
     assert_eq!(report.stop, StopReason::Budget);
     assert!(report.tail_call);
     assert_eq!(sns.num_calls(), 1);
-    assert_eq!(report.succeeded, report.claimed.len(), "every claimed task was finished");
+    assert_eq!(
+        report.succeeded,
+        report.claimed.len(),
+        "every claimed task was finished"
+    );
 }
 
 #[tokio::test]
@@ -152,9 +223,16 @@ async fn never_claims_past_the_deadline() {
 
 #[test]
 fn the_wakeup_fixture_parses_and_garbage_is_an_error() {
-    let path = format!("{}/../../events/process-wakeup.json", env!("CARGO_MANIFEST_DIR"));
-    let event: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let path = format!(
+        "{}/../../events/process-wakeup.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let event: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     assert_eq!(wakeups_in(event).unwrap(), 1);
     let err = wakeups_in(serde_json::json!({"Records": [{"Sns": 3}]})).unwrap_err();
-    assert!(err.to_string().starts_with("malformed SNS event: "), "{err}");
+    assert!(
+        err.to_string().starts_with("malformed SNS event: "),
+        "{err}"
+    );
 }

@@ -20,7 +20,10 @@ pub enum TriggerError {
     #[error("unrecognised event: {0}")]
     Unrecognised(String),
     #[error("malformed {source_name} event: {message}")]
-    Malformed { source_name: &'static str, message: String },
+    Malformed {
+        source_name: &'static str,
+        message: String,
+    },
     #[error(transparent)]
     Publish(#[from] NotifyError),
 }
@@ -31,7 +34,10 @@ impl From<TriggerError> for lambda_runtime::Diagnostic {
             TriggerError::Unrecognised(_) | TriggerError::Malformed { .. } => "MalformedEvent",
             TriggerError::Publish(_) => "PublishFailed",
         };
-        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+        lambda_runtime::Diagnostic {
+            error_type: error_type.into(),
+            error_message: e.to_string(),
+        }
     }
 }
 
@@ -59,7 +65,11 @@ enum Source {
 }
 
 fn classify(event: Value) -> Result<Source, TriggerError> {
-    let first = event.get("Records").and_then(|r| r.get(0)).cloned().unwrap_or(Value::Null);
+    let first = event
+        .get("Records")
+        .and_then(|r| r.get(0))
+        .cloned()
+        .unwrap_or(Value::Null);
     let source = first
         .get("eventSource")
         .or_else(|| first.get("EventSource"))
@@ -86,7 +96,9 @@ impl Trigger {
     /// batch response (always empty: records are only signals, and a failed
     /// publish fails the whole invocation so that Lambda retries it).
     pub async fn handle(&self, event: Value) -> Result<DynamoDbEventResponse, TriggerError> {
-        self.handle_outcome(event).await.map(|_| DynamoDbEventResponse::default())
+        self.handle_outcome(event)
+            .await
+            .map(|_| DynamoDbEventResponse::default())
     }
 
     /// As [`Trigger::handle`], returning what was done.
@@ -98,19 +110,50 @@ impl Trigger {
                 let signals = e
                     .records
                     .iter()
-                    .filter(|r| r.event_name == "INSERT" && r.change.new_image.get(attr::CLAIMABLE_AT).is_some())
+                    .filter(|r| {
+                        r.event_name == "INSERT"
+                            && r.change.new_image.get(attr::CLAIMABLE_AT).is_some()
+                    })
                     .count();
-                (TriggerOutcome { signals, ignored: e.records.len() - signals, published: false }, "stream-insert")
+                (
+                    TriggerOutcome {
+                        signals,
+                        ignored: e.records.len() - signals,
+                        published: false,
+                    },
+                    "stream-insert",
+                )
             }
-            Source::Sns(e) => (TriggerOutcome { signals: e.records.len(), ignored: 0, published: false }, "tail-call"),
+            Source::Sns(e) => (
+                TriggerOutcome {
+                    signals: e.records.len(),
+                    ignored: 0,
+                    published: false,
+                },
+                "tail-call",
+            ),
         };
         if outcome.signals > 0 {
-            let wakeup = Wakeup { source: "trigger".into(), reason: reason.into(), at: now_ms() };
+            let wakeup = Wakeup {
+                source: "trigger".into(),
+                reason: reason.into(),
+                at: now_ms(),
+            };
             let message_id = self.notifier.wake(&wakeup).await?;
             outcome.published = true;
-            tracing::info!(event = "wakeup.published", reason, signals = outcome.signals, message_id, "woke the processor");
+            tracing::info!(
+                event = "wakeup.published",
+                reason,
+                signals = outcome.signals,
+                message_id,
+                "woke the processor"
+            );
         } else {
-            tracing::info!(event = "wakeup.skipped", ignored = outcome.ignored, "no claimable work in this batch");
+            tracing::info!(
+                event = "wakeup.skipped",
+                ignored = outcome.ignored,
+                "no claimable work in this batch"
+            );
         }
         Ok(outcome)
     }

@@ -1,8 +1,8 @@
 //! Lambda entry point of `trigger`: set up tracing and clients, run the handler.
 
 use lambda_runtime::{Error, LambdaEvent, service_fn, tracing};
-use lifo_core::config::{Env, required};
 use lifo_core::Notifier;
+use lifo_core::config::{Env, required};
 use trigger::Trigger;
 
 #[tokio::main]

@@ -29,16 +29,36 @@ fn trigger(rule: &Rule) -> Trigger {
 #[tokio::test]
 async fn stream_fixture_publishes_one_wakeup() {
     let rule = ok_publish();
-    let out = trigger(&rule).handle_outcome(fixture("trigger-stream-insert.json")).await.unwrap();
-    assert_eq!(out, TriggerOutcome { signals: 2, ignored: 0, published: true });
+    let out = trigger(&rule)
+        .handle_outcome(fixture("trigger-stream-insert.json"))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        TriggerOutcome {
+            signals: 2,
+            ignored: 0,
+            published: true
+        }
+    );
     assert_eq!(rule.num_calls(), 1);
 }
 
 #[tokio::test]
 async fn tail_call_fixture_publishes_one_wakeup() {
     let rule = ok_publish();
-    let out = trigger(&rule).handle_outcome(fixture("trigger-tail-call.json")).await.unwrap();
-    assert_eq!(out, TriggerOutcome { signals: 1, ignored: 0, published: true });
+    let out = trigger(&rule)
+        .handle_outcome(fixture("trigger-tail-call.json"))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        TriggerOutcome {
+            signals: 1,
+            ignored: 0,
+            published: true
+        }
+    );
     assert_eq!(rule.num_calls(), 1);
 }
 
@@ -46,19 +66,34 @@ async fn tail_call_fixture_publishes_one_wakeup() {
 async fn modify_and_unclaimable_inserts_do_not_wake() {
     let mut event = fixture("trigger-stream-insert.json");
     event["Records"][0]["eventName"] = json!("MODIFY");
-    event["Records"][1]["dynamodb"]["NewImage"].as_object_mut().unwrap().remove("claimableAt");
+    event["Records"][1]["dynamodb"]["NewImage"]
+        .as_object_mut()
+        .unwrap()
+        .remove("claimableAt");
     let rule = ok_publish();
     let out = trigger(&rule).handle_outcome(event).await.unwrap();
-    assert_eq!(out, TriggerOutcome { signals: 0, ignored: 2, published: false });
+    assert_eq!(
+        out,
+        TriggerOutcome {
+            signals: 0,
+            ignored: 2,
+            published: false
+        }
+    );
     assert_eq!(rule.num_calls(), 0);
 }
 
 #[tokio::test]
 async fn a_failed_publish_fails_the_invocation() {
     let rule = mock!(Client::publish).then_error(|| {
-        PublishError::InternalErrorException(InternalErrorException::builder().message("down").build())
+        PublishError::InternalErrorException(
+            InternalErrorException::builder().message("down").build(),
+        )
     });
-    let err = trigger(&rule).handle(fixture("trigger-stream-insert.json")).await.unwrap_err();
+    let err = trigger(&rule)
+        .handle(fixture("trigger-stream-insert.json"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, TriggerError::Publish(_)), "{err}");
     let diag: lambda_runtime::Diagnostic = err.into();
     assert_eq!(diag.error_type, "PublishFailed");
@@ -70,9 +105,18 @@ async fn malformed_events_are_errors_not_panics() {
     let t = trigger(&rule);
     for (event, expected) in [
         (json!({}), "unrecognised event: expected a Records array"),
-        (json!({"Records": [{"eventSource": "aws:s3"}]}), "unrecognised event: Records[0] has event source \"aws:s3\""),
-        (json!({"Records": [{"eventSource": "aws:dynamodb", "eventName": 5}]}), "malformed DynamoDB stream event: "),
-        (json!({"Records": [{"EventSource": "aws:sns", "Sns": "x"}]}), "malformed SNS event: "),
+        (
+            json!({"Records": [{"eventSource": "aws:s3"}]}),
+            "unrecognised event: Records[0] has event source \"aws:s3\"",
+        ),
+        (
+            json!({"Records": [{"eventSource": "aws:dynamodb", "eventName": 5}]}),
+            "malformed DynamoDB stream event: ",
+        ),
+        (
+            json!({"Records": [{"EventSource": "aws:sns", "Sns": "x"}]}),
+            "malformed SNS event: ",
+        ),
     ] {
         let err = t.handle(event.clone()).await.unwrap_err().to_string();
         assert!(err.starts_with(expected), "{event} gave {err}");

@@ -15,7 +15,11 @@ use trigger::Trigger;
 
 /// Runs the LIFO queue locally, end to end, and reports what happened.
 #[derive(Debug, Parser)]
-#[command(version, about, after_help = "Example: lifo-demo --tasks 150 --rate 30 --ttl 8 --shards 4")]
+#[command(
+    version,
+    about,
+    after_help = "Example: lifo-demo --tasks 150 --rate 30 --ttl 8 --shards 4"
+)]
 struct Args {
     /// Tasks to create.
     #[arg(long, default_value_t = 150)]
@@ -46,7 +50,9 @@ struct Args {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
@@ -80,16 +86,36 @@ async fn run(args: Args) -> lifo_local::Result<bool> {
         stack.moto.endpoint,
         stack.moto.pid()
     );
-    println!("  table {} and topics created from template.yaml", stack.table);
+    println!(
+        "  table {} and topics created from template.yaml",
+        stack.table
+    );
 
     let store = stack.store();
-    let max_ttl: u64 = stack.template.parameter_default("MaxTaskTtlSeconds")?.parse().unwrap_or(604_800);
+    let max_ttl: u64 = stack
+        .template
+        .parameter_default("MaxTaskTtlSeconds")?
+        .parse()
+        .unwrap_or(604_800);
     let creator = Creator::new(
         store.clone(),
-        CreateConfig { table_name: stack.table.clone(), shard_count: args.shards, default_ttl_seconds: args.ttl, max_ttl_seconds: max_ttl },
+        CreateConfig {
+            table_name: stack.table.clone(),
+            shard_count: args.shards,
+            default_ttl_seconds: args.ttl,
+            max_ttl_seconds: max_ttl,
+        },
     );
-    let trigger = Arc::new(Trigger::new(Notifier::new(stack.sns.clone(), &stack.process_topic_arn)));
-    let runner = Arc::new(SimulatedRunner::new(args.concurrency, Duration::from_millis(args.latency_ms), 0.0, 0.0));
+    let trigger = Arc::new(Trigger::new(Notifier::new(
+        stack.sns.clone(),
+        &stack.process_topic_arn,
+    )));
+    let runner = Arc::new(SimulatedRunner::new(
+        args.concurrency,
+        Duration::from_millis(args.latency_ms),
+        0.0,
+        0.0,
+    ));
     let processor = Arc::new(Processor::new(
         store.clone(),
         Notifier::new(stack.sns.clone(), &stack.trigger_topic_arn),
@@ -138,7 +164,11 @@ async fn run(args: Args) -> lifo_local::Result<bool> {
         PipelineStats::get(&stats.tail_calls),
         PipelineStats::get(&stats.errors),
     );
-    println!("Stopping DynamoDB Local (pid {}) and moto (pid {}).", stack.dynamodb_local.pid(), stack.moto.pid());
+    println!(
+        "Stopping DynamoDB Local (pid {}) and moto (pid {}).",
+        stack.dynamodb_local.pid(),
+        stack.moto.pid()
+    );
     Ok(true)
 }
 
@@ -171,7 +201,14 @@ async fn drive(
         let outstanding = observer.outstanding(&created, now_ms());
         if last_print.elapsed() >= Duration::from_secs(1) {
             last_print = Instant::now();
-            let done = created.iter().filter(|id| observer.get(id).is_some_and(|t| t.task_status.is_terminal())).count();
+            let done = created
+                .iter()
+                .filter(|id| {
+                    observer
+                        .get(id)
+                        .is_some_and(|t| t.task_status.is_terminal())
+                })
+                .count();
             println!(
                 "  t={:>4.1}s created {:>4}  to do {:>4}  finished {:>4}  process invocations {}",
                 started.elapsed().as_secs_f64(),
@@ -185,7 +222,10 @@ async fn drive(
             return Ok((created, observer));
         }
         if started.elapsed() > Duration::from_secs(args.timeout) {
-            return Err(lifo_local::LocalError(format!("{outstanding} tasks still to do after {} s", args.timeout)));
+            return Err(lifo_local::LocalError(format!(
+                "{outstanding} tasks still to do after {} s",
+                args.timeout
+            )));
         }
         tokio::time::sleep(tick).await;
     }
