@@ -1,0 +1,35 @@
+# The two commands of the README: `make demo` and `make test`.
+# Both install what they need into .tools/ first (idempotent).
+
+.PHONY: demo test tools tools-sam validate sam-build fmt clippy clean-tools
+
+## Run the LIFO queue end to end on DynamoDB Local + moto and print the report.
+demo: tools
+	cargo run --locked --quiet -p lifo-local --bin lifo-demo -- $(ARGS)
+
+## The whole test suite (fmt, clippy, cfn-lint, unit + integration tests).
+test:
+	scripts/test
+
+tools:
+	scripts/setup-tools
+
+tools-sam:
+	scripts/setup-tools --sam
+
+## sam validate --lint (offline), as CI's cfn-lint but through SAM CLI.
+validate: tools-sam
+	.tools/sam/bin/sam validate --lint
+
+## Build the four Lambda binaries for arm64 the way `sam deploy` ships them.
+sam-build: tools-sam
+	PATH="$(CURDIR)/.tools/sam/bin:$$PATH" .tools/sam/bin/sam build
+
+fmt:
+	cargo fmt --all
+
+clippy:
+	cargo clippy --workspace --all-targets -- -D warnings
+
+clean-tools:
+	rm -rf .tools
