@@ -9,7 +9,7 @@ use process::runner::SimulatedRunner;
 use process::{ProcessConfig, Processor};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use trigger::Trigger;
+use trigger::{Sweep, Trigger};
 
 pub const MAX_TTL: u64 = 604_800;
 
@@ -50,6 +50,11 @@ impl Harness {
             self.stack.sns.clone(),
             &self.stack.process_topic_arn,
         ))
+        .with_sweep(Sweep {
+            store: self.store.clone(),
+            shard_count: self.shards,
+            max_ttl_seconds: MAX_TTL,
+        })
     }
 
     /// A processor with its own simulated downstream.
@@ -81,6 +86,8 @@ impl Harness {
                 time_budget: budget,
                 deadline_margin: Duration::from_millis(500),
                 idle_poll: Duration::from_millis(50),
+                max_attempts: 3,
+                lease_margin: Duration::from_millis(500),
             },
         )
     }

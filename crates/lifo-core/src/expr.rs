@@ -3,7 +3,7 @@
 //! The unit tests at the bottom show the exact strings, names and values of
 //! each one, so a reviewer can read the whole protocol here.
 
-use crate::model::TaskStatus;
+use crate::model::{HistoryEntry, MAX_HISTORY, TaskStatus};
 use crate::state::Transition;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::{BTreeMap, HashMap};
@@ -20,10 +20,16 @@ pub mod attr {
     pub const TTL: &str = "ttl";
     pub const SHARD: &str = "lifoShard";
     pub const LAST_ERROR: &str = "lastError";
+    pub const LEASE_UNTIL: &str = "leaseUntil";
+    pub const TOKEN: &str = "token";
+    pub const HISTORY: &str = "history";
 }
 
 /// The sparse LIFO index: hash `lifoShard`, range `claimableAt`, projecting
-/// `ttl`. A task is in it only while `claimableAt` exists.
+/// `ttl`, `leaseUntil`, `token` and `attempts`. A task is in it from creation
+/// until it finishes (SUCCESS / FAILURE remove `claimableAt`); a TAKEN task
+/// stays in it, so when its lease expires it is claimable again at once,
+/// without any recovery write.
 pub const LIFO_INDEX: &str = "claimable-index";
 
 /// Longest reason stored on an item, so items stay small.
@@ -82,54 +88,166 @@ fn truncate(reason: &str) -> String {
     reason[..end].to_owned()
 }
 
-/// The conditional update for `t` at `now_ms`. `reason` is recorded by
-/// `Fail` and `RetryLater` (and ignored by the others).
-pub fn transition(t: Transition, now_ms: u64, reason: &str) -> Expr {
+/// The values a transition writes and checks.
+#[derive(Debug, Clone, Copy)]
+pub struct Step<'a> {
+    pub now_ms: u64,
+    /// The fencing token the task holds now; every condition checks it.
+    pub token: u64,
+    /// The attempt count after this step.
+    pub attempts: u32,
+    /// Claims: when the new lease ends (epoch ms).
+    pub lease_until: u64,
+    /// Reclaim: the attempt count must be below this.
+    pub max_attempts: u32,
+    /// Why (failures, retries, abandon); empty for none.
+    pub reason: &'a str,
+    /// Finishes and retries: the task's history so far, rewritten trimmed
+    /// with the new entry. Claims and abandon append instead (they do not
+    /// hold the item), so an item holds at most MAX_HISTORY + 2 entries.
+    pub history: &'a [HistoryEntry],
+}
+
+impl Step<'_> {
+    /// The history entry this step records for `t`.
+    pub fn entry(&self, t: Transition) -> HistoryEntry {
+        HistoryEntry {
+            status: t.to(),
+            at: self.now_ms,
+            attempt: self.attempts,
+            token: if t.is_claim() {
+                self.token + 1
+            } else {
+                self.token
+            },
+            reason: (!self.reason.is_empty()).then(|| truncate(self.reason)),
+        }
+    }
+}
+
+fn to_av<T: serde::Serialize>(v: &T) -> AttributeValue {
+    serde_dynamo::to_attribute_value(v).unwrap_or(AttributeValue::Null(true))
+}
+
+/// The conditional update that applies `t` with the values of `step`.
+pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
     use attr::*;
-    let mut names = BTreeMap::from([("#status", STATUS), ("#updated", UPDATED)]);
+    let entry = step.entry(t);
+    let mut names = BTreeMap::from([
+        ("#status", STATUS),
+        ("#updated", UPDATED),
+        ("#token", TOKEN),
+        ("#history", HISTORY),
+    ]);
     let mut values = BTreeMap::from([
         (":from", status(t.from())),
         (":to", status(t.to())),
-        (":now", n(now_ms)),
+        (":now", n(step.now_ms)),
+        (":token", n(step.token)),
     ]);
+    let append = |values: &mut BTreeMap<&'static str, AttributeValue>| {
+        values.insert(":empty", AttributeValue::L(Vec::new()));
+        values.insert(":entry", AttributeValue::L(vec![to_av(&entry)]));
+    };
+    let rewrite = |values: &mut BTreeMap<&'static str, AttributeValue>| {
+        let keep = step.history.len().saturating_sub(MAX_HISTORY - 1);
+        let mut history: Vec<HistoryEntry> = step.history[keep..].to_vec();
+        history.push(entry.clone());
+        values.insert(":history", to_av(&history));
+    };
     let (main, condition) = match t {
-        Transition::Claim => {
+        Transition::Claim | Transition::Reclaim => {
             names.extend([
                 ("#startedAt", STARTED_AT),
+                ("#leaseUntil", LEASE_UNTIL),
                 ("#attempts", ATTEMPTS),
-                ("#claimableAt", CLAIMABLE_AT),
                 ("#ttl", TTL),
             ]);
             values.extend([
-                (":zero", n(0)),
-                (":one", n(1)),
-                (":nowSec", n(now_ms / 1000)),
+                (":lease", n(step.lease_until)),
+                (":newToken", n(step.token + 1)),
+                (":attempts", n(step.attempts)),
+                (":nowSec", n(step.now_ms / 1000)),
             ]);
+            append(&mut values);
+            let update = "SET #status = :to, #updated = :now, #startedAt = :now, #leaseUntil = :lease, \
+                 #token = :newToken, #attempts = :attempts, \
+                 #history = list_append(if_not_exists(#history, :empty), :entry)";
+            if t == Transition::Claim {
+                names.insert("#claimableAt", CLAIMABLE_AT);
+                (
+                    update,
+                    "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #ttl > :nowSec",
+                )
+            } else {
+                values.insert(":maxAttempts", n(step.max_attempts));
+                (
+                    update,
+                    "#status = :from AND #token = :token AND #leaseUntil < :now \
+                     AND #attempts < :maxAttempts AND #ttl > :nowSec",
+                )
+            }
+        }
+        Transition::Succeed => {
+            names.extend([("#claimableAt", CLAIMABLE_AT), ("#leaseUntil", LEASE_UNTIL)]);
+            rewrite(&mut values);
             (
-                "SET #status = :to, #updated = :now, #startedAt = :now, \
-                 #attempts = if_not_exists(#attempts, :zero) + :one REMOVE #claimableAt",
-                "#status = :from AND attribute_exists(#claimableAt) AND #ttl > :nowSec",
+                "SET #status = :to, #updated = :now, #history = :history REMOVE #claimableAt, #leaseUntil",
+                "#status = :from AND #token = :token",
             )
         }
-        Transition::Succeed => ("SET #status = :to, #updated = :now", "#status = :from"),
         Transition::Fail => {
-            names.insert("#lastError", LAST_ERROR);
-            values.insert(":reason", s(truncate(reason)));
+            names.extend([
+                ("#claimableAt", CLAIMABLE_AT),
+                ("#leaseUntil", LEASE_UNTIL),
+                ("#lastError", LAST_ERROR),
+            ]);
+            values.insert(":reason", s(truncate(step.reason)));
+            rewrite(&mut values);
             (
-                "SET #status = :to, #updated = :now, #lastError = :reason",
-                "#status = :from",
+                "SET #status = :to, #updated = :now, #lastError = :reason, #history = :history \
+                 REMOVE #claimableAt, #leaseUntil",
+                "#status = :from AND #token = :token",
+            )
+        }
+        Transition::Abandon => {
+            names.extend([
+                ("#claimableAt", CLAIMABLE_AT),
+                ("#leaseUntil", LEASE_UNTIL),
+                ("#lastError", LAST_ERROR),
+            ]);
+            values.insert(":reason", s(truncate(step.reason)));
+            append(&mut values);
+            (
+                "SET #status = :to, #updated = :now, #lastError = :reason, \
+                 #history = list_append(if_not_exists(#history, :empty), :entry) \
+                 REMOVE #claimableAt, #leaseUntil",
+                "#status = :from AND #token = :token AND #leaseUntil < :now",
             )
         }
         Transition::RetryLater => {
             names.extend([
-                ("#claimableAt", CLAIMABLE_AT),
-                ("#readyAt", READY_AT),
+                ("#attempts", ATTEMPTS),
+                ("#leaseUntil", LEASE_UNTIL),
                 ("#lastError", LAST_ERROR),
             ]);
-            values.insert(":reason", s(truncate(reason)));
+            values.insert(":attempts", n(step.attempts));
+            values.insert(":reason", s(truncate(step.reason)));
+            rewrite(&mut values);
             (
-                "SET #status = :to, #updated = :now, #claimableAt = #readyAt, #lastError = :reason",
-                "#status = :from",
+                "SET #status = :to, #updated = :now, #attempts = :attempts, #lastError = :reason, \
+                 #history = :history REMOVE #leaseUntil",
+                "#status = :from AND #token = :token",
+            )
+        }
+        Transition::RetryAfterError => {
+            names.extend([("#leaseUntil", LEASE_UNTIL), ("#lastError", LAST_ERROR)]);
+            values.insert(":reason", s(truncate(step.reason)));
+            rewrite(&mut values);
+            (
+                "SET #status = :to, #updated = :now, #lastError = :reason, #history = :history \
+                 REMOVE #leaseUntil",
+                "#status = :from AND #token = :token",
             )
         }
     };
@@ -156,21 +274,25 @@ pub fn put_if_absent() -> Expr {
 /// false`). `horizon_ms` bounds the range key from below: a task that became
 /// claimable before it has certainly expired (ttl ≤ readyAt + the largest TTL
 /// allowed), so expired leftovers are never even read. The filter drops
-/// tasks whose own ttl has passed before DynamoDB deleted them.
+/// tasks whose own ttl has passed before DynamoDB deleted them, and TAKEN
+/// tasks whose lease is still running.
 pub fn newest_claimable(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
     use attr::*;
     Expr {
         main: "#shard = :shard AND #claimableAt > :horizon".to_owned(),
-        condition: "#ttl > :nowSec".to_owned(),
+        condition: "#ttl > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)"
+            .to_owned(),
         names: BTreeMap::from([
             ("#shard", SHARD),
             ("#claimableAt", CLAIMABLE_AT),
             ("#ttl", TTL),
+            ("#leaseUntil", LEASE_UNTIL),
         ]),
         values: BTreeMap::from([
             (":shard", n(shard)),
             (":horizon", n(horizon_ms)),
             (":nowSec", n(now_ms / 1000)),
+            (":now", n(now_ms)),
         ]),
     }
 }
@@ -178,165 +300,246 @@ pub fn newest_claimable(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::HistoryEntry;
 
-    fn names(e: &Expr) -> Vec<(&str, &str)> {
-        e.names.iter().map(|(k, v)| (*k, *v)).collect()
+    fn show(v: &AttributeValue) -> String {
+        match v {
+            AttributeValue::S(s) => format!("S:{s}"),
+            AttributeValue::N(n) => format!("N:{n}"),
+            AttributeValue::L(l) => {
+                format!("[{}]", l.iter().map(show).collect::<Vec<_>>().join(", "))
+            }
+            AttributeValue::M(m) => {
+                let mut kv: Vec<String> =
+                    m.iter().map(|(k, v)| format!("{k}={}", show(v))).collect();
+                kv.sort();
+                format!("{{{}}}", kv.join(" "))
+            }
+            other => format!("{other:?}"),
+        }
     }
 
-    fn values(e: &Expr) -> Vec<(&str, String)> {
+    fn names(e: &Expr) -> String {
+        e.names
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn values(e: &Expr) -> String {
         e.values
             .iter()
-            .map(|(k, v)| {
-                let shown = match v {
-                    AttributeValue::S(s) => format!("S:{s}"),
-                    AttributeValue::N(n) => format!("N:{n}"),
-                    other => format!("{other:?}"),
-                };
-                (*k, shown)
-            })
-            .collect()
+            .map(|(k, v)| format!("{k}={}", show(v)))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     const NOW: u64 = 1_764_547_200_123;
 
+    fn earlier() -> Vec<HistoryEntry> {
+        vec![HistoryEntry {
+            status: TaskStatus::Taken,
+            at: NOW - 5,
+            attempt: 1,
+            token: 7,
+            reason: None,
+        }]
+    }
+
+    fn step<'a>(reason: &'a str, history: &'a [HistoryEntry]) -> Step<'a> {
+        Step {
+            now_ms: NOW,
+            token: 7,
+            attempts: 1,
+            lease_until: NOW + 62_000,
+            max_attempts: 3,
+            reason,
+            history,
+        }
+    }
+
     #[test]
     fn claim() {
-        let e = transition(Transition::Claim, NOW, "ignored");
+        let e = transition(Transition::Claim, &step("", &[]));
         assert_eq!(
             e.main,
-            "SET #status = :to, #updated = :now, #startedAt = :now, \
-             #attempts = if_not_exists(#attempts, :zero) + :one REMOVE #claimableAt"
+            "SET #status = :to, #updated = :now, #startedAt = :now, #leaseUntil = :lease, \
+             #token = :newToken, #attempts = :attempts, \
+             #history = list_append(if_not_exists(#history, :empty), :entry)"
         );
         assert_eq!(
             e.condition,
-            "#status = :from AND attribute_exists(#claimableAt) AND #ttl > :nowSec"
+            "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #ttl > :nowSec"
         );
         assert_eq!(
             names(&e),
-            vec![
-                ("#attempts", "attempts"),
-                ("#claimableAt", "claimableAt"),
-                ("#startedAt", "startedAt"),
-                ("#status", "taskStatus"),
-                ("#ttl", "ttl"),
-                ("#updated", "taskUpdated"),
-            ]
+            "#attempts=attempts #claimableAt=claimableAt #history=history #leaseUntil=leaseUntil \
+             #startedAt=startedAt #status=taskStatus #token=token #ttl=ttl #updated=taskUpdated"
         );
         assert_eq!(
             values(&e),
-            vec![
-                (":from", "S:PENDING".into()),
-                (":now", "N:1764547200123".into()),
-                (":nowSec", "N:1764547200".into()),
-                (":one", "N:1".into()),
-                (":to", "S:TAKEN".into()),
-                (":zero", "N:0".into()),
-            ]
+            ":attempts=N:1 :empty=[] :entry=[{a=N:1 k=N:8 s=S:TAKEN t=N:1764547200123}] \
+             :from=S:PENDING :lease=N:1764547262123 :newToken=N:8 :now=N:1764547200123 \
+             :nowSec=N:1764547200 :to=S:TAKEN :token=N:7"
         );
     }
 
     #[test]
-    fn succeed() {
-        let e = transition(Transition::Succeed, NOW, "");
-        assert_eq!(e.main, "SET #status = :to, #updated = :now");
-        assert_eq!(e.condition, "#status = :from");
+    fn reclaim_requires_an_expired_lease_and_attempts_left() {
+        let e = transition(Transition::Reclaim, &step("", &[]));
+        assert_eq!(
+            e.condition,
+            "#status = :from AND #token = :token AND #leaseUntil < :now \
+             AND #attempts < :maxAttempts AND #ttl > :nowSec"
+        );
+        assert_eq!(e.main, transition(Transition::Claim, &step("", &[])).main);
+        assert_eq!(e.values[":from"], AttributeValue::S("TAKEN".into()));
+        assert_eq!(e.values[":maxAttempts"], AttributeValue::N("3".into()));
+    }
+
+    #[test]
+    fn succeed_rewrites_the_history_and_leaves_the_index() {
+        let h = earlier();
+        let e = transition(Transition::Succeed, &step("", &h));
+        assert_eq!(
+            e.main,
+            "SET #status = :to, #updated = :now, #history = :history REMOVE #claimableAt, #leaseUntil"
+        );
+        assert_eq!(e.condition, "#status = :from AND #token = :token");
         assert_eq!(
             names(&e),
-            vec![("#status", "taskStatus"), ("#updated", "taskUpdated")]
+            "#claimableAt=claimableAt #history=history #leaseUntil=leaseUntil #status=taskStatus \
+             #token=token #updated=taskUpdated"
         );
         assert_eq!(
             values(&e),
-            vec![
-                (":from", "S:TAKEN".into()),
-                (":now", "N:1764547200123".into()),
-                (":to", "S:SUCCESS".into()),
-            ]
+            ":from=S:TAKEN :history=[{a=N:1 k=N:7 s=S:TAKEN t=N:1764547200118}, \
+             {a=N:1 k=N:7 s=S:SUCCESS t=N:1764547200123}] :now=N:1764547200123 :to=S:SUCCESS :token=N:7"
         );
     }
 
     #[test]
     fn fail_records_the_reason() {
-        let e = transition(Transition::Fail, NOW, "HTTP 500");
+        let h = earlier();
+        let e = transition(Transition::Fail, &step("HTTP 500", &h));
         assert_eq!(
             e.main,
-            "SET #status = :to, #updated = :now, #lastError = :reason"
+            "SET #status = :to, #updated = :now, #lastError = :reason, #history = :history \
+             REMOVE #claimableAt, #leaseUntil"
         );
-        assert_eq!(e.condition, "#status = :from");
-        assert_eq!(
-            names(&e),
-            vec![
-                ("#lastError", "lastError"),
-                ("#status", "taskStatus"),
-                ("#updated", "taskUpdated"),
-            ]
-        );
-        assert_eq!(
-            values(&e),
-            vec![
-                (":from", "S:TAKEN".into()),
-                (":now", "N:1764547200123".into()),
-                (":reason", "S:HTTP 500".into()),
-                (":to", "S:FAILURE".into()),
-            ]
+        assert_eq!(e.condition, "#status = :from AND #token = :token");
+        assert_eq!(e.values[":reason"], AttributeValue::S("HTTP 500".into()));
+        assert!(
+            show(&e.values[":history"])
+                .ends_with("{a=N:1 k=N:7 r=S:HTTP 500 s=S:FAILURE t=N:1764547200123}]")
         );
     }
 
     #[test]
-    fn retry_later_reenters_the_index_at_its_original_position() {
-        let e = transition(Transition::RetryLater, NOW, "busy");
+    fn abandon_requires_the_lease_to_have_expired() {
+        let e = transition(
+            Transition::Abandon,
+            &step("lease expired after 3 attempts", &[]),
+        );
         assert_eq!(
             e.main,
-            "SET #status = :to, #updated = :now, #claimableAt = #readyAt, #lastError = :reason"
-        );
-        assert_eq!(e.condition, "#status = :from");
-        assert_eq!(
-            names(&e),
-            vec![
-                ("#claimableAt", "claimableAt"),
-                ("#lastError", "lastError"),
-                ("#readyAt", "readyAt"),
-                ("#status", "taskStatus"),
-                ("#updated", "taskUpdated"),
-            ]
+            "SET #status = :to, #updated = :now, #lastError = :reason, \
+             #history = list_append(if_not_exists(#history, :empty), :entry) \
+             REMOVE #claimableAt, #leaseUntil"
         );
         assert_eq!(
-            values(&e),
-            vec![
-                (":from", "S:TAKEN".into()),
-                (":now", "N:1764547200123".into()),
-                (":reason", "S:busy".into()),
-                (":to", "S:PENDING".into()),
-            ]
+            e.condition,
+            "#status = :from AND #token = :token AND #leaseUntil < :now"
         );
+        assert_eq!(e.values[":to"], AttributeValue::S("FAILURE".into()));
     }
 
     #[test]
-    fn every_transition_requires_its_from_status() {
+    fn retry_later_gives_the_attempt_back_and_stays_in_the_index() {
+        let h = earlier();
+        let mut s = step("busy", &h);
+        s.attempts = 0;
+        let e = transition(Transition::RetryLater, &s);
+        assert_eq!(
+            e.main,
+            "SET #status = :to, #updated = :now, #attempts = :attempts, #lastError = :reason, \
+             #history = :history REMOVE #leaseUntil"
+        );
+        assert_eq!(e.condition, "#status = :from AND #token = :token");
+        assert_eq!(
+            names(&e),
+            "#attempts=attempts #history=history #lastError=lastError #leaseUntil=leaseUntil \
+             #status=taskStatus #token=token #updated=taskUpdated"
+        );
+        assert_eq!(e.values[":attempts"], AttributeValue::N("0".into()));
+        assert_eq!(e.values[":to"], AttributeValue::S("PENDING".into()));
+    }
+
+    #[test]
+    fn retry_after_error_keeps_the_attempt() {
+        let h = earlier();
+        let e = transition(Transition::RetryAfterError, &step("HTTP 500", &h));
+        assert_eq!(
+            e.main,
+            "SET #status = :to, #updated = :now, #lastError = :reason, #history = :history \
+             REMOVE #leaseUntil"
+        );
+        assert!(!e.names.contains_key("#attempts"));
+    }
+
+    #[test]
+    fn every_transition_is_fenced_by_the_token_and_the_from_status() {
         for t in Transition::ALL {
-            let e = transition(t, NOW, "r");
-            assert!(e.condition.starts_with("#status = :from"), "{t}");
+            let e = transition(t, &step("r", &[]));
+            assert!(
+                e.condition
+                    .starts_with("#status = :from AND #token = :token"),
+                "{t}"
+            );
             assert_eq!(
                 e.values[":from"],
                 AttributeValue::S(t.from().as_str().into())
             );
             assert_eq!(e.values[":to"], AttributeValue::S(t.to().as_str().into()));
-            // The index key is removed exactly when leaving PENDING and
-            // restored exactly when returning to it.
+            // The index key goes exactly when the task reaches a terminal status.
             assert_eq!(
                 e.main.contains("REMOVE #claimableAt"),
-                t == Transition::Claim
+                t.to().is_terminal(),
+                "{t}"
             );
+            // The lease exists exactly while TAKEN.
             assert_eq!(
-                e.main.contains("#claimableAt = #readyAt"),
-                t.to() == TaskStatus::Pending
+                e.main.contains("#leaseUntil = :lease"),
+                t.to() == TaskStatus::Taken,
+                "{t}"
             );
         }
     }
 
     #[test]
+    fn history_is_bounded() {
+        let long: Vec<HistoryEntry> = (0..40)
+            .map(|i| HistoryEntry {
+                status: TaskStatus::Taken,
+                at: i,
+                attempt: 1,
+                token: i,
+                reason: None,
+            })
+            .collect();
+        let e = transition(Transition::Succeed, &step("", &long));
+        let AttributeValue::L(h) = &e.values[":history"] else {
+            panic!("history is a list")
+        };
+        assert_eq!(h.len(), MAX_HISTORY);
+        assert!(show(h.last().unwrap()).contains("s=S:SUCCESS"));
+    }
+
+    #[test]
     fn reasons_are_truncated_on_a_char_boundary() {
         let long = "é".repeat(MAX_REASON_LEN);
-        let e = transition(Transition::Fail, NOW, &long);
+        let e = transition(Transition::Fail, &step(&long, &[]));
         let AttributeValue::S(stored) = &e.values[":reason"] else {
             panic!("reason is a string")
         };
@@ -347,7 +550,7 @@ mod tests {
     fn put_if_absent_condition() {
         let e = put_if_absent();
         assert_eq!(e.condition, "attribute_not_exists(#taskId)");
-        assert_eq!(names(&e), vec![("#taskId", "taskId")]);
+        assert_eq!(names(&e), "#taskId=taskId");
         assert_eq!(e.values_map(), None);
     }
 
@@ -355,22 +558,17 @@ mod tests {
     fn newest_claimable_query() {
         let e = newest_claimable(3, NOW, NOW - 604_800_000);
         assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
-        assert_eq!(e.condition, "#ttl > :nowSec");
+        assert_eq!(
+            e.condition,
+            "#ttl > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)"
+        );
         assert_eq!(
             names(&e),
-            vec![
-                ("#claimableAt", "claimableAt"),
-                ("#shard", "lifoShard"),
-                ("#ttl", "ttl")
-            ]
+            "#claimableAt=claimableAt #leaseUntil=leaseUntil #shard=lifoShard #ttl=ttl"
         );
         assert_eq!(
             values(&e),
-            vec![
-                (":horizon", "N:1763942400123".into()),
-                (":nowSec", "N:1764547200".into()),
-                (":shard", "N:3".into()),
-            ]
+            ":horizon=N:1763942400123 :now=N:1764547200123 :nowSec=N:1764547200 :shard=N:3"
         );
     }
 }

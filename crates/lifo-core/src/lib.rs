@@ -11,8 +11,9 @@ pub mod notify;
 pub mod state;
 pub mod store;
 
+pub use expr::Step;
 pub use lifo::Candidate;
-pub use model::{Task, TaskStatus, new_task_id, now_ms};
+pub use model::{HistoryEntry, Task, TaskStatus, new_task_id, now_ms};
 pub use notify::{Notifier, NotifyError, Wakeup};
 pub use state::{IllegalTransition, Transition};
 pub use store::{CapacityMeter, Op, Store, StoreError};

@@ -16,6 +16,14 @@ pub struct Candidate {
     pub lifo_shard: u32,
     pub claimable_at: u64,
     pub ttl: u64,
+    /// Present when the task is TAKEN and its lease has expired.
+    #[serde(default)]
+    pub lease_until: Option<u64>,
+    /// The fencing token the task holds.
+    #[serde(default)]
+    pub token: u64,
+    #[serde(default)]
+    pub attempts: u32,
 }
 
 impl Candidate {
@@ -68,6 +76,9 @@ mod tests {
             lifo_shard: shard,
             claimable_at: at,
             ttl: u64::MAX,
+            lease_until: None,
+            token: 0,
+            attempts: 0,
         }
     }
 

@@ -13,6 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 /// Longest producer-supplied task id.
 pub const MAX_TASK_ID_LEN: usize = 128;
+/// History entries kept on an item (oldest dropped first), so items stay small.
+pub const MAX_HISTORY: usize = 12;
 
 /// Where a task is in its life. See [`crate::state`] for the legal moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -86,6 +88,37 @@ pub struct Task {
     /// Why the task failed, or why it was last put back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// End of the current claim's lease, epoch ms; present only while TAKEN.
+    /// Past it, the task is claimable again (by anyone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until: Option<u64>,
+    /// Fencing token: increases on every claim. An outcome is recorded only
+    /// with the token of the claim that ran it.
+    #[serde(default)]
+    pub token: u64,
+    /// One compact entry per transition, newest last (bounded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryEntry>,
+}
+
+/// One transition in a task's history. Short attribute names keep items small.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// Status entered.
+    #[serde(rename = "s")]
+    pub status: TaskStatus,
+    /// When, epoch ms.
+    #[serde(rename = "t")]
+    pub at: u64,
+    /// Attempt count after the transition.
+    #[serde(rename = "a")]
+    pub attempt: u32,
+    /// Fencing token of the claim it belongs to.
+    #[serde(rename = "k")]
+    pub token: u64,
+    /// Why (failures, retries, lease expiry).
+    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Task {
@@ -111,7 +144,15 @@ impl Task {
             attempts: 0,
             payload,
             last_error: None,
+            lease_until: None,
+            token: 0,
+            history: Vec::new(),
         }
+    }
+
+    /// True while a claim's lease is running at `now_ms`.
+    pub fn lease_is_live(&self, now_ms: u64) -> bool {
+        self.lease_until.is_some_and(|l| l > now_ms)
     }
 
     /// True once `ttl` has passed: such a task is never claimed, even before

@@ -16,6 +16,9 @@ pub struct Wakeup {
     pub at: u64,
 }
 
+/// Publish attempts before giving up.
+const PUBLISH_ATTEMPTS: u32 = 3;
+
 /// A publish that failed after the SDK's own retries.
 #[derive(Debug, thiserror::Error)]
 #[error("publishing a wake-up to {topic_arn} failed ({code}): {message}")]
@@ -44,8 +47,26 @@ impl Notifier {
         &self.topic_arn
     }
 
-    /// Publishes `wakeup`; returns the SNS message id.
+    /// Publishes `wakeup`; returns the SNS message id. On top of the SDK's
+    /// own retries, a failed publish is tried again (3 attempts in all, with
+    /// backoff) before the error is returned: a wake-up is never dropped
+    /// silently.
     pub async fn wake(&self, wakeup: &Wakeup) -> Result<String, NotifyError> {
+        let mut attempt = 1;
+        loop {
+            match self.publish(wakeup).await {
+                Ok(id) => return Ok(id),
+                Err(e) if attempt < PUBLISH_ATTEMPTS => {
+                    tracing::warn!(event = "wakeup.publish_retry", attempt, error = %e);
+                    tokio::time::sleep(crate::store::backoff(attempt)).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn publish(&self, wakeup: &Wakeup) -> Result<String, NotifyError> {
         let body = serde_json::to_string(wakeup).map_err(|e| NotifyError {
             topic_arn: self.topic_arn.clone(),
             code: "Serialize".into(),
@@ -94,6 +115,33 @@ mod tests {
         let n = Notifier::new(mock_client!(aws_sdk_sns, [&rule]), "arn:topic");
         assert_eq!(n.wake(&wakeup()).await.unwrap(), "m-1");
         assert_eq!(rule.num_calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_transient_failure_is_retried() {
+        let rule = mock!(Client::publish)
+            .sequence()
+            .error(|| {
+                PublishError::InternalErrorException(
+                    InternalErrorException::builder().message("blip").build(),
+                )
+            })
+            .output(|| PublishOutput::builder().message_id("m-2").build())
+            .build();
+        let client = mock_client!(
+            aws_sdk_sns,
+            aws_smithy_mocks::RuleMode::MatchAny,
+            [&rule],
+            |c| { c.retry_config(aws_sdk_sns::config::retry::RetryConfig::disabled()) }
+        );
+        assert_eq!(
+            Notifier::new(client, "arn:topic")
+                .wake(&wakeup())
+                .await
+                .unwrap(),
+            "m-2"
+        );
+        assert_eq!(rule.num_calls(), 2);
     }
 
     #[tokio::test]

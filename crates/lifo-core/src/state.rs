@@ -1,78 +1,117 @@
 //! The task state machine: the one place that decides which moves are legal.
 //!
 //! ```text
-//!            claim               succeed
-//! PENDING ----------> TAKEN ------------> SUCCESS
-//!    ^                  |  \    fail
-//!    +---- retry later -+   +-----------> FAILURE
+//!                claim                      succeed
+//!   PENDING --------------> TAKEN ------------------------> SUCCESS
+//!      ^                    |  ^ \      fail (last attempt)
+//!      |  retry later       |  |  +-----------------------> FAILURE
+//!      +--------------------+  |  abandon (lease expired,      ^
+//!      |  retry after error    |  no attempts left) ----------+
+//!      +-----------------------+
+//!                       reclaim (lease expired)
 //! ```
 //!
-//! Every legal move is one conditional `UpdateItem` (see [`crate::expr`])
-//! whose condition requires the `from` status, so two workers can never both
-//! make the same move.
+//! A claim grants a lease and a new fencing token. Every later move of that
+//! claim is conditional on the token, so a worker whose lease expired and
+//! whose task was claimed again cannot record an outcome over the newer one.
+//! Every move is one conditional `UpdateItem` (see [`crate::expr`]).
 
 use crate::model::TaskStatus;
 use std::fmt;
 
-/// A legal move between two statuses.
+/// A legal move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Transition {
-    /// PENDING → TAKEN: a processor claims the task.
+    /// PENDING → TAKEN: a processor claims the task (new lease and token).
     Claim,
+    /// TAKEN → TAKEN: the lease expired; another claim takes over.
+    Reclaim,
     /// TAKEN → SUCCESS.
     Succeed,
-    /// TAKEN → FAILURE.
+    /// TAKEN → FAILURE: the run failed and no attempts are left.
     Fail,
-    /// TAKEN → PENDING: the downstream said "retry later"; the task becomes
-    /// claimable again at its original LIFO position.
+    /// TAKEN → FAILURE: the lease expired and no attempts are left.
+    Abandon,
+    /// TAKEN → PENDING: the downstream was busy; the attempt is given back.
     RetryLater,
+    /// TAKEN → PENDING: the run failed; attempts remain.
+    RetryAfterError,
 }
 
 impl Transition {
-    pub const ALL: [Transition; 4] = [Self::Claim, Self::Succeed, Self::Fail, Self::RetryLater];
+    pub const ALL: [Transition; 7] = [
+        Self::Claim,
+        Self::Reclaim,
+        Self::Succeed,
+        Self::Fail,
+        Self::Abandon,
+        Self::RetryLater,
+        Self::RetryAfterError,
+    ];
 
     pub fn from(self) -> TaskStatus {
         match self {
             Self::Claim => TaskStatus::Pending,
-            Self::Succeed | Self::Fail | Self::RetryLater => TaskStatus::Taken,
+            _ => TaskStatus::Taken,
         }
     }
 
     pub fn to(self) -> TaskStatus {
         match self {
-            Self::Claim => TaskStatus::Taken,
+            Self::Claim | Self::Reclaim => TaskStatus::Taken,
             Self::Succeed => TaskStatus::Success,
-            Self::Fail => TaskStatus::Failure,
-            Self::RetryLater => TaskStatus::Pending,
+            Self::Fail | Self::Abandon => TaskStatus::Failure,
+            Self::RetryLater | Self::RetryAfterError => TaskStatus::Pending,
         }
+    }
+
+    /// True for the moves that start a claim (new lease, new token).
+    pub fn is_claim(self) -> bool {
+        matches!(self, Self::Claim | Self::Reclaim)
     }
 
     /// Name used in logs.
     pub fn name(self) -> &'static str {
         match self {
             Self::Claim => "claim",
+            Self::Reclaim => "reclaim",
             Self::Succeed => "succeed",
             Self::Fail => "fail",
+            Self::Abandon => "abandon",
             Self::RetryLater => "retry-later",
+            Self::RetryAfterError => "retry-after-error",
         }
     }
 }
 
 /// A move the state machine refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("illegal transition {from} -> {to}")]
+#[error("illegal transition {transition} from {current}")]
 pub struct IllegalTransition {
-    pub from: TaskStatus,
-    pub to: TaskStatus,
+    pub transition: Transition,
+    pub current: TaskStatus,
 }
 
-/// The single legality check: returns the transition for `from → to`, or
-/// refuses it. Callers must go through this before sending any request.
-pub fn transition(from: TaskStatus, to: TaskStatus) -> Result<Transition, IllegalTransition> {
-    Transition::ALL
-        .into_iter()
-        .find(|t| t.from() == from && t.to() == to)
-        .ok_or(IllegalTransition { from, to })
+/// The edges of the state graph.
+pub fn is_legal(from: TaskStatus, to: TaskStatus) -> bool {
+    use TaskStatus::*;
+    matches!(
+        (from, to),
+        (Pending, Taken) | (Taken, Taken) | (Taken, Success) | (Taken, Failure) | (Taken, Pending)
+    )
+}
+
+/// The single legality check: `t` may be applied to a task whose status is
+/// `current`. Callers go through this before sending any request.
+pub fn check(t: Transition, current: TaskStatus) -> Result<(), IllegalTransition> {
+    if t.from() == current && is_legal(current, t.to()) {
+        Ok(())
+    } else {
+        Err(IllegalTransition {
+            transition: t,
+            current,
+        })
+    }
 }
 
 impl fmt::Display for Transition {
@@ -88,62 +127,78 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn exactly_the_documented_moves_are_legal() {
-        let legal: Vec<(TaskStatus, TaskStatus)> = TaskStatus::ALL
-            .into_iter()
-            .flat_map(|f| TaskStatus::ALL.into_iter().map(move |t| (f, t)))
-            .filter(|(f, t)| transition(*f, *t).is_ok())
-            .collect();
-        assert_eq!(
-            legal,
-            vec![
-                (Pending, Taken),
-                (Taken, Pending),
-                (Taken, Success),
-                (Taken, Failure)
-            ]
-        );
+    fn every_transition_is_an_edge_of_the_graph() {
+        for t in Transition::ALL {
+            assert!(is_legal(t.from(), t.to()), "{t}");
+            assert!(check(t, t.from()).is_ok());
+        }
+        for s in TaskStatus::ALL {
+            assert!(
+                !is_legal(Success, s) && !is_legal(Failure, s),
+                "terminal statuses absorb"
+            );
+        }
     }
 
     #[test]
-    fn illegal_moves_name_both_ends() {
-        let err = transition(Success, Pending).unwrap_err();
-        assert_eq!(err.to_string(), "illegal transition SUCCESS -> PENDING");
+    fn illegal_moves_name_the_move_and_the_status() {
+        let err = check(Transition::Succeed, Pending).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "illegal transition succeed (TAKEN -> SUCCESS) from PENDING"
+        );
     }
 
+    /// A model task driven by random moves, applied as the store applies
+    /// them (check first, then move), with leases and tokens.
+    #[derive(Debug)]
+    struct Model {
+        status: TaskStatus,
+        token: u64,
+        attempts: u32,
+        lease_live: bool,
+        outcomes: u32,
+    }
+
+    const MAX_ATTEMPTS: u32 = 3;
+
     proptest! {
-        /// Random sequences of attempted moves, applied the way the store
-        /// applies them (check first, then move): the status only ever
-        /// changes through a legal transition, terminal statuses absorb, and
-        /// a task is claimable exactly when it is PENDING.
+        /// Random walks never leave the graph; terminal statuses absorb; one
+        /// outcome at most; attempts never exceed the maximum; the token only
+        /// grows and grows on every claim.
         #[test]
-        fn random_walks_stay_legal(targets in proptest::collection::vec(0usize..4, 0..64)) {
-            let mut status = Pending;
-            let mut claims = 0u32;
-            let mut finished = false;
-            for i in targets {
-                let to = TaskStatus::ALL[i];
-                match transition(status, to) {
-                    Ok(t) => {
-                        prop_assert_eq!(t.from(), status);
-                        prop_assert!(!status.is_terminal());
-                        if t == Transition::Claim { claims += 1; }
-                        status = t.to();
-                        if status.is_terminal() {
-                            prop_assert!(!finished, "finished twice");
-                            finished = true;
-                        }
-                    }
-                    Err(e) => {
-                        prop_assert_eq!(e.from, status);
-                        prop_assert!(status.is_terminal() || !matches!(
-                            (status, to),
-                            (Pending, Taken) | (Taken, Success) | (Taken, Failure) | (Taken, Pending)
-                        ));
-                    }
+        fn random_walks_stay_legal(moves in proptest::collection::vec((0usize..7, any::<bool>()), 0..80)) {
+            let mut m = Model { status: Pending, token: 0, attempts: 0, lease_live: false, outcomes: 0 };
+            for (i, expire) in moves {
+                if expire { m.lease_live = false; }
+                let t = Transition::ALL[i];
+                // The store's guards on top of the status check (conditions).
+                let guard = match t {
+                    Transition::Claim => true,
+                    Transition::Reclaim => !m.lease_live && m.attempts < MAX_ATTEMPTS,
+                    Transition::Abandon => !m.lease_live && m.attempts >= MAX_ATTEMPTS,
+                    Transition::Fail => m.attempts >= MAX_ATTEMPTS,
+                    Transition::RetryAfterError => m.attempts < MAX_ATTEMPTS,
+                    _ => true,
+                };
+                if check(t, m.status).is_err() || !guard {
+                    continue;
                 }
-                // A task is finished only after it was claimed at least once.
-                prop_assert!(!finished || claims >= 1);
+                prop_assert!(!m.status.is_terminal());
+                let before = m.token;
+                if t.is_claim() {
+                    m.token += 1;
+                    m.attempts += 1;
+                    m.lease_live = true;
+                }
+                if t == Transition::RetryLater {
+                    m.attempts -= 1;
+                }
+                m.status = t.to();
+                if m.status.is_terminal() { m.outcomes += 1; }
+                prop_assert!(m.token >= before);
+                prop_assert!(m.attempts <= MAX_ATTEMPTS);
+                prop_assert!(m.outcomes <= 1);
             }
         }
     }

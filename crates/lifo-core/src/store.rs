@@ -3,6 +3,7 @@
 //! Every request asks for `ReturnConsumedCapacity = INDEXES` and adds what it
 //! spent to a [`CapacityMeter`], so the cost per task is measured, not guessed.
 
+use crate::expr::Step;
 use crate::expr::{self, LIFO_INDEX};
 use crate::lifo::{Candidate, merge_newest};
 use crate::model::{Task, TaskStatus};
@@ -120,9 +121,9 @@ impl Op {
     }
     fn of(t: Transition) -> Self {
         match t {
-            Transition::Claim => Op::Claim,
-            Transition::Succeed | Transition::Fail => Op::Finish,
-            Transition::RetryLater => Op::Requeue,
+            Transition::Claim | Transition::Reclaim => Op::Claim,
+            Transition::Succeed | Transition::Fail | Transition::Abandon => Op::Finish,
+            Transition::RetryLater | Transition::RetryAfterError => Op::Requeue,
         }
     }
 }
@@ -359,19 +360,19 @@ impl Store {
         }
     }
 
-    /// Moves a task `from → to` with one conditional UpdateItem and returns
-    /// the task as it is afterwards. An illegal move is refused before any
-    /// request is sent.
-    pub async fn transition(
+    /// Applies `t` to a task whose status the caller believes is `current`,
+    /// with one conditional UpdateItem, and returns the task as it is
+    /// afterwards. An illegal move is refused before any request is sent; a
+    /// failed condition returns the item as DynamoDB saw it.
+    pub async fn apply(
         &self,
         task_id: &str,
-        from: TaskStatus,
-        to: TaskStatus,
-        now_ms: u64,
-        reason: &str,
+        t: Transition,
+        current: TaskStatus,
+        step: &Step<'_>,
     ) -> Result<Task, StoreError> {
-        let t = state::transition(from, to)?;
-        let e = expr::transition(t, now_ms, reason);
+        state::check(t, current)?;
+        let e = expr::transition(t, step);
         let result = self
             .client
             .update_item()
@@ -444,6 +445,18 @@ mod tests {
     };
     use aws_smithy_mocks::{RuleMode, mock, mock_client};
 
+    fn step() -> Step<'static> {
+        Step {
+            now_ms: 1,
+            token: 0,
+            attempts: 1,
+            lease_until: 2,
+            max_attempts: 3,
+            reason: "",
+            history: &[],
+        }
+    }
+
     fn task(id: &str, status: TaskStatus) -> Task {
         let mut t = Task::new_pending(id.into(), Default::default(), 1_000_000, 60, 1);
         t.task_status = status;
@@ -456,7 +469,7 @@ mod tests {
         let client = mock_client!(aws_sdk_dynamodb, [&any]);
         let store = Store::new(client, "t");
         let err = store
-            .transition("a", TaskStatus::Success, TaskStatus::Pending, 1, "")
+            .apply("a", Transition::RetryLater, TaskStatus::Success, &step())
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::Illegal(_)), "{err}");
@@ -477,7 +490,7 @@ mod tests {
         let client = mock_client!(aws_sdk_dynamodb, [&rule]);
         let store = Store::new(client, "t");
         let err = store
-            .transition("a", TaskStatus::Taken, TaskStatus::Success, 1, "")
+            .apply("a", Transition::Succeed, TaskStatus::Taken, &step())
             .await
             .unwrap_err();
         match err {
@@ -509,7 +522,7 @@ mod tests {
         });
         let store = Store::new(client, "t");
         let err = store
-            .transition("a", TaskStatus::Pending, TaskStatus::Taken, 1, "")
+            .apply("a", Transition::Claim, TaskStatus::Pending, &step())
             .await
             .unwrap_err();
         assert!(

@@ -29,6 +29,7 @@ pub struct PipelineStats {
     pub trigger_invocations: AtomicUsize,
     pub process_invocations: AtomicUsize,
     pub tail_calls: AtomicUsize,
+    pub sweeps: AtomicUsize,
     pub errors: AtomicUsize,
 }
 
@@ -45,6 +46,12 @@ pub struct PipelineOptions {
     pub batching_window: Option<Duration>,
     /// How often the stream is polled.
     pub stream_poll: Duration,
+    /// How often the safety sweep runs (the EventBridge rule; 1 minute in AWS).
+    pub sweep_every: Option<Duration>,
+    /// Read the stream from now on (LATEST) instead of TRIM_HORIZON: tasks
+    /// written before the pipeline started are then found only by the sweep,
+    /// like tasks already pending when the stack is deployed.
+    pub stream_from_latest: bool,
 }
 
 impl Default for PipelineOptions {
@@ -52,8 +59,25 @@ impl Default for PipelineOptions {
         Self {
             batching_window: Some(Duration::from_millis(500)),
             stream_poll: Duration::from_millis(100),
+            sweep_every: Some(Duration::from_secs(5)),
+            stream_from_latest: false,
         }
     }
+}
+
+/// The EventBridge event of the sweep rule.
+pub fn scheduled_event_json() -> Value {
+    json!({
+        "version": "0",
+        "id": "local-sweep",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "000000000000",
+        "time": "1970-01-01T00:00:00Z",
+        "region": "us-east-1",
+        "resources": ["arn:aws:events:us-east-1:000000000000:rule/local-sweep"],
+        "detail": {}
+    })
 }
 
 /// The running pollers. Call [`Pipeline::stop`] to end them.
@@ -157,7 +181,11 @@ impl Pipeline {
                 .get_shard_iterator()
                 .stream_arn(&stack.stream_arn)
                 .shard_id(shard.shard_id().unwrap_or_default())
-                .shard_iterator_type(ShardIteratorType::TrimHorizon)
+                .shard_iterator_type(if options.stream_from_latest {
+                    ShardIteratorType::Latest
+                } else {
+                    ShardIteratorType::TrimHorizon
+                })
                 .send()
                 .await
                 .context("getting a shard iterator")?
@@ -166,6 +194,23 @@ impl Pipeline {
         }
 
         let mut tasks = Vec::new();
+        if let Some(every) = options.sweep_every {
+            let (trigger, stats, mut rx) = (trigger.clone(), stats.clone(), rx.clone());
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {}
+                        _ = rx.changed() => return,
+                    }
+                    stats.sweeps.fetch_add(1, Ordering::Relaxed);
+                    stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = trigger.handle(scheduled_event_json()).await {
+                        stats.errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "trigger (sweep) failed");
+                    }
+                }
+            }));
+        }
         {
             let (streams, arn, trigger, stats, mut rx) = (
                 stack.streams.clone(),

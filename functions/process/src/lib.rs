@@ -10,10 +10,12 @@ pub mod runner;
 
 use lifo_core::config::{self, ConfigError, Source};
 use lifo_core::{
-    Candidate, Notifier, NotifyError, Store, StoreError, Task, TaskStatus, Wakeup, now_ms,
+    Candidate, Notifier, NotifyError, Step, Store, StoreError, Task, TaskStatus, Transition,
+    Wakeup, now_ms,
 };
 use runner::{RunOutcome, TaskRunner};
 use serde::Serialize;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::task::JoinSet;
@@ -32,6 +34,11 @@ pub struct ProcessConfig {
     /// How long to wait before looking again when tasks are running but no
     /// new claimable task was found.
     pub idle_poll: Duration,
+    /// Claims a task may get; errors burn one, "retry later" does not.
+    pub max_attempts: u32,
+    /// Added to the invocation deadline to form the lease end (clock skew
+    /// between hosts).
+    pub lease_margin: Duration,
 }
 
 impl ProcessConfig {
@@ -59,6 +66,13 @@ impl ProcessConfig {
                 250u64,
                 10..=10_000,
             )?),
+            max_attempts: config::parsed(src, "MAX_ATTEMPTS", 3u32, 1..=100)?,
+            lease_margin: Duration::from_millis(config::parsed(
+                src,
+                "LEASE_MARGIN_MS",
+                2_000u64,
+                0..=60_000,
+            )?),
         })
     }
 }
@@ -82,9 +96,20 @@ pub struct ProcessReport {
     pub succeeded: usize,
     pub failed: usize,
     pub retried: usize,
+    /// Of `claimed`, tasks taken over after another claim's lease expired.
+    pub reclaimed: usize,
+    /// Tasks whose lease expired with no attempts left: ended FAILURE.
+    pub abandoned: usize,
+    /// Runs that failed with attempts left: put back.
+    pub retried_after_error: usize,
     /// Claims lost to another worker (normal when two processors race).
     pub conflicts: usize,
-    /// Outcomes that could not be recorded.
+    /// Outcomes refused because the task was claimed again meanwhile
+    /// (fencing token changed): the newer claim's outcome stands.
+    pub stale_rejected: usize,
+    /// Index entries skipped: unknown status or unparseable item.
+    pub skipped: usize,
+    /// Outcomes that could not be recorded (I/O errors after retries).
     pub finish_errors: usize,
     pub stop: StopReason,
     pub tail_call: bool,
@@ -130,6 +155,8 @@ enum Finished {
     Succeeded,
     Failed,
     Retried,
+    RetriedAfterError,
+    Stale,
     Error,
 }
 
@@ -188,12 +215,21 @@ impl<R: TaskRunner> Processor<R> {
             budget_ms = (stop_claiming_at - started).as_millis() as u64
         );
 
+        let lease_until = deadline
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+            + self.config.lease_margin.as_millis() as u64;
         let mut report = ProcessReport {
             claimed: Vec::new(),
             succeeded: 0,
             failed: 0,
             retried: 0,
+            reclaimed: 0,
+            abandoned: 0,
+            retried_after_error: 0,
             conflicts: 0,
+            stale_rejected: 0,
+            skipped: 0,
             finish_errors: 0,
             stop: StopReason::Budget,
             tail_call: false,
@@ -202,7 +238,13 @@ impl<R: TaskRunner> Processor<R> {
         let mut running: JoinSet<Finished> = JoinSet::new();
         let capacity = self.runner.capacity().max(1);
         let outcome = self
-            .claim_loop(&mut report, &mut running, capacity, stop_claiming_at)
+            .claim_loop(
+                &mut report,
+                &mut running,
+                capacity,
+                stop_claiming_at,
+                lease_until,
+            )
             .await;
         // Whatever happened, finish what was claimed.
         while let Some(done) = running.join_next().await {
@@ -226,6 +268,10 @@ impl<R: TaskRunner> Processor<R> {
             failed = report.failed,
             retried = report.retried,
             conflicts = report.conflicts,
+            reclaimed = report.reclaimed,
+            abandoned = report.abandoned,
+            stale_rejected = report.stale_rejected,
+            skipped = report.skipped,
             finish_errors = report.finish_errors,
             stop = ?report.stop,
             tail_call = report.tail_call,
@@ -240,7 +286,11 @@ impl<R: TaskRunner> Processor<R> {
         running: &mut JoinSet<Finished>,
         capacity: usize,
         stop_claiming_at: Instant,
+        lease_until: u64,
     ) -> Result<(), StoreError> {
+        // Index entries this invocation will not try again: they cannot be
+        // claimed (unknown status, unparseable item) or were just lost.
+        let mut skip: HashSet<String> = HashSet::new();
         loop {
             while let Some(done) = running.try_join_next() {
                 tally(report, done);
@@ -255,7 +305,9 @@ impl<R: TaskRunner> Processor<R> {
                     .await;
                 continue;
             }
-            let candidates = self.newest(free).await?;
+            let mut candidates = self.newest(free + skip.len()).await?;
+            candidates.retain(|c| !skip.contains(&c.task_id));
+            candidates.truncate(free);
             if candidates.is_empty() {
                 if running.is_empty() {
                     report.stop = StopReason::Empty;
@@ -271,27 +323,111 @@ impl<R: TaskRunner> Processor<R> {
                 continue;
             }
             for c in candidates {
-                let now = now_ms();
-                match self
-                    .store
-                    .transition(&c.task_id, TaskStatus::Pending, TaskStatus::Taken, now, "")
-                    .await
-                {
-                    Ok(task) => {
+                match self.claim(&c, lease_until).await {
+                    Ok(Some(task)) => {
+                        let now = now_ms();
                         let age_ms = task.started_at.unwrap_or(now).saturating_sub(task.ready_at);
-                        tracing::info!(event = "task.claimed", task_id = %task.task_id, shard = task.lifo_shard, attempt = task.attempts, age_ms);
+                        let reclaim = c.lease_until.is_some();
+                        tracing::info!(
+                            event = if reclaim { "task.reclaimed" } else { "task.claimed" },
+                            task_id = %task.task_id, shard = task.lifo_shard, attempt = task.attempts,
+                            token = task.token, age_ms
+                        );
+                        report.reclaimed += usize::from(reclaim);
                         report.claimed.push(task.task_id.clone());
-                        let (store, runner) = (self.store.clone(), Arc::clone(&self.runner));
-                        running.spawn(async move { run_and_finish(store, runner, task).await });
+                        let (store, runner, max) = (
+                            self.store.clone(),
+                            Arc::clone(&self.runner),
+                            self.config.max_attempts,
+                        );
+                        running
+                            .spawn(async move { run_and_finish(store, runner, task, max).await });
                     }
-                    Err(e) if e.is_condition_failed() => {
-                        report.conflicts += 1;
-                        tracing::info!(event = "task.claim_conflict", task_id = %c.task_id, "another worker claimed it first, or it expired");
+                    Ok(None) => {
+                        report.abandoned += 1;
+                        skip.insert(c.task_id);
+                    }
+                    Err(StoreError::ConditionFailed { current, .. }) => {
+                        match current {
+                            Some(t)
+                                if matches!(
+                                    t.task_status,
+                                    TaskStatus::Pending | TaskStatus::Taken
+                                ) =>
+                            {
+                                report.conflicts += 1;
+                                tracing::info!(event = "task.claim_conflict", task_id = %c.task_id, token = t.token, "another worker claimed it first");
+                            }
+                            other => {
+                                report.skipped += 1;
+                                tracing::warn!(event = "task.skipped", task_id = %c.task_id,
+                                    status = other.as_ref().map_or("unparseable", |t| t.task_status.as_str()),
+                                    "index entry is not a claimable task; skipping it");
+                            }
+                        }
+                        skip.insert(c.task_id);
+                    }
+                    Err(StoreError::Malformed { task_id, reason }) => {
+                        report.skipped += 1;
+                        tracing::warn!(event = "task.skipped", task_id = %task_id, error = %reason, "claimed item does not parse; its lease will expire");
+                        skip.insert(task_id);
                     }
                     Err(e) => return Err(e),
                 }
             }
         }
+    }
+
+    /// Claims a candidate: a PENDING task, or a TAKEN one whose lease has
+    /// expired (reclaim). A task whose lease expired with no attempts left
+    /// is ended FAILURE instead (`Ok(None)`).
+    async fn claim(&self, c: &Candidate, lease_until: u64) -> Result<Option<Task>, StoreError> {
+        let now = now_ms();
+        let max = self.config.max_attempts;
+        let step = |attempts, reason| Step {
+            now_ms: now,
+            token: c.token,
+            attempts,
+            lease_until,
+            max_attempts: max,
+            reason,
+            history: &[],
+        };
+        if c.lease_until.is_none() {
+            return self
+                .store
+                .apply(
+                    &c.task_id,
+                    Transition::Claim,
+                    TaskStatus::Pending,
+                    &step(c.attempts + 1, ""),
+                )
+                .await
+                .map(Some);
+        }
+        if c.attempts < max {
+            return self
+                .store
+                .apply(
+                    &c.task_id,
+                    Transition::Reclaim,
+                    TaskStatus::Taken,
+                    &step(c.attempts + 1, ""),
+                )
+                .await
+                .map(Some);
+        }
+        let reason = format!("lease expired after {} attempts", c.attempts);
+        self.store
+            .apply(
+                &c.task_id,
+                Transition::Abandon,
+                TaskStatus::Taken,
+                &step(c.attempts, &reason),
+            )
+            .await?;
+        tracing::warn!(event = "task.abandoned", task_id = %c.task_id, attempt = c.attempts, token = c.token, reason);
+        Ok(None)
     }
 
     /// Waits until a running task finishes, `poll` passes, or claiming must stop.
@@ -316,6 +452,8 @@ fn tally(report: &mut ProcessReport, done: Result<Finished, tokio::task::JoinErr
         Ok(Finished::Succeeded) => report.succeeded += 1,
         Ok(Finished::Failed) => report.failed += 1,
         Ok(Finished::Retried) => report.retried += 1,
+        Ok(Finished::RetriedAfterError) => report.retried_after_error += 1,
+        Ok(Finished::Stale) => report.stale_rejected += 1,
         Ok(Finished::Error) => report.finish_errors += 1,
         Err(e) => {
             tracing::error!(event = "task.run_panicked", error = %e);
@@ -327,37 +465,69 @@ fn tally(report: &mut ProcessReport, done: Result<Finished, tokio::task::JoinErr
 /// How often recording an outcome is tried before giving up.
 const FINISH_ATTEMPTS: u32 = 4;
 
-async fn run_and_finish<R: TaskRunner>(store: Store, runner: Arc<R>, task: Task) -> Finished {
+async fn run_and_finish<R: TaskRunner>(
+    store: Store,
+    runner: Arc<R>,
+    task: Task,
+    max_attempts: u32,
+) -> Finished {
     let outcome = runner.run(&task).await;
-    let (to, reason, finished) = match &outcome {
-        RunOutcome::Success => (TaskStatus::Success, "", Finished::Succeeded),
-        RunOutcome::Failure(r) => (TaskStatus::Failure, r.as_str(), Finished::Failed),
-        RunOutcome::RetryLater(r) => (TaskStatus::Pending, r.as_str(), Finished::Retried),
+    let (t, reason, finished) = match &outcome {
+        RunOutcome::Success => (Transition::Succeed, "", Finished::Succeeded),
+        RunOutcome::Failure(r) if task.attempts >= max_attempts => {
+            (Transition::Fail, r.as_str(), Finished::Failed)
+        }
+        RunOutcome::Failure(r) => (
+            Transition::RetryAfterError,
+            r.as_str(),
+            Finished::RetriedAfterError,
+        ),
+        RunOutcome::RetryLater(r) => (Transition::RetryLater, r.as_str(), Finished::Retried),
+    };
+    let attempts = if t == Transition::RetryLater {
+        task.attempts.saturating_sub(1)
+    } else {
+        task.attempts
     };
     for attempt in 1..=FINISH_ATTEMPTS {
+        let step = Step {
+            now_ms: now_ms(),
+            token: task.token,
+            attempts,
+            lease_until: 0,
+            max_attempts,
+            reason,
+            history: &task.history,
+        };
         match store
-            .transition(&task.task_id, TaskStatus::Taken, to, now_ms(), reason)
+            .apply(&task.task_id, t, TaskStatus::Taken, &step)
             .await
         {
             Ok(_) => {
-                tracing::info!(event = "task.finished", task_id = %task.task_id, from_status = "TAKEN", to_status = %to, reason);
+                tracing::info!(event = "task.finished", task_id = %task.task_id, from_status = "TAKEN", to_status = %t.to(),
+                    attempt = task.attempts, token = task.token, reason);
                 return finished;
             }
-            // An earlier attempt whose answer was lost may already have
-            // applied it: that is success, not a conflict.
+            // An earlier try whose answer was lost may already have applied
+            // it: same token, status already moved on as we asked.
             Err(StoreError::ConditionFailed {
                 current: Some(cur), ..
-            }) if cur.task_status == to && attempt > 1 => return finished,
-            Err(e @ StoreError::ConditionFailed { .. }) => {
-                tracing::warn!(event = "task.finish_rejected", task_id = %task.task_id, to_status = %to, error = %e);
-                return Finished::Error;
+            }) if attempt > 1 && cur.token == task.token && cur.task_status == t.to() => {
+                return finished;
+            }
+            Err(StoreError::ConditionFailed { current, .. }) => {
+                tracing::warn!(event = "task.stale_finish_rejected", task_id = %task.task_id, to_status = %t.to(),
+                    token = task.token, current_token = current.as_ref().map(|c| c.token),
+                    "the task was claimed again after this claim's lease expired; the newer claim's outcome stands");
+                return Finished::Stale;
             }
             Err(e) if attempt < FINISH_ATTEMPTS => {
                 tracing::warn!(event = "task.finish_retry", task_id = %task.task_id, attempt, error = %e);
                 tokio::time::sleep(lifo_core::store::backoff(attempt)).await;
             }
             Err(e) => {
-                tracing::error!(event = "task.finish_failed", task_id = %task.task_id, to_status = %to, error = %e);
+                tracing::error!(event = "task.finish_failed", task_id = %task.task_id, to_status = %t.to(), error = %e,
+                    "outcome not recorded; the lease will expire and the task will be claimed again");
                 return Finished::Error;
             }
         }

@@ -30,7 +30,7 @@ fn taken(id: &str) -> HashMap<String, AttributeValue> {
 
 fn is_claim(r: &aws_sdk_dynamodb::operation::update_item::UpdateItemInput) -> bool {
     r.update_expression()
-        .is_some_and(|e| e.contains("REMOVE #claimableAt"))
+        .is_some_and(|e| e.contains("#leaseUntil = :lease"))
 }
 
 fn key_of(r: &aws_sdk_dynamodb::operation::update_item::UpdateItemInput) -> String {
@@ -81,6 +81,8 @@ fn processor(ddb: &[&Rule], sns: &Rule, budget: Duration) -> Processor<Simulated
         time_budget: budget,
         deadline_margin: Duration::from_millis(10),
         idle_poll: Duration::from_millis(10),
+        max_attempts: 3,
+        lease_margin: Duration::from_millis(100),
     };
     let runner = Arc::new(SimulatedRunner::new(2, Duration::from_millis(5), 0.0, 0.0));
     Processor::new(
@@ -142,9 +144,12 @@ async fn a_lost_claim_is_a_conflict_not_an_error() {
         .output(|| QueryOutput::builder().build())
         .repeatedly()
         .build();
+    // Another worker holds it now: DynamoDB returns the item (ALL_OLD).
     let lost = mock!(Ddb::update_item).then_error(|| {
         UpdateItemError::ConditionalCheckFailedException(
-            ConditionalCheckFailedException::builder().build(),
+            ConditionalCheckFailedException::builder()
+                .set_item(Some(taken("gone")))
+                .build(),
         )
     });
     let sns = publish();
@@ -153,9 +158,137 @@ async fn a_lost_claim_is_a_conflict_not_an_error() {
         .await
         .unwrap();
     assert_eq!(
-        (report.claimed.len(), report.conflicts, report.stop),
-        (0, 1, StopReason::Empty)
+        (
+            report.claimed.len(),
+            report.conflicts,
+            report.skipped,
+            report.stop
+        ),
+        (0, 1, 0, StopReason::Empty)
     );
+}
+
+#[tokio::test]
+async fn items_with_unknown_status_are_skipped_not_retried_forever() {
+    // The index keeps returning the odd item; the claim condition fails and
+    // the item does not parse (status WEIRD): skipped once, loop ends.
+    let query = mock!(Ddb::query)
+        .then_compute_output(|_| QueryOutput::builder().items(index_entry("odd", 20)).build());
+    let odd = mock!(Ddb::update_item).then_error(|| {
+        let mut item = taken("odd");
+        item.insert("taskStatus".into(), AttributeValue::S("WEIRD".into()));
+        UpdateItemError::ConditionalCheckFailedException(
+            ConditionalCheckFailedException::builder()
+                .set_item(Some(item))
+                .build(),
+        )
+    });
+    let sns = publish();
+    let report = processor(&[&query, &odd], &sns, Duration::from_secs(10))
+        .handle(1, deadline())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.skipped, report.conflicts, report.stop),
+        (1, 0, StopReason::Empty)
+    );
+    assert_eq!(odd.num_calls(), 1);
+}
+
+fn expired_lease_entry(id: &str, attempts: u32) -> HashMap<String, AttributeValue> {
+    let mut e = index_entry(id, 20);
+    e.insert("leaseUntil".into(), AttributeValue::N("1".into()));
+    e.insert("token".into(), AttributeValue::N("4".into()));
+    e.insert("attempts".into(), AttributeValue::N(attempts.to_string()));
+    e
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_reclaimed_while_attempts_remain_and_abandoned_after() {
+    let query = mock!(Ddb::query)
+        .sequence()
+        .output(|| {
+            QueryOutput::builder()
+                .items(expired_lease_entry("again", 1))
+                .items(expired_lease_entry("poison", 3))
+                .build()
+        })
+        .output(|| QueryOutput::builder().build())
+        .repeatedly()
+        .build();
+    let reclaim = mock!(Ddb::update_item)
+        .match_requests(|r| {
+            r.condition_expression()
+                .is_some_and(|c| c.contains("#attempts < :maxAttempts"))
+                && r.expression_attribute_values()
+                    .and_then(|v| v.get(":token"))
+                    == Some(&AttributeValue::N("4".into()))
+        })
+        .then_compute_output(|r| {
+            UpdateItemOutput::builder()
+                .set_attributes(Some(taken(&key_of(r))))
+                .build()
+        });
+    let abandon = mock!(Ddb::update_item)
+        .match_requests(|r| {
+            key_of(r) == "poison"
+                && r.condition_expression()
+                    == Some("#status = :from AND #token = :token AND #leaseUntil < :now")
+                && r.expression_attribute_values()
+                    .and_then(|v| v.get(":reason"))
+                    == Some(&AttributeValue::S("lease expired after 3 attempts".into()))
+        })
+        .then_compute_output(|r| {
+            UpdateItemOutput::builder()
+                .set_attributes(Some(taken(&key_of(r))))
+                .build()
+        });
+    let (_, finish) = updates();
+    let sns = publish();
+    let report = processor(
+        &[&query, &reclaim, &abandon, &finish],
+        &sns,
+        Duration::from_secs(10),
+    )
+    .handle(1, deadline())
+    .await
+    .unwrap();
+    assert_eq!(report.claimed, vec!["again"]);
+    assert_eq!(
+        (report.reclaimed, report.abandoned, report.succeeded),
+        (1, 1, 1)
+    );
+    assert_eq!((reclaim.num_calls(), abandon.num_calls()), (1, 1));
+}
+
+#[tokio::test]
+async fn a_stale_finish_is_rejected_and_counted() {
+    let query = mock!(Ddb::query)
+        .sequence()
+        .output(|| QueryOutput::builder().items(index_entry("t", 20)).build())
+        .output(|| QueryOutput::builder().build())
+        .repeatedly()
+        .build();
+    let (claim, _) = updates();
+    // By the time the run ends, another claim (token 2) owns the task.
+    let newer = mock!(Ddb::update_item)
+        .match_requests(|r| !is_claim(r))
+        .then_error(|| {
+            let mut item = taken("t");
+            item.insert("token".into(), AttributeValue::N("2".into()));
+            UpdateItemError::ConditionalCheckFailedException(
+                ConditionalCheckFailedException::builder()
+                    .set_item(Some(item))
+                    .build(),
+            )
+        });
+    let sns = publish();
+    let report = processor(&[&query, &claim, &newer], &sns, Duration::from_secs(10))
+        .handle(1, deadline())
+        .await
+        .unwrap();
+    assert_eq!((report.succeeded, report.stale_rejected), (0, 1));
+    assert_eq!(newer.num_calls(), 1, "a stale finish is not retried");
 }
 
 #[tokio::test]

@@ -1,17 +1,25 @@
-//! `trigger`: turns "something claimable arrived" into one wake-up of the
-//! processor.
+//! `trigger`: turns "something claimable may be waiting" into one wake-up of
+//! the processor.
 //!
-//! It is invoked by the table's stream (the event source mapping's filter
-//! lets only inserts of claimable tasks through) and by the trigger topic
-//! (tail calls from `process`). Either way it publishes at most one wake-up
-//! per invocation to the process topic. A failed publish is an error, so
-//! Lambda retries the batch instead of silently losing the wake-up.
+//! It is invoked three ways, and publishes at most one wake-up per
+//! invocation to the process topic:
+//! - by the table's stream (the event source mapping's filter passes only
+//!   inserts of claimable tasks), with partial batch responses: a malformed
+//!   record is reported on its own, never panicked on;
+//! - by the trigger topic (tail calls from `process`);
+//! - by the safety sweep (EventBridge, every minute): one Query per shard,
+//!   and a wake-up only when claimable tasks exist. This catches tasks
+//!   pending at deploy, dropped events and expired leases.
+//!
+//! A failed publish is an error (after retries), so Lambda retries the batch
+//! instead of silently losing the wake-up.
 
-use aws_lambda_events::dynamodb::Event as StreamEvent;
+use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::sns::SnsEvent;
-use aws_lambda_events::streams::DynamoDbEventResponse;
+use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use lifo_core::config::{self, ConfigError, Source};
 use lifo_core::expr::attr;
-use lifo_core::{Notifier, NotifyError, Wakeup, now_ms};
+use lifo_core::{Notifier, NotifyError, Store, StoreError, Wakeup, now_ms};
 use serde_json::Value;
 
 /// Why an invocation failed.
@@ -26,6 +34,8 @@ pub enum TriggerError {
     },
     #[error(transparent)]
     Publish(#[from] NotifyError),
+    #[error("sweep query failed: {0}")]
+    Sweep(#[from] StoreError),
 }
 
 impl From<TriggerError> for lambda_runtime::Diagnostic {
@@ -33,6 +43,7 @@ impl From<TriggerError> for lambda_runtime::Diagnostic {
         let error_type = match &e {
             TriggerError::Unrecognised(_) | TriggerError::Malformed { .. } => "MalformedEvent",
             TriggerError::Publish(_) => "PublishFailed",
+            TriggerError::Sweep(_) => "SweepFailed",
         };
         lambda_runtime::Diagnostic {
             error_type: error_type.into(),
@@ -42,29 +53,57 @@ impl From<TriggerError> for lambda_runtime::Diagnostic {
 }
 
 /// What one invocation saw and did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TriggerOutcome {
-    /// Records that announced claimable work (stream inserts or tail calls).
+    /// Records that announced claimable work (stream inserts, tail calls,
+    /// or claimable tasks found by the sweep).
     pub signals: usize,
     /// Records ignored (not an insert of a claimable task).
     pub ignored: usize,
+    /// Sequence numbers of stream records reported as failed (malformed,
+    /// or not acknowledged because the publish failed).
+    pub failed_items: Vec<String>,
     /// Whether a wake-up was published.
     pub published: bool,
+}
+
+/// What the sweep reads.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    pub store: Store,
+    pub shard_count: u32,
+    pub max_ttl_seconds: u64,
+}
+
+impl Sweep {
+    /// `SHARD_COUNT`, `MAX_TTL_SECONDS` (the table comes from `TABLE_NAME`).
+    pub fn from_source(store: Store, src: &impl Source) -> Result<Self, ConfigError> {
+        Ok(Self {
+            store,
+            shard_count: config::parsed(src, "SHARD_COUNT", 1u32, 1..=100)?,
+            max_ttl_seconds: config::parsed(src, "MAX_TTL_SECONDS", 604_800u64, 60..=31_536_000)?,
+        })
+    }
 }
 
 /// The trigger function's handler.
 #[derive(Debug, Clone)]
 pub struct Trigger {
     notifier: Notifier,
+    sweep: Option<Sweep>,
 }
 
-/// The two event shapes the trigger accepts.
-enum Source {
-    Stream(StreamEvent),
+/// The event shapes the trigger accepts.
+enum Source3 {
+    Stream(Vec<Value>),
     Sns(SnsEvent),
+    Schedule,
 }
 
-fn classify(event: Value) -> Result<Source, TriggerError> {
+fn classify(event: Value) -> Result<Source3, TriggerError> {
+    if event.get("source").and_then(Value::as_str) == Some("aws.events") {
+        return Ok(Source3::Schedule);
+    }
     let first = event
         .get("Records")
         .and_then(|r| r.get(0))
@@ -76,78 +115,115 @@ fn classify(event: Value) -> Result<Source, TriggerError> {
         .and_then(Value::as_str)
         .map(str::to_owned);
     match source.as_deref() {
-        Some("aws:dynamodb") => serde_json::from_value(event)
-            .map(Source::Stream)
-            .map_err(|e| TriggerError::Malformed { source_name: "DynamoDB stream", message: e.to_string() }),
+        Some("aws:dynamodb") => match event.get("Records") {
+            Some(Value::Array(records)) => Ok(Source3::Stream(records.clone())),
+            _ => Err(TriggerError::Malformed { source_name: "DynamoDB stream", message: "Records is not an array".into() }),
+        },
         Some("aws:sns") => serde_json::from_value(event)
-            .map(Source::Sns)
+            .map(Source3::Sns)
             .map_err(|e| TriggerError::Malformed { source_name: "SNS", message: e.to_string() }),
-        Some(other) => Err(TriggerError::Unrecognised(format!("Records[0] has event source {other:?}; expected aws:dynamodb or aws:sns"))),
-        None => Err(TriggerError::Unrecognised("expected a Records array whose first record has eventSource aws:dynamodb or EventSource aws:sns".into())),
+        Some(other) => Err(TriggerError::Unrecognised(format!(
+            "Records[0] has event source {other:?}; expected aws:dynamodb or aws:sns"
+        ))),
+        None => Err(TriggerError::Unrecognised(
+            "expected a Records array whose first record has eventSource aws:dynamodb or EventSource aws:sns, \
+             or an EventBridge event with source aws.events"
+                .into(),
+        )),
     }
+}
+
+fn failure(sequence_number: String) -> DynamoDbBatchItemFailure {
+    let mut f = DynamoDbBatchItemFailure::default();
+    f.item_identifier = Some(sequence_number);
+    f
 }
 
 impl Trigger {
     pub fn new(notifier: Notifier) -> Self {
-        Self { notifier }
+        Self {
+            notifier,
+            sweep: None,
+        }
     }
 
-    /// Handles a raw invocation event. The response is the stream's partial
-    /// batch response (always empty: records are only signals, and a failed
-    /// publish fails the whole invocation so that Lambda retries it).
+    /// Enables the safety sweep (scheduled events).
+    pub fn with_sweep(mut self, sweep: Sweep) -> Self {
+        self.sweep = Some(sweep);
+        self
+    }
+
+    /// Handles a raw invocation event; the response is the stream's partial
+    /// batch response (ignored by SNS and EventBridge).
     pub async fn handle(&self, event: Value) -> Result<DynamoDbEventResponse, TriggerError> {
-        self.handle_outcome(event)
-            .await
-            .map(|_| DynamoDbEventResponse::default())
+        let outcome = self.handle_outcome(event).await?;
+        let mut response = DynamoDbEventResponse::default();
+        response.batch_item_failures = outcome.failed_items.into_iter().map(failure).collect();
+        Ok(response)
     }
 
     /// As [`Trigger::handle`], returning what was done.
     pub async fn handle_outcome(&self, event: Value) -> Result<TriggerOutcome, TriggerError> {
-        let (mut outcome, reason) = match classify(event)? {
-            Source::Stream(e) => {
+        match classify(event)? {
+            Source3::Stream(records) => self.stream(records).await,
+            Source3::Sns(e) => {
+                let mut outcome = TriggerOutcome {
+                    signals: e.records.len(),
+                    ..TriggerOutcome::default()
+                };
+                if outcome.signals > 0 {
+                    self.publish("tail-call", outcome.signals).await?;
+                    outcome.published = true;
+                }
+                Ok(outcome)
+            }
+            Source3::Schedule => self.sweep().await,
+        }
+    }
+
+    async fn stream(&self, records: Vec<Value>) -> Result<TriggerOutcome, TriggerError> {
+        let mut outcome = TriggerOutcome::default();
+        let mut signal_sequence_numbers = Vec::new();
+        for (i, raw) in records.into_iter().enumerate() {
+            let sequence_number = raw
+                .pointer("/dynamodb/SequenceNumber")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            match serde_json::from_value::<EventRecord>(raw) {
                 // The event source mapping's filter already drops everything
                 // else; checking again keeps the function correct without it.
-                let signals = e
-                    .records
-                    .iter()
-                    .filter(|r| {
-                        r.event_name == "INSERT"
-                            && r.change.new_image.get(attr::CLAIMABLE_AT).is_some()
-                    })
-                    .count();
-                (
-                    TriggerOutcome {
-                        signals,
-                        ignored: e.records.len() - signals,
-                        published: false,
-                    },
-                    "stream-insert",
-                )
+                Ok(r)
+                    if r.event_name == "INSERT"
+                        && r.change.new_image.get(attr::CLAIMABLE_AT).is_some() =>
+                {
+                    outcome.signals += 1;
+                    signal_sequence_numbers.extend(r.change.sequence_number);
+                }
+                Ok(_) => outcome.ignored += 1,
+                Err(e) => {
+                    let Some(seq) = sequence_number else {
+                        return Err(TriggerError::Malformed {
+                            source_name: "DynamoDB stream",
+                            message: format!(
+                                "Records[{i}]: {e} (and no SequenceNumber to report it by)"
+                            ),
+                        });
+                    };
+                    tracing::warn!(event = "stream.record_malformed", sequence_number = %seq, error = %e);
+                    outcome.failed_items.push(seq);
+                }
             }
-            Source::Sns(e) => (
-                TriggerOutcome {
-                    signals: e.records.len(),
-                    ignored: 0,
-                    published: false,
-                },
-                "tail-call",
-            ),
-        };
+        }
         if outcome.signals > 0 {
-            let wakeup = Wakeup {
-                source: "trigger".into(),
-                reason: reason.into(),
-                at: now_ms(),
-            };
-            let message_id = self.notifier.wake(&wakeup).await?;
-            outcome.published = true;
-            tracing::info!(
-                event = "wakeup.published",
-                reason,
-                signals = outcome.signals,
-                message_id,
-                "woke the processor"
-            );
+            match self.publish("stream-insert", outcome.signals).await {
+                Ok(()) => outcome.published = true,
+                // Not acknowledged: Lambda retries from the first of them.
+                Err(e) if !signal_sequence_numbers.is_empty() => {
+                    tracing::error!(event = "wakeup.publish_failed", error = %e, "reporting the batch's signals as failed so Lambda retries them");
+                    outcome.failed_items.extend(signal_sequence_numbers);
+                }
+                Err(e) => return Err(e.into()),
+            }
         } else {
             tracing::info!(
                 event = "wakeup.skipped",
@@ -156,6 +232,47 @@ impl Trigger {
             );
         }
         Ok(outcome)
+    }
+
+    async fn sweep(&self) -> Result<TriggerOutcome, TriggerError> {
+        let Some(sweep) = &self.sweep else {
+            return Err(TriggerError::Unrecognised(
+                "a scheduled event, but the sweep is not configured".into(),
+            ));
+        };
+        let now = now_ms();
+        let horizon = now.saturating_sub(sweep.max_ttl_seconds * 1000);
+        let found = sweep
+            .store
+            .newest_claimable(sweep.shard_count, 1, now, horizon)
+            .await?;
+        let mut outcome = TriggerOutcome {
+            signals: found.len(),
+            ..TriggerOutcome::default()
+        };
+        if let Some(c) = found.first() {
+            tracing::info!(event = "sweep.found", task_id = %c.task_id, age_ms = now.saturating_sub(c.claimable_at));
+            self.publish("sweep", 1).await?;
+            outcome.published = true;
+        }
+        Ok(outcome)
+    }
+
+    async fn publish(&self, reason: &'static str, signals: usize) -> Result<(), NotifyError> {
+        let wakeup = Wakeup {
+            source: "trigger".into(),
+            reason: reason.into(),
+            at: now_ms(),
+        };
+        let message_id = self.notifier.wake(&wakeup).await?;
+        tracing::info!(
+            event = "wakeup.published",
+            reason,
+            signals,
+            message_id,
+            "woke the processor"
+        );
+        Ok(())
     }
 }
 

@@ -1,9 +1,12 @@
 use super::*;
+use aws_sdk_dynamodb::operation::query::QueryOutput;
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sns::Client;
 use aws_sdk_sns::operation::publish::{PublishError, PublishOutput};
 use aws_sdk_sns::types::error::InternalErrorException;
 use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
 use serde_json::json;
+use std::collections::HashMap;
 
 fn fixture(name: &str) -> Value {
     let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -19,11 +22,28 @@ fn ok_publish() -> Rule {
         .build()
 }
 
+fn failing_publish() -> Rule {
+    mock!(Client::publish).then_error(|| {
+        PublishError::InternalErrorException(
+            InternalErrorException::builder().message("down").build(),
+        )
+    })
+}
+
 fn trigger(rule: &Rule) -> Trigger {
     let client = mock_client!(aws_sdk_sns, RuleMode::MatchAny, [rule], |c| {
         c.retry_config(aws_sdk_sns::config::retry::RetryConfig::disabled())
     });
     Trigger::new(Notifier::new(client, "arn:process"))
+}
+
+fn sequence_numbers(event: &Value) -> Vec<String> {
+    event["Records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["dynamodb"]["SequenceNumber"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[tokio::test]
@@ -33,14 +53,8 @@ async fn stream_fixture_publishes_one_wakeup() {
         .handle_outcome(fixture("trigger-stream-insert.json"))
         .await
         .unwrap();
-    assert_eq!(
-        out,
-        TriggerOutcome {
-            signals: 2,
-            ignored: 0,
-            published: true
-        }
-    );
+    assert_eq!((out.signals, out.ignored, out.published), (2, 0, true));
+    assert!(out.failed_items.is_empty());
     assert_eq!(rule.num_calls(), 1);
 }
 
@@ -51,14 +65,7 @@ async fn tail_call_fixture_publishes_one_wakeup() {
         .handle_outcome(fixture("trigger-tail-call.json"))
         .await
         .unwrap();
-    assert_eq!(
-        out,
-        TriggerOutcome {
-            signals: 1,
-            ignored: 0,
-            published: true
-        }
-    );
+    assert_eq!((out.signals, out.published), (1, true));
     assert_eq!(rule.num_calls(), 1);
 }
 
@@ -72,31 +79,101 @@ async fn modify_and_unclaimable_inserts_do_not_wake() {
         .remove("claimableAt");
     let rule = ok_publish();
     let out = trigger(&rule).handle_outcome(event).await.unwrap();
-    assert_eq!(
-        out,
-        TriggerOutcome {
-            signals: 0,
-            ignored: 2,
-            published: false
-        }
-    );
+    assert_eq!((out.signals, out.ignored, out.published), (0, 2, false));
     assert_eq!(rule.num_calls(), 0);
 }
 
 #[tokio::test]
-async fn a_failed_publish_fails_the_invocation() {
-    let rule = mock!(Client::publish).then_error(|| {
-        PublishError::InternalErrorException(
-            InternalErrorException::builder().message("down").build(),
-        )
-    });
+async fn a_malformed_record_is_reported_alone_and_the_rest_still_wakes() {
+    let mut event = fixture("trigger-stream-insert.json");
+    let bad_seq = event["Records"][1]["dynamodb"]["SequenceNumber"].clone();
+    event["Records"][1]["eventName"] = json!(42);
+    let rule = ok_publish();
+    let response = trigger(&rule).handle(event).await.unwrap();
+    let failed: Vec<Option<String>> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    assert_eq!(failed, vec![bad_seq.as_str().map(str::to_owned)]);
+    assert_eq!(
+        rule.num_calls(),
+        1,
+        "the good record still woke the processor"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_publish_reports_the_signals_for_retry() {
+    let event = fixture("trigger-stream-insert.json");
+    let expected = sequence_numbers(&event);
+    let rule = failing_publish();
+    let out = trigger(&rule).handle_outcome(event).await.unwrap();
+    assert!(!out.published);
+    assert_eq!(out.failed_items, expected);
+    assert_eq!(rule.num_calls(), 3, "publish is retried before giving up");
+}
+
+#[tokio::test]
+async fn a_failed_tail_call_publish_fails_the_invocation() {
+    let rule = failing_publish();
     let err = trigger(&rule)
-        .handle(fixture("trigger-stream-insert.json"))
+        .handle(fixture("trigger-tail-call.json"))
         .await
         .unwrap_err();
     assert!(matches!(err, TriggerError::Publish(_)), "{err}");
     let diag: lambda_runtime::Diagnostic = err.into();
     assert_eq!(diag.error_type, "PublishFailed");
+}
+
+fn sweeping(rule: &Rule, query: &Rule) -> Trigger {
+    let ddb = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [query]);
+    let sweep = Sweep {
+        store: Store::new(ddb, "t"),
+        shard_count: 2,
+        max_ttl_seconds: 3600,
+    };
+    trigger(rule).with_sweep(sweep)
+}
+
+fn scheduled() -> Value {
+    json!({"version": "0", "id": "x", "detail-type": "Scheduled Event", "source": "aws.events",
+           "account": "123456789012", "time": "2026-12-01T00:00:00Z", "region": "us-east-1",
+           "resources": ["arn:aws:events:us-east-1:123456789012:rule/sweep"], "detail": {}})
+}
+
+#[tokio::test]
+async fn the_sweep_wakes_only_when_claimable_tasks_exist() {
+    let empty =
+        mock!(aws_sdk_dynamodb::Client::query).then_output(|| QueryOutput::builder().build());
+    let rule = ok_publish();
+    let out = sweeping(&rule, &empty)
+        .handle_outcome(scheduled())
+        .await
+        .unwrap();
+    assert_eq!((out.signals, out.published), (0, false));
+    assert_eq!(empty.num_calls(), 2, "one query per shard");
+    assert_eq!(rule.num_calls(), 0);
+
+    let waiting = mock!(aws_sdk_dynamodb::Client::query)
+        .match_requests(|r| r.limit() == Some(9) && r.scan_index_forward() == Some(false))
+        .then_output(|| {
+            QueryOutput::builder()
+                .items(HashMap::from([
+                    ("taskId".to_owned(), AttributeValue::S("old".into())),
+                    ("lifoShard".to_owned(), AttributeValue::N("1".into())),
+                    ("claimableAt".to_owned(), AttributeValue::N("5".into())),
+                    ("ttl".to_owned(), AttributeValue::N("99999999999".into())),
+                ]))
+                .build()
+        });
+    let rule = ok_publish();
+    let out = sweeping(&rule, &waiting)
+        .handle_outcome(scheduled())
+        .await
+        .unwrap();
+    assert_eq!((out.signals, out.published), (1, true));
+    assert_eq!(rule.num_calls(), 1);
 }
 
 #[tokio::test]
@@ -111,11 +188,15 @@ async fn malformed_events_are_errors_not_panics() {
         ),
         (
             json!({"Records": [{"eventSource": "aws:dynamodb", "eventName": 5}]}),
-            "malformed DynamoDB stream event: ",
+            "malformed DynamoDB stream event: Records[0]: ",
         ),
         (
             json!({"Records": [{"EventSource": "aws:sns", "Sns": "x"}]}),
             "malformed SNS event: ",
+        ),
+        (
+            scheduled(),
+            "unrecognised event: a scheduled event, but the sweep is not configured",
         ),
     ] {
         let err = t.handle(event.clone()).await.unwrap_err().to_string();

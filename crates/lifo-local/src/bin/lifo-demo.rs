@@ -11,7 +11,7 @@ use process::runner::SimulatedRunner;
 use process::{ProcessConfig, Processor};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use trigger::Trigger;
+use trigger::{Sweep, Trigger};
 
 /// Runs the LIFO queue locally, end to end, and reports what happened.
 #[derive(Debug, Parser)]
@@ -106,10 +106,15 @@ async fn run(args: Args) -> lifo_local::Result<bool> {
             max_ttl_seconds: max_ttl,
         },
     );
-    let trigger = Arc::new(Trigger::new(Notifier::new(
-        stack.sns.clone(),
-        &stack.process_topic_arn,
-    )));
+    let trigger = Arc::new(
+        Trigger::new(Notifier::new(stack.sns.clone(), &stack.process_topic_arn)).with_sweep(
+            Sweep {
+                store: store.clone(),
+                shard_count: args.shards,
+                max_ttl_seconds: max_ttl,
+            },
+        ),
+    );
     let runner = Arc::new(SimulatedRunner::new(
         args.concurrency,
         Duration::from_millis(args.latency_ms),
@@ -128,6 +133,8 @@ async fn run(args: Args) -> lifo_local::Result<bool> {
             time_budget: Duration::from_secs(args.budget),
             deadline_margin: Duration::from_secs(2),
             idle_poll: Duration::from_millis(100),
+            max_attempts: 3,
+            lease_margin: Duration::from_millis(500),
         },
     ));
     let pipeline = Pipeline::start(&stack, trigger, processor, PipelineOptions::default()).await?;
