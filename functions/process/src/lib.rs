@@ -393,29 +393,32 @@ impl<R: TaskRunner> Processor<R> {
             reason,
             history: &[],
         };
-        if c.lease_until.is_none() {
-            return self
+        if c.lease_until.is_none() || c.attempts < max {
+            let (t, current) = if c.lease_until.is_none() {
+                (Transition::Claim, TaskStatus::Pending)
+            } else {
+                (Transition::Reclaim, TaskStatus::Taken)
+            };
+            return match self
                 .store
-                .apply(
-                    &c.task_id,
-                    Transition::Claim,
-                    TaskStatus::Pending,
-                    &step(c.attempts + 1, ""),
-                )
+                .apply(&c.task_id, t, current, &step(c.attempts + 1, ""))
                 .await
-                .map(Some);
-        }
-        if c.attempts < max {
-            return self
-                .store
-                .apply(
-                    &c.task_id,
-                    Transition::Reclaim,
-                    TaskStatus::Taken,
-                    &step(c.attempts + 1, ""),
-                )
-                .await
-                .map(Some);
+            {
+                Ok(task) => Ok(Some(task)),
+                // The claim was applied but its answer was lost and the SDK's
+                // retry then failed the condition: the item carries exactly
+                // our claim (next token, our start time and lease).
+                Err(StoreError::ConditionFailed {
+                    current: Some(cur), ..
+                }) if cur.task_status == TaskStatus::Taken
+                    && cur.token == c.token + 1
+                    && cur.started_at == Some(now)
+                    && cur.lease_until == Some(lease_until) =>
+                {
+                    Ok(Some(*cur))
+                }
+                Err(e) => Err(e),
+            };
         }
         let reason = format!("lease expired after {} attempts", c.attempts);
         self.store
@@ -508,11 +511,11 @@ async fn run_and_finish<R: TaskRunner>(
                     attempt = task.attempts, token = task.token, reason);
                 return finished;
             }
-            // An earlier try whose answer was lost may already have applied
-            // it: same token, status already moved on as we asked.
+            // An earlier try whose answer was lost (ours, or the SDK's own
+            // retry) already applied it: same token, status as we asked.
             Err(StoreError::ConditionFailed {
                 current: Some(cur), ..
-            }) if attempt > 1 && cur.token == task.token && cur.task_status == t.to() => {
+            }) if cur.token == task.token && cur.task_status == t.to() => {
                 return finished;
             }
             Err(StoreError::ConditionFailed { current, .. }) => {

@@ -1,0 +1,397 @@
+//! Chaos: 500 tasks through DynamoDB Local while processors are killed at
+//! random points, DynamoDB and SNS answers are replaced by throttling / 5xx
+//! errors at a set rate (after the request was applied, so outcomes are
+//! ambiguous), and two processors run at once. Bounded in time; prints its
+//! counts. The table's stream is the independent witness of what committed.
+
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextMut;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::config_bag::ConfigBag;
+use lifo_core::{Notifier, Store, Task, TaskStatus};
+use lifo_tests::Harness;
+use process::runner::{RunOutcome, TaskRunner};
+use process::{ProcessConfig, Processor};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+const TASKS: usize = 500;
+const FAULT_RATE: f64 = 0.05;
+const LIMIT: Duration = Duration::from_secs(240);
+
+/// Replaces a response by a throttling or 5xx error at `rate`, after the
+/// request reached the server (the write may have been applied).
+#[derive(Debug)]
+struct Faults {
+    rate: f64,
+    json: bool,
+    injected: Arc<AtomicUsize>,
+    enabled: Arc<AtomicBool>,
+}
+
+impl Intercept for Faults {
+    fn name(&self) -> &'static str {
+        "chaos-faults"
+    }
+
+    fn modify_before_deserialization(
+        &self,
+        context: &mut BeforeDeserializationInterceptorContextMut<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if !self.enabled.load(Ordering::Relaxed) || fastrand::f64() >= self.rate {
+            return Ok(());
+        }
+        self.injected.fetch_add(1, Ordering::Relaxed);
+        let throttle = fastrand::bool();
+        let response = context.response_mut();
+        let (status, code) = if throttle {
+            (400u16, "ThrottlingException")
+        } else {
+            (500, "InternalServerError")
+        };
+        *response.status_mut() = status.try_into()?;
+        let body = if self.json {
+            response.headers_mut().insert("x-amzn-errortype", code);
+            format!(
+                r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{code}","message":"injected"}}"#
+            )
+        } else {
+            let code = if throttle {
+                "Throttling"
+            } else {
+                "InternalError"
+            };
+            format!(
+                "<ErrorResponse><Error><Type>Receiver</Type><Code>{code}</Code><Message>injected</Message></Error><RequestId>x</RequestId></ErrorResponse>"
+            )
+        };
+        *response.body_mut() = SdkBody::from(body);
+        Ok(())
+    }
+}
+
+/// A downstream that records every run by (task, token). One run in 40
+/// stalls past its claim's lease (a long GC pause, a slow downstream): the
+/// task is reclaimed meanwhile, and the stalled worker's finish must be
+/// refused by the fencing token.
+#[derive(Default)]
+struct Witness {
+    started: Mutex<HashSet<(String, u64)>>,
+    completed: Mutex<HashSet<(String, u64)>>,
+    runs: Mutex<HashMap<String, usize>>,
+    stalls: AtomicUsize,
+}
+
+impl TaskRunner for Witness {
+    fn capacity(&self) -> usize {
+        4
+    }
+    fn max_duration(&self) -> Duration {
+        Duration::from_millis(40)
+    }
+    async fn run(&self, task: &Task) -> RunOutcome {
+        if let Ok(mut s) = self.started.lock() {
+            s.insert((task.task_id.clone(), task.token));
+        }
+        if fastrand::u32(0..40) == 0 {
+            self.stalls.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(fastrand::u64(0..40))).await;
+        }
+        if let Ok(mut c) = self.completed.lock() {
+            c.insert((task.task_id.clone(), task.token));
+        }
+        if let Ok(mut r) = self.runs.lock() {
+            *r.entry(task.task_id.clone()).or_default() += 1;
+        }
+        RunOutcome::Success
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    invocations: AtomicUsize,
+    aborted: AtomicUsize,
+    errors: AtomicUsize,
+    stale_rejected: AtomicUsize,
+}
+
+/// One "Lambda": invoked again and again, each invocation killed at a
+/// random moment half of the time.
+async fn worker(p: Arc<Processor<Witness>>, counts: Arc<Counts>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        counts.invocations.fetch_add(1, Ordering::Relaxed);
+        // Short invocations: leases (deadline + margin) expire within seconds.
+        let deadline = SystemTime::now() + Duration::from_millis(1500);
+        let run = p.handle(1, deadline);
+        let result = if fastrand::bool() {
+            tokio::time::timeout(Duration::from_millis(fastrand::u64(1..600)), run).await
+        } else {
+            Ok(run.await)
+        };
+        match result {
+            Err(_) => {
+                counts.aborted.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Ok(report)) => {
+                counts
+                    .stale_rejected
+                    .fetch_add(report.stale_rejected, Ordering::Relaxed);
+                if report.stop == process::StopReason::Empty {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+            Ok(Err(_)) => {
+                counts.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Every committed change of the table, from its stream.
+async fn stream_changes(
+    h: &Harness,
+) -> Vec<(String, Option<(String, u64)>, Option<(String, u64)>)> {
+    use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
+    let image = |m: Option<&HashMap<String, AttributeValue>>| {
+        let m = m?;
+        let status = m.get("taskStatus")?.as_s().ok()?.clone();
+        let token = m
+            .get("token")
+            .and_then(|t| t.as_n().ok())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        Some((status, token))
+    };
+    let streams = &h.stack.streams;
+    let shards = streams
+        .describe_stream()
+        .stream_arn(&h.stack.stream_arn)
+        .send()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for shard in shards
+        .stream_description
+        .and_then(|d| d.shards)
+        .unwrap_or_default()
+    {
+        let mut it = streams
+            .get_shard_iterator()
+            .stream_arn(&h.stack.stream_arn)
+            .shard_id(shard.shard_id().unwrap_or_default())
+            .shard_iterator_type(ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .unwrap()
+            .shard_iterator;
+        while let Some(i) = it {
+            let page = streams
+                .get_records()
+                .shard_iterator(i)
+                .limit(1000)
+                .send()
+                .await
+                .unwrap();
+            let records = page.records();
+            if records.is_empty() {
+                break;
+            }
+            for r in records {
+                let Some(d) = r.dynamodb() else { continue };
+                let id = d
+                    .keys()
+                    .and_then(|k| k.get("taskId"))
+                    .and_then(|v| v.as_s().ok())
+                    .cloned()
+                    .unwrap_or_default();
+                out.push((id, image(d.old_image()), image(d.new_image())));
+            }
+            it = page.next_shard_iterator;
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_nothing_lost_nothing_stuck_nothing_committed_twice() {
+    let h = Harness::start(4).await;
+    let created = h
+        .creator()
+        .handle(serde_json::json!({"count": TASKS}))
+        .await
+        .unwrap()
+        .created;
+    assert_eq!(created.len(), TASKS);
+
+    let injected = Arc::new(AtomicUsize::new(0));
+    let enabled = Arc::new(AtomicBool::new(true));
+    let ddb_conf = h.stack.ddb.config().to_builder().interceptor(Faults {
+        rate: FAULT_RATE,
+        json: true,
+        injected: injected.clone(),
+        enabled: enabled.clone(),
+    });
+    let sns_conf = h.stack.sns.config().to_builder().interceptor(Faults {
+        rate: FAULT_RATE,
+        json: false,
+        injected: injected.clone(),
+        enabled: enabled.clone(),
+    });
+    let ddb = aws_sdk_dynamodb::Client::from_conf(ddb_conf.build());
+    let sns = aws_sdk_sns::Client::from_conf(sns_conf.build());
+    let witness = Arc::new(Witness::default());
+    let counts = Arc::new(Counts::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let processor = || {
+        Arc::new(Processor::new(
+            Store::new(ddb.clone(), &h.stack.table),
+            Notifier::new(sns.clone(), &h.stack.trigger_topic_arn),
+            witness.clone(),
+            ProcessConfig {
+                table_name: h.stack.table.clone(),
+                trigger_topic_arn: h.stack.trigger_topic_arn.clone(),
+                shard_count: 4,
+                max_ttl_seconds: lifo_tests::MAX_TTL,
+                time_budget: Duration::from_secs(1),
+                deadline_margin: Duration::from_millis(200),
+                idle_poll: Duration::from_millis(20),
+                max_attempts: 50,
+                lease_margin: Duration::from_millis(200),
+            },
+        ))
+    };
+    let workers = [
+        tokio::spawn(worker(processor(), counts.clone(), stop.clone())),
+        tokio::spawn(worker(processor(), counts.clone(), stop.clone())),
+    ];
+
+    let started = Instant::now();
+    loop {
+        let tasks = h.tasks().await;
+        let open = tasks
+            .iter()
+            .filter(|t| !t.task_status.is_terminal())
+            .count();
+        if open == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "{open} tasks still open after {LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    enabled.store(false, Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+
+    // The stream is the witness of every committed change.
+    let changes = stream_changes(&h).await;
+    let mut outcomes: HashMap<&str, usize> = HashMap::new();
+    let (mut reclaims, mut stale_commits) = (0, 0);
+    let mut claims: HashSet<(String, u64)> = HashSet::new();
+    let mut settled: HashSet<(String, u64)> = HashSet::new();
+    for (id, old, new) in &changes {
+        if let Some((ns, nt)) = new {
+            if ns == "TAKEN" {
+                claims.insert((id.clone(), *nt));
+            } else if old.as_ref().is_some_and(|(os, _)| os == "TAKEN") {
+                settled.insert((id.clone(), *nt));
+            }
+        }
+        if let (Some((os, ot)), Some((ns, nt))) = (old, new) {
+            if os == "TAKEN" && ns == "TAKEN" {
+                reclaims += 1;
+            }
+            if os == "TAKEN" && (ns == "SUCCESS" || ns == "FAILURE") {
+                *outcomes.entry(id.as_str()).or_default() += 1;
+                if ot != nt {
+                    stale_commits += 1;
+                }
+            }
+        }
+    }
+    let duplicates = outcomes.values().filter(|n| **n > 1).count();
+    let final_tasks = h.tasks().await;
+    let lost = created
+        .iter()
+        .filter(|id| {
+            !final_tasks
+                .iter()
+                .any(|t| &&t.task_id == id && t.task_status.is_terminal())
+        })
+        .count();
+    let succeeded = final_tasks
+        .iter()
+        .filter(|t| t.task_status == TaskStatus::Success)
+        .count();
+    let failed = final_tasks
+        .iter()
+        .filter(|t| t.task_status == TaskStatus::Failure)
+        .count();
+    let reruns: usize = witness
+        .runs
+        .lock()
+        .map(|c| c.values().map(|n| n.saturating_sub(1)).sum())
+        .unwrap_or(0);
+    let started_runs = witness
+        .started
+        .lock()
+        .map(|s| s.clone())
+        .unwrap_or_default();
+    let completed_runs = witness
+        .completed
+        .lock()
+        .map(|s| s.clone())
+        .unwrap_or_default();
+    // Where claims were cut short: claimed but never run, run but never
+    // completed, completed but no outcome recorded with that claim's token.
+    let cut_before_run = claims.difference(&started_runs).count();
+    let cut_during_run = started_runs.difference(&completed_runs).count();
+    let cut_before_finish = completed_runs.difference(&settled).count();
+    let stuck = final_tasks
+        .iter()
+        .filter(|t| t.task_status == TaskStatus::Taken)
+        .count();
+
+    println!(
+        "chaos: tasks {TASKS}, succeeded {succeeded}, failed {failed}, faults injected {}, invocations {}, \
+         aborted {} (claims cut before run {cut_before_run}, during run {cut_during_run}, before finish {cut_before_finish}), \
+         invocation errors {}, stalled runs {}, reclaims {reclaims}, rejected stale finishes {}, re-runs {reruns}, \
+         stuck {stuck}, duplicates {duplicates}, stale commits {stale_commits}, lost {lost}, in {:.1} s",
+        injected.load(Ordering::Relaxed),
+        counts.invocations.load(Ordering::Relaxed),
+        counts.aborted.load(Ordering::Relaxed),
+        counts.errors.load(Ordering::Relaxed),
+        witness.stalls.load(Ordering::Relaxed),
+        counts.stale_rejected.load(Ordering::Relaxed),
+        elapsed.as_secs_f64(),
+    );
+    assert_eq!(lost, 0, "every task ends SUCCESS or FAILURE");
+    assert_eq!(stuck, 0, "no task stays TAKEN");
+    assert_eq!(duplicates, 0, "no task's outcome is committed twice");
+    assert_eq!(
+        stale_commits, 0,
+        "no outcome is committed with another claim's token"
+    );
+    assert_eq!(
+        outcomes.len(),
+        TASKS,
+        "the stream shows one outcome per task"
+    );
+    assert!(
+        injected.load(Ordering::Relaxed) > 0 && counts.aborted.load(Ordering::Relaxed) > 0,
+        "chaos happened"
+    );
+}
