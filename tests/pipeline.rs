@@ -327,3 +327,35 @@ async fn fixtures_run_through_their_handlers_and_budget_overruns_tail_call() {
         .to_owned();
     assert!(body.contains("tail-call"), "tail call message: {body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deepest_and_largest_payloads_create_accepts_are_stored() {
+    let h = Harness::start(1).await;
+    // create::MAX_PAYLOAD_DEPTH levels of maps, and numbers at the range ends.
+    let mut deep = serde_json::json!({"small": 1e-130, "big": 9.99e125, "neg": -1e125});
+    for _ in 1..create::MAX_PAYLOAD_DEPTH {
+        deep = serde_json::json!({ "a": deep });
+    }
+    let big = "x".repeat(lifo_core::model::MAX_PAYLOAD_BYTES - 20);
+    let out = h
+        .creator()
+        .handle(serde_json::json!({"tasks": [{"taskId": "deep", "payload": deep}, {"taskId": "big", "payload": {"blob": big}}]}))
+        .await
+        .unwrap();
+    assert_eq!(out.created, vec!["deep".to_owned(), "big".to_owned()]);
+    let stored = h.store.get("deep").await.unwrap().unwrap();
+    assert_eq!(serde_json::Value::Object(stored.payload), deep);
+    // one level more is refused before anything is written
+    let too_deep = serde_json::json!({ "a": deep });
+    let err = h
+        .creator()
+        .handle(serde_json::json!({"tasks": [{"taskId": "deeper", "payload": too_deep}]}))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("is nested more than 31 levels deep"),
+        "{err}"
+    );
+    assert!(h.store.get("deeper").await.unwrap().is_none());
+}

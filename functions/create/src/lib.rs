@@ -208,6 +208,8 @@ impl Creator {
                             format!("is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}"),
                         ));
                     }
+                    check_payload(&spec.payload, &mut format!("tasks[{i}].payload"), 1)
+                        .map_err(|(field, message)| invalid(field, message))?;
                     let ttl = self.ttl(format!("tasks[{i}].ttlSeconds"), spec.ttl_seconds)?;
                     let supplied_id = spec.task_id.is_some();
                     let id = match spec.task_id {
@@ -264,6 +266,66 @@ impl Creator {
             "tasks created"
         );
         Ok(response)
+    }
+}
+
+/// Deepest nesting of a payload: DynamoDB allows 32 levels in an item and
+/// the payload itself is one level below the item.
+pub const MAX_PAYLOAD_DEPTH: usize = 31;
+
+/// What DynamoDB would refuse inside a payload, found before anything is
+/// written: nesting deeper than 32 levels, numbers outside DynamoDB's range
+/// (magnitude 1e-130 to 1e126), empty keys. `path` names the place.
+fn check_payload(
+    map: &Map<String, Value>,
+    path: &mut String,
+    depth: usize,
+) -> Result<(), (String, String)> {
+    if depth > MAX_PAYLOAD_DEPTH {
+        return Err((
+            path.clone(),
+            format!("is nested more than {MAX_PAYLOAD_DEPTH} levels deep"),
+        ));
+    }
+    for (key, value) in map {
+        if key.is_empty() {
+            return Err((path.clone(), "has an empty key".into()));
+        }
+        let len = path.len();
+        path.push('.');
+        path.push_str(key);
+        check_value(value, path, depth)?;
+        path.truncate(len);
+    }
+    Ok(())
+}
+
+fn check_value(value: &Value, path: &mut String, depth: usize) -> Result<(), (String, String)> {
+    match value {
+        Value::Object(m) => check_payload(m, path, depth + 1),
+        Value::Array(items) => {
+            if depth + 1 > MAX_PAYLOAD_DEPTH {
+                return Err((
+                    path.clone(),
+                    format!("is nested more than {MAX_PAYLOAD_DEPTH} levels deep"),
+                ));
+            }
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                check_value(item, path, depth + 1)?;
+                path.truncate(len);
+            }
+            Ok(())
+        }
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if f == 0.0 || (1e-130..1e126).contains(&f.abs()) => Ok(()),
+            _ => Err((
+                path.clone(),
+                format!("{n} is outside the range DynamoDB stores (1e-130 to 1e126)"),
+            )),
+        },
+        _ => Ok(()),
     }
 }
 

@@ -211,3 +211,25 @@ fn config_errors_name_the_variable() {
         "environment variable SHARD_COUNT=\"0\" is invalid: must be between 1 and 100"
     );
 }
+
+#[tokio::test]
+async fn payloads_dynamodb_would_refuse_are_refused_first() {
+    let mut deep = json!(1);
+    for _ in 0..40 {
+        deep = json!({ "a": deep });
+    }
+    let msg = refused(json!({"tasks": [{"payload": {"ok": 1}}, {"payload": deep}]})).await;
+    assert!(
+        msg.starts_with("invalid request: tasks[1].payload.a.a."),
+        "{msg}"
+    );
+    assert!(msg.ends_with("is nested more than 31 levels deep"), "{msg}");
+    assert_eq!(
+        refused(json!({"tasks": [{"payload": {"x": {"y": [1, 1e300]}}}]})).await,
+        "invalid request: tasks[0].payload.x.y[1]: 1e+300 is outside the range DynamoDB stores (1e-130 to 1e126)"
+    );
+    assert_eq!(
+        refused(json!({"tasks": [{"payload": {"x": {"": 1}}}]})).await,
+        "invalid request: tasks[0].payload.x: has an empty key"
+    );
+}
