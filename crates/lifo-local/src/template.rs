@@ -297,7 +297,12 @@ mod tests {
         );
         assert_eq!(
             gsi.projection.non_key_attributes,
-            vec![lifo_core::expr::attr::TTL]
+            vec![
+                lifo_core::expr::attr::TTL,
+                lifo_core::expr::attr::LEASE_UNTIL,
+                lifo_core::expr::attr::TOKEN,
+                lifo_core::expr::attr::ATTEMPTS
+            ]
         );
         assert_eq!(
             table.time_to_live_specification.unwrap().attribute_name,
