@@ -112,10 +112,24 @@ pub enum Op {
     Finish,
     Requeue,
     Read,
+    /// Conditional writes whose condition failed. DynamoDB still charges
+    /// them (1 write unit for an item under 1 KB) but returns no
+    /// ConsumedCapacity with the error, so the meter books 1 unit each.
+    Rejected,
 }
 
+/// What a write whose condition failed costs (an item under 1 KB).
+const REJECTED_WRITE_UNITS: f64 = 1.0;
+
 impl Op {
-    pub const ALL: [Op; 5] = [Op::Put, Op::Claim, Op::Finish, Op::Requeue, Op::Read];
+    pub const ALL: [Op; 6] = [
+        Op::Put,
+        Op::Claim,
+        Op::Finish,
+        Op::Requeue,
+        Op::Read,
+        Op::Rejected,
+    ];
     fn index(self) -> usize {
         self as usize
     }
@@ -131,8 +145,8 @@ impl Op {
 /// Capacity consumed, by kind of request. Shared by clones of a [`Store`].
 #[derive(Debug, Default)]
 pub struct CapacityMeter {
-    requests: [AtomicU64; 5],
-    milli_units: [AtomicU64; 5],
+    requests: [AtomicU64; 6],
+    milli_units: [AtomicU64; 6],
 }
 
 impl CapacityMeter {
@@ -145,6 +159,12 @@ impl CapacityMeter {
         self.milli_units[op.index()].fetch_add((units * 1000.0).round() as u64, Ordering::Relaxed);
     }
 
+    fn record_rejected(&self) {
+        let i = Op::Rejected.index();
+        self.requests[i].fetch_add(1, Ordering::Relaxed);
+        self.milli_units[i].fetch_add((REJECTED_WRITE_UNITS * 1000.0) as u64, Ordering::Relaxed);
+    }
+
     pub fn spent(&self, op: Op) -> Spent {
         Spent {
             requests: self.requests[op.index()].load(Ordering::Relaxed),
@@ -154,7 +174,7 @@ impl CapacityMeter {
 
     /// Write units of every kind of write.
     pub fn write_units(&self) -> f64 {
-        [Op::Put, Op::Claim, Op::Finish, Op::Requeue]
+        [Op::Put, Op::Claim, Op::Finish, Op::Requeue, Op::Rejected]
             .into_iter()
             .map(|op| self.spent(op).units)
             .sum()
@@ -285,7 +305,7 @@ impl Store {
                 if e.as_service_error()
                     .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
             {
-                self.meter.record(Op::Put, None);
+                self.meter.record_rejected();
                 Ok(false)
             }
             Err(e) => Err(classify("PutItem", &e)),
@@ -397,7 +417,7 @@ impl Store {
                 if let Some(UpdateItemError::ConditionalCheckFailedException(ex)) =
                     err.as_service_error()
                 {
-                    self.meter.record(Op::of(t), None);
+                    self.meter.record_rejected();
                     let current = ex
                         .item()
                         .and_then(|item| parse_task(item.clone()).ok())

@@ -46,8 +46,11 @@ pub struct WriteCost {
     pub finish_per_finish: f64,
     /// put + claim + finish: the cost of one task that succeeded first time.
     pub per_successful_task: f64,
-    /// Every write unit spent (including tasks shed unrun) / successes.
+    /// Every write unit spent (including tasks shed unrun and rejected
+    /// conditional writes) / successes.
     pub total_per_success: f64,
+    /// Conditional writes whose condition failed (claim conflicts).
+    pub rejected: u64,
 }
 
 /// The report of a run.
@@ -162,6 +165,7 @@ impl Report {
                 } else {
                     0.0
                 },
+                rejected: meter.spent(Op::Rejected).requests,
             },
         }
     }
@@ -205,12 +209,14 @@ impl fmt::Display for Report {
         let w = &self.write;
         writeln!(
             f,
-            "Write units per successful task: {:.2} (put {:.2} + claim {:.2} + finish {:.2}); all writes / successes: {:.2}",
+            "Write units per successful task: {:.2} (put {:.2} + claim {:.2} + finish {:.2}); \
+             all writes / successes: {:.2} (incl. {} rejected conditional writes)",
             w.per_successful_task,
             w.put_per_task,
             w.claim_per_claim,
             w.finish_per_finish,
-            w.total_per_success
+            w.total_per_success,
+            w.rejected
         )
     }
 }
