@@ -47,6 +47,7 @@ fn handlers() -> (Creator, Trigger) {
         shard_count: 2,
         default_ttl_seconds: 60,
         max_ttl_seconds: 3600,
+        ..CreateConfig::new("t")
     };
     (
         Creator::new(Store::new(ddb, "t"), config),

@@ -49,6 +49,7 @@ async fn crash_after_claim(
         max_attempts: 3,
         reason: "",
         history: &[],
+        ..Step::default()
     };
     h.store.apply(id, t, current, &step).await.unwrap()
 }
@@ -88,6 +89,7 @@ async fn an_expired_lease_is_reclaimed_and_the_stale_finish_is_rejected() {
         max_attempts: 3,
         reason: "late",
         history: &stale.history,
+        ..Step::default()
     };
     let err = h
         .store

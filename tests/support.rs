@@ -41,6 +41,8 @@ impl Harness {
                 shard_count: self.shards,
                 default_ttl_seconds: 3600,
                 max_ttl_seconds: MAX_TTL,
+                due_shard_count: 4,
+                ..CreateConfig::new(self.stack.table.clone())
             },
         )
     }

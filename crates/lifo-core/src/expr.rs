@@ -18,6 +18,11 @@ pub mod attr {
     pub const STARTED_AT: &str = "startedAt";
     pub const ATTEMPTS: &str = "attempts";
     pub const TTL: &str = "ttl";
+    pub const EXPIRES_AT: &str = "expiresAt";
+    pub const TTL_SECONDS: &str = "ttlSeconds";
+    pub const DUE_KEY: &str = "dueKey";
+    pub const USER_ID: &str = "userId";
+    pub const CREATED: &str = "taskCreated";
     pub const SHARD: &str = "lifoShard";
     pub const LAST_ERROR: &str = "lastError";
     pub const LEASE_UNTIL: &str = "leaseUntil";
@@ -31,6 +36,14 @@ pub mod attr {
 /// stays in it, so when its lease expires it is claimable again at once,
 /// without any recovery write.
 pub const LIFO_INDEX: &str = "claimable-index";
+
+/// The sparse, write-sharded due-date index: hash `dueKey` =
+/// `<dueDate>#<shard>`, keys only. A task is in it only while SCHEDULED.
+pub const DUE_INDEX: &str = "due-index";
+
+/// The sparse, keys-only user index: hash `userId`, range `taskCreated`.
+/// Neither key changes after creation, so status changes cost it nothing.
+pub const USER_INDEX: &str = "user-index";
 
 /// Longest reason stored on an item, so items stay small.
 pub const MAX_REASON_LEN: usize = 512;
@@ -89,7 +102,7 @@ fn truncate(reason: &str) -> String {
 }
 
 /// The values a transition writes and checks.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Step<'a> {
     pub now_ms: u64,
     /// The fencing token the task holds now; every condition checks it.
@@ -106,6 +119,10 @@ pub struct Step<'a> {
     /// with the new entry. Claims and abandon append instead (they do not
     /// hold the item), so an item holds at most MAX_HISTORY + 2 entries.
     pub history: &'a [HistoryEntry],
+    /// Start: the time to live when the item carries no `ttlSeconds`.
+    pub ttl_seconds: u64,
+    /// Start: how long the task stays readable after it expires.
+    pub retention_seconds: u64,
 }
 
 impl Step<'_> {
@@ -161,7 +178,7 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 ("#startedAt", STARTED_AT),
                 ("#leaseUntil", LEASE_UNTIL),
                 ("#attempts", ATTEMPTS),
-                ("#ttl", TTL),
+                ("#expiresAt", EXPIRES_AT),
             ]);
             values.extend([
                 (":lease", n(step.lease_until)),
@@ -177,14 +194,14 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 names.insert("#claimableAt", CLAIMABLE_AT);
                 (
                     update,
-                    "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #ttl > :nowSec",
+                    "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #expiresAt > :nowSec",
                 )
             } else {
                 values.insert(":maxAttempts", n(step.max_attempts));
                 (
                     update,
                     "#status = :from AND #token = :token AND #leaseUntil < :now \
-                     AND #attempts < :maxAttempts AND #ttl > :nowSec",
+                     AND #attempts < :maxAttempts AND #expiresAt > :nowSec",
                 )
             }
         }
@@ -240,6 +257,41 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 "#status = :from AND #token = :token",
             )
         }
+        Transition::Start => {
+            names.extend([
+                ("#readyAt", READY_AT),
+                ("#claimableAt", CLAIMABLE_AT),
+                ("#expiresAt", EXPIRES_AT),
+                ("#ttl", TTL),
+                ("#ttlSeconds", TTL_SECONDS),
+                ("#dueKey", DUE_KEY),
+            ]);
+            values.extend([
+                (":nowSec", n(step.now_ms / 1000)),
+                (":defaultTtl", n(step.ttl_seconds)),
+                (
+                    ":deleteBase",
+                    n(step.now_ms / 1000 + step.retention_seconds),
+                ),
+            ]);
+            append(&mut values);
+            (
+                "SET #status = :to, #updated = :now, #readyAt = :now, #claimableAt = :now, \
+                 #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
+                 #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
+                 #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #dueKey",
+                "#status = :from AND #token = :token",
+            )
+        }
+        Transition::Cancel => {
+            names.insert("#dueKey", DUE_KEY);
+            append(&mut values);
+            (
+                "SET #status = :to, #updated = :now, \
+                 #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #dueKey",
+                "#status = :from AND #token = :token",
+            )
+        }
         Transition::RetryAfterError => {
             names.extend([("#leaseUntil", LEASE_UNTIL), ("#lastError", LAST_ERROR)]);
             values.insert(":reason", s(truncate(step.reason)));
@@ -256,6 +308,27 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
         condition: condition.to_owned(),
         names,
         values,
+    }
+}
+
+/// Query of one partition of the due index (`<dueDate>#<shard>`).
+pub fn due_partition(due_key: &str) -> Expr {
+    Expr {
+        main: "#dueKey = :dueKey".to_owned(),
+        condition: String::new(),
+        names: BTreeMap::from([("#dueKey", attr::DUE_KEY)]),
+        values: BTreeMap::from([(":dueKey", s(due_key))]),
+    }
+}
+
+/// Query of a user's tasks in the user index (newest first with
+/// `ScanIndexForward = false`).
+pub fn user_history(user_id: &str) -> Expr {
+    Expr {
+        main: "#userId = :userId".to_owned(),
+        condition: String::new(),
+        names: BTreeMap::from([("#userId", attr::USER_ID)]),
+        values: BTreeMap::from([(":userId", s(user_id))]),
     }
 }
 
@@ -280,12 +353,13 @@ pub fn newest_claimable(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
     use attr::*;
     Expr {
         main: "#shard = :shard AND #claimableAt > :horizon".to_owned(),
-        condition: "#ttl > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)"
-            .to_owned(),
+        condition:
+            "#expiresAt > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)"
+                .to_owned(),
         names: BTreeMap::from([
             ("#shard", SHARD),
             ("#claimableAt", CLAIMABLE_AT),
-            ("#ttl", TTL),
+            ("#expiresAt", EXPIRES_AT),
             ("#leaseUntil", LEASE_UNTIL),
         ]),
         values: BTreeMap::from([
@@ -356,6 +430,7 @@ mod tests {
             max_attempts: 3,
             reason,
             history,
+            ..Step::default()
         }
     }
 
@@ -370,12 +445,12 @@ mod tests {
         );
         assert_eq!(
             e.condition,
-            "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #ttl > :nowSec"
+            "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #expiresAt > :nowSec"
         );
         assert_eq!(
             names(&e),
-            "#attempts=attempts #claimableAt=claimableAt #history=history #leaseUntil=leaseUntil \
-             #startedAt=startedAt #status=taskStatus #token=token #ttl=ttl #updated=taskUpdated"
+            "#attempts=attempts #claimableAt=claimableAt #expiresAt=expiresAt #history=history #leaseUntil=leaseUntil \
+             #startedAt=startedAt #status=taskStatus #token=token #updated=taskUpdated"
         );
         assert_eq!(
             values(&e),
@@ -391,7 +466,7 @@ mod tests {
         assert_eq!(
             e.condition,
             "#status = :from AND #token = :token AND #leaseUntil < :now \
-             AND #attempts < :maxAttempts AND #ttl > :nowSec"
+             AND #attempts < :maxAttempts AND #expiresAt > :nowSec"
         );
         assert_eq!(e.main, transition(Transition::Claim, &step("", &[])).main);
         assert_eq!(e.values[":from"], AttributeValue::S("TAKEN".into()));
@@ -477,6 +552,50 @@ mod tests {
     }
 
     #[test]
+    fn start_makes_a_scheduled_task_claimable_with_its_own_ttl() {
+        let mut s = step("", &[]);
+        s.token = 0;
+        s.ttl_seconds = 3600;
+        s.retention_seconds = 86_400;
+        let e = transition(Transition::Start, &s);
+        assert_eq!(
+            e.main,
+            "SET #status = :to, #updated = :now, #readyAt = :now, #claimableAt = :now, \
+             #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
+             #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
+             #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #dueKey"
+        );
+        assert_eq!(e.condition, "#status = :from AND #token = :token");
+        assert_eq!(
+            names(&e),
+            "#claimableAt=claimableAt #dueKey=dueKey #expiresAt=expiresAt #history=history #readyAt=readyAt \
+             #status=taskStatus #token=token #ttl=ttl #ttlSeconds=ttlSeconds #updated=taskUpdated"
+        );
+        assert_eq!(
+            values(&e),
+            ":defaultTtl=N:3600 :deleteBase=N:1764633600 :empty=[] \
+             :entry=[{a=N:1 k=N:0 s=S:PENDING t=N:1764547200123}] :from=S:SCHEDULED :now=N:1764547200123 \
+             :nowSec=N:1764547200 :to=S:PENDING :token=N:0"
+        );
+    }
+
+    #[test]
+    fn cancel_only_leaves_the_due_index() {
+        let mut s = step("", &[]);
+        s.token = 0;
+        s.attempts = 0;
+        let e = transition(Transition::Cancel, &s);
+        assert_eq!(
+            e.main,
+            "SET #status = :to, #updated = :now, \
+             #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #dueKey"
+        );
+        assert_eq!(e.condition, "#status = :from AND #token = :token");
+        assert_eq!(e.values[":from"], AttributeValue::S("SCHEDULED".into()));
+        assert_eq!(e.values[":to"], AttributeValue::S("CANCELLED".into()));
+    }
+
+    #[test]
     fn retry_after_error_keeps_the_attempt() {
         let h = earlier();
         let e = transition(Transition::RetryAfterError, &step("HTTP 500", &h));
@@ -502,10 +621,22 @@ mod tests {
                 AttributeValue::S(t.from().as_str().into())
             );
             assert_eq!(e.values[":to"], AttributeValue::S(t.to().as_str().into()));
-            // The index key goes exactly when the task reaches a terminal status.
+            // The LIFO index key goes exactly when a claimed task finishes,
+            // and appears exactly when a scheduled task starts.
             assert_eq!(
                 e.main.contains("REMOVE #claimableAt"),
-                t.to().is_terminal(),
+                t.to().is_terminal() && t.from() == TaskStatus::Taken,
+                "{t}"
+            );
+            assert_eq!(
+                e.main.contains("#claimableAt = :now"),
+                t == Transition::Start,
+                "{t}"
+            );
+            // The due index key goes exactly when a task leaves SCHEDULED.
+            assert_eq!(
+                e.main.contains("REMOVE #dueKey"),
+                t.from() == TaskStatus::Scheduled,
                 "{t}"
             );
             // The lease exists exactly while TAKEN.
@@ -555,16 +686,28 @@ mod tests {
     }
 
     #[test]
+    fn due_and_user_queries() {
+        let d = due_partition("2026-12-06#07");
+        assert_eq!(d.main, "#dueKey = :dueKey");
+        assert_eq!(names(&d), "#dueKey=dueKey");
+        assert_eq!(values(&d), ":dueKey=S:2026-12-06#07");
+        let u = user_history("1234");
+        assert_eq!(u.main, "#userId = :userId");
+        assert_eq!(names(&u), "#userId=userId");
+        assert_eq!(values(&u), ":userId=S:1234");
+    }
+
+    #[test]
     fn newest_claimable_query() {
         let e = newest_claimable(3, NOW, NOW - 604_800_000);
         assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
         assert_eq!(
             e.condition,
-            "#ttl > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)"
+            "#expiresAt > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)"
         );
         assert_eq!(
             names(&e),
-            "#claimableAt=claimableAt #leaseUntil=leaseUntil #shard=lifoShard #ttl=ttl"
+            "#claimableAt=claimableAt #expiresAt=expiresAt #leaseUntil=leaseUntil #shard=lifoShard"
         );
         assert_eq!(
             values(&e),

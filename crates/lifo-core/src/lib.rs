@@ -16,4 +16,4 @@ pub use lifo::Candidate;
 pub use model::{HistoryEntry, Task, TaskStatus, new_task_id, now_ms};
 pub use notify::{Notifier, NotifyError, Wakeup};
 pub use state::{IllegalTransition, Transition};
-pub use store::{CapacityMeter, Op, Store, StoreError};
+pub use store::{CancelError, CapacityMeter, Op, Store, StoreError};

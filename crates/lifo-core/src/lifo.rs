@@ -15,7 +15,8 @@ pub struct Candidate {
     pub task_id: String,
     pub lifo_shard: u32,
     pub claimable_at: u64,
-    pub ttl: u64,
+    /// Claim deadline, epoch seconds.
+    pub expires_at: u64,
     /// Present when the task is TAKEN and its lease has expired.
     #[serde(default)]
     pub lease_until: Option<u64>,
@@ -75,7 +76,7 @@ mod tests {
             task_id: id.into(),
             lifo_shard: shard,
             claimable_at: at,
-            ttl: u64::MAX,
+            expires_at: u64::MAX,
             lease_until: None,
             token: 0,
             attempts: 0,

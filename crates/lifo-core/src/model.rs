@@ -28,11 +28,22 @@ pub enum TaskStatus {
     Success,
     /// Ran and failed. Terminal.
     Failure,
+    /// Waiting for its due date; not claimable until scheduler-start starts it.
+    Scheduled,
+    /// Cancelled while scheduled. Terminal.
+    Cancelled,
 }
 
 impl TaskStatus {
     /// Every status, for exhaustive tests.
-    pub const ALL: [TaskStatus; 4] = [Self::Pending, Self::Taken, Self::Success, Self::Failure];
+    pub const ALL: [TaskStatus; 6] = [
+        Self::Pending,
+        Self::Taken,
+        Self::Success,
+        Self::Failure,
+        Self::Scheduled,
+        Self::Cancelled,
+    ];
 
     /// The string stored in DynamoDB.
     pub fn as_str(self) -> &'static str {
@@ -41,12 +52,14 @@ impl TaskStatus {
             Self::Taken => "TAKEN",
             Self::Success => "SUCCESS",
             Self::Failure => "FAILURE",
+            Self::Scheduled => "SCHEDULED",
+            Self::Cancelled => "CANCELLED",
         }
     }
 
     /// No transition leaves a terminal status.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Success | Self::Failure)
+        matches!(self, Self::Success | Self::Failure | Self::Cancelled)
     }
 }
 
@@ -76,7 +89,12 @@ pub struct Task {
     /// Epoch milliseconds of the last claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<u64>,
-    /// Expiry, epoch **seconds** (what DynamoDB TTL reads).
+    /// Claim deadline, epoch seconds: a task not started by then is shed
+    /// (never claimed).
+    pub expires_at: u64,
+    /// Deletion time, epoch **seconds** (what DynamoDB TTL reads):
+    /// `expiresAt` plus the retention, so outcomes, expired and cancelled
+    /// tasks stay readable (per-user history) for the retention period.
     pub ttl: u64,
     /// LIFO index hash key, fixed at creation.
     pub lifo_shard: u32,
@@ -99,7 +117,22 @@ pub struct Task {
     /// One compact entry per transition, newest last (bounded).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEntry>,
+    /// The producer's user, if any (sparse keys-only user index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    /// Due date (`YYYY-MM-DD`) of a scheduled task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_date: Option<String>,
+    /// Due index hash key `<dueDate>#<shard>`; present only while SCHEDULED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_key: Option<String>,
+    /// Time to live applied when a scheduled task is started, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<u64>,
 }
+
+/// How long finished, expired and cancelled tasks stay readable by default.
+pub const DEFAULT_RETENTION_SECONDS: u64 = 7 * 24 * 3600;
 
 /// One transition in a task's history. Short attribute names keep items small.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,7 +172,8 @@ impl Task {
             ready_at: now_ms,
             claimable_at: Some(now_ms),
             started_at: None,
-            ttl: now_ms / 1000 + ttl_seconds,
+            expires_at: now_ms / 1000 + ttl_seconds,
+            ttl: now_ms / 1000 + ttl_seconds + DEFAULT_RETENTION_SECONDS,
             lifo_shard,
             attempts: 0,
             payload,
@@ -147,19 +181,57 @@ impl Task {
             lease_until: None,
             token: 0,
             history: Vec::new(),
+            user_id: None,
+            due_date: None,
+            due_key: None,
+            ttl_seconds: None,
         }
     }
 
+    /// Keeps the task readable for `retention_seconds` after it expires.
+    pub fn with_retention(mut self, retention_seconds: u64) -> Self {
+        self.ttl = self.expires_at + retention_seconds;
+        self
+    }
+
+    /// Turns a new task into a scheduled one: not claimable (no
+    /// `claimableAt`), in the due index under `<due_date>#<shard>` until
+    /// scheduler-start starts it. `due_epoch_seconds` is the due date's
+    /// midnight (UTC); `catch_up_seconds` how long after it a run may still
+    /// start it; `ttl_seconds` the time to live counted from the start.
+    pub fn scheduled(
+        mut self,
+        due_date: String,
+        due_epoch_seconds: u64,
+        due_shard_count: u32,
+        catch_up_seconds: u64,
+        ttl_seconds: u64,
+        retention_seconds: u64,
+    ) -> Self {
+        let due_shard = shard_for(&self.task_id, due_shard_count);
+        self.task_status = TaskStatus::Scheduled;
+        self.claimable_at = None;
+        self.due_key = Some(due_key(&due_date, due_shard));
+        self.due_date = Some(due_date);
+        self.ttl_seconds = Some(ttl_seconds);
+        self.expires_at = due_epoch_seconds + catch_up_seconds + ttl_seconds;
+        self.ttl = self.expires_at + retention_seconds;
+        self
+    }
     /// True while a claim's lease is running at `now_ms`.
     pub fn lease_is_live(&self, now_ms: u64) -> bool {
         self.lease_until.is_some_and(|l| l > now_ms)
     }
 
-    /// True once `ttl` has passed: such a task is never claimed, even before
-    /// DynamoDB's TTL process deletes it.
+    /// True once `expiresAt` has passed: such a task is never claimed.
     pub fn is_expired(&self, now_ms: u64) -> bool {
-        self.ttl <= now_ms / 1000
+        self.expires_at <= now_ms / 1000
     }
+}
+
+/// The due index hash key of a date and shard: `2026-12-06#07`.
+pub fn due_key(due_date: &str, shard: u32) -> String {
+    format!("{due_date}#{shard:02}")
 }
 
 /// A new time-ordered task id (UUID v7): ids sort by creation time.
@@ -196,7 +268,9 @@ mod tests {
     #[test]
     fn ttl_is_in_seconds() {
         let t = Task::new_pending("a".into(), Map::new(), 1_764_547_200_123, 3600, 1);
-        assert_eq!(t.ttl, 1_764_547_200 + 3600);
+        assert_eq!(t.expires_at, 1_764_547_200 + 3600);
+        assert_eq!(t.ttl, 1_764_547_200 + 3600 + DEFAULT_RETENTION_SECONDS);
+        assert_eq!(t.clone().with_retention(60).ttl, 1_764_547_200 + 3600 + 60);
         assert!(!t.is_expired(1_764_547_200_123));
         assert!(t.is_expired((1_764_547_200 + 3600) * 1000));
     }

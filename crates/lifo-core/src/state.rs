@@ -36,10 +36,14 @@ pub enum Transition {
     RetryLater,
     /// TAKEN → PENDING: the run failed; attempts remain.
     RetryAfterError,
+    /// SCHEDULED → PENDING: scheduler-start makes a due task claimable.
+    Start,
+    /// SCHEDULED → CANCELLED: an administrator cancels a task not yet started.
+    Cancel,
 }
 
 impl Transition {
-    pub const ALL: [Transition; 7] = [
+    pub const ALL: [Transition; 9] = [
         Self::Claim,
         Self::Reclaim,
         Self::Succeed,
@@ -47,11 +51,14 @@ impl Transition {
         Self::Abandon,
         Self::RetryLater,
         Self::RetryAfterError,
+        Self::Start,
+        Self::Cancel,
     ];
 
     pub fn from(self) -> TaskStatus {
         match self {
             Self::Claim => TaskStatus::Pending,
+            Self::Start | Self::Cancel => TaskStatus::Scheduled,
             _ => TaskStatus::Taken,
         }
     }
@@ -61,7 +68,8 @@ impl Transition {
             Self::Claim | Self::Reclaim => TaskStatus::Taken,
             Self::Succeed => TaskStatus::Success,
             Self::Fail | Self::Abandon => TaskStatus::Failure,
-            Self::RetryLater | Self::RetryAfterError => TaskStatus::Pending,
+            Self::RetryLater | Self::RetryAfterError | Self::Start => TaskStatus::Pending,
+            Self::Cancel => TaskStatus::Cancelled,
         }
     }
 
@@ -80,6 +88,8 @@ impl Transition {
             Self::Abandon => "abandon",
             Self::RetryLater => "retry-later",
             Self::RetryAfterError => "retry-after-error",
+            Self::Start => "start",
+            Self::Cancel => "cancel",
         }
     }
 }
@@ -97,7 +107,13 @@ pub fn is_legal(from: TaskStatus, to: TaskStatus) -> bool {
     use TaskStatus::*;
     matches!(
         (from, to),
-        (Pending, Taken) | (Taken, Taken) | (Taken, Success) | (Taken, Failure) | (Taken, Pending)
+        (Pending, Taken)
+            | (Taken, Taken)
+            | (Taken, Success)
+            | (Taken, Failure)
+            | (Taken, Pending)
+            | (Scheduled, Pending)
+            | (Scheduled, Cancelled)
     )
 }
 
@@ -167,8 +183,9 @@ mod tests {
         /// outcome at most; attempts never exceed the maximum; the token only
         /// grows and grows on every claim.
         #[test]
-        fn random_walks_stay_legal(moves in proptest::collection::vec((0usize..7, any::<bool>()), 0..80)) {
-            let mut m = Model { status: Pending, token: 0, attempts: 0, lease_live: false, outcomes: 0 };
+        fn random_walks_stay_legal(moves in proptest::collection::vec((0usize..9, any::<bool>()), 0..80), scheduled in any::<bool>()) {
+            let start = if scheduled { Scheduled } else { Pending };
+            let mut m = Model { status: start, token: 0, attempts: 0, lease_live: false, outcomes: 0 };
             for (i, expire) in moves {
                 if expire { m.lease_live = false; }
                 let t = Transition::ALL[i];

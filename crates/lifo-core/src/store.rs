@@ -24,7 +24,8 @@ pub const BATCH_WRITE_MAX: usize = 25;
 /// How often unprocessed batch items are retried before giving up.
 const UNPROCESSED_RETRIES: u32 = 8;
 
-type Item = HashMap<String, AttributeValue>;
+/// A DynamoDB item (also a continuation key).
+pub type Item = HashMap<String, AttributeValue>;
 
 /// What went wrong talking to the table.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +56,17 @@ pub enum StoreError {
         operation: &'static str,
         message: String,
     },
+}
+
+/// Why a cancel was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum CancelError {
+    #[error("no task {task_id}")]
+    NotFound { task_id: String },
+    #[error("task {task_id} is {status}; only SCHEDULED tasks can be cancelled")]
+    NotScheduled { task_id: String, status: TaskStatus },
+    #[error(transparent)]
+    Store(StoreError),
 }
 
 impl StoreError {
@@ -112,6 +124,8 @@ pub enum Op {
     Finish,
     Requeue,
     Read,
+    /// SCHEDULED → PENDING (scheduler-start).
+    Start,
     /// Conditional writes whose condition failed. DynamoDB still charges
     /// them (1 write unit for an item under 1 KB) but returns no
     /// ConsumedCapacity with the error, so the meter books 1 unit each.
@@ -122,12 +136,13 @@ pub enum Op {
 const REJECTED_WRITE_UNITS: f64 = 1.0;
 
 impl Op {
-    pub const ALL: [Op; 6] = [
+    pub const ALL: [Op; 7] = [
         Op::Put,
         Op::Claim,
         Op::Finish,
         Op::Requeue,
         Op::Read,
+        Op::Start,
         Op::Rejected,
     ];
     fn index(self) -> usize {
@@ -136,7 +151,10 @@ impl Op {
     fn of(t: Transition) -> Self {
         match t {
             Transition::Claim | Transition::Reclaim => Op::Claim,
-            Transition::Succeed | Transition::Fail | Transition::Abandon => Op::Finish,
+            Transition::Succeed | Transition::Fail | Transition::Abandon | Transition::Cancel => {
+                Op::Finish
+            }
+            Transition::Start => Op::Start,
             Transition::RetryLater | Transition::RetryAfterError => Op::Requeue,
         }
     }
@@ -145,8 +163,8 @@ impl Op {
 /// Capacity consumed, by kind of request. Shared by clones of a [`Store`].
 #[derive(Debug, Default)]
 pub struct CapacityMeter {
-    requests: [AtomicU64; 6],
-    milli_units: [AtomicU64; 6],
+    requests: [AtomicU64; 7],
+    milli_units: [AtomicU64; 7],
 }
 
 impl CapacityMeter {
@@ -174,10 +192,17 @@ impl CapacityMeter {
 
     /// Write units of every kind of write.
     pub fn write_units(&self) -> f64 {
-        [Op::Put, Op::Claim, Op::Finish, Op::Requeue, Op::Rejected]
-            .into_iter()
-            .map(|op| self.spent(op).units)
-            .sum()
+        [
+            Op::Put,
+            Op::Claim,
+            Op::Finish,
+            Op::Requeue,
+            Op::Start,
+            Op::Rejected,
+        ]
+        .into_iter()
+        .map(|op| self.spent(op).units)
+        .sum()
     }
 }
 
@@ -432,6 +457,196 @@ impl Store {
         }
     }
 
+    /// Starts a scheduled task: SCHEDULED → PENDING, claimable from now,
+    /// expiring `ttlSeconds` (or `default_ttl_seconds`) from now.
+    pub async fn start(
+        &self,
+        task_id: &str,
+        now_ms: u64,
+        default_ttl_seconds: u64,
+        retention_seconds: u64,
+    ) -> Result<Task, StoreError> {
+        let step = Step {
+            now_ms,
+            ttl_seconds: default_ttl_seconds,
+            retention_seconds,
+            ..Step::default()
+        };
+        self.apply(task_id, Transition::Start, TaskStatus::Scheduled, &step)
+            .await
+    }
+
+    /// Cancels a task, only while it is SCHEDULED.
+    pub async fn cancel(&self, task_id: &str, now_ms: u64) -> Result<Task, CancelError> {
+        let step = Step {
+            now_ms,
+            reason: "cancelled",
+            ..Step::default()
+        };
+        match self
+            .apply(task_id, Transition::Cancel, TaskStatus::Scheduled, &step)
+            .await
+        {
+            Ok(t) => Ok(t),
+            Err(StoreError::ConditionFailed {
+                current: Some(t), ..
+            }) => Err(CancelError::NotScheduled {
+                task_id: task_id.to_owned(),
+                status: t.task_status,
+            }),
+            Err(StoreError::ConditionFailed { current: None, .. }) => Err(CancelError::NotFound {
+                task_id: task_id.to_owned(),
+            }),
+            Err(e) => Err(CancelError::Store(e)),
+        }
+    }
+
+    /// One page (up to `limit` ids) of a due index partition; `start` is
+    /// the previous page's continuation.
+    pub async fn due_page(
+        &self,
+        due_key: &str,
+        limit: i32,
+        start: Option<Item>,
+    ) -> Result<(Vec<String>, Option<Item>), StoreError> {
+        let q = expr::due_partition(due_key);
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(expr::DUE_INDEX)
+            .key_condition_expression(&q.main)
+            .set_expression_attribute_names(Some(q.names_map()))
+            .set_expression_attribute_values(q.values_map())
+            .limit(limit)
+            .set_exclusive_start_key(start)
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+            .send()
+            .await
+            .map_err(|e| classify("Query", &e))?;
+        self.meter.record(Op::Read, out.consumed_capacity());
+        let ids = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|mut item| match item.remove(expr::attr::TASK_ID) {
+                Some(AttributeValue::S(id)) => Some(id),
+                _ => None,
+            })
+            .collect();
+        Ok((ids, out.last_evaluated_key))
+    }
+
+    /// A user's tasks, newest first, `limit` at a time (all statuses:
+    /// scheduled, running, finished, expired, cancelled). `start` continues
+    /// from the previous page.
+    pub async fn user_tasks(
+        &self,
+        user_id: &str,
+        limit: i32,
+        start: Option<Item>,
+    ) -> Result<(Vec<Task>, Option<Item>), StoreError> {
+        let q = expr::user_history(user_id);
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(expr::USER_INDEX)
+            .key_condition_expression(&q.main)
+            .set_expression_attribute_names(Some(q.names_map()))
+            .set_expression_attribute_values(q.values_map())
+            .scan_index_forward(false)
+            .limit(limit.clamp(1, 100))
+            .set_exclusive_start_key(start)
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+            .send()
+            .await
+            .map_err(|e| classify("Query", &e))?;
+        self.meter.record(Op::Read, out.consumed_capacity());
+        let ids: Vec<String> = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|mut item| match item.remove(expr::attr::TASK_ID) {
+                Some(AttributeValue::S(id)) => Some(id),
+                _ => None,
+            })
+            .collect();
+        let mut found = self.get_many(&ids).await?;
+        // BatchGetItem answers in any order: restore the index's order.
+        let tasks = ids.iter().filter_map(|id| found.remove(id)).collect();
+        Ok((tasks, out.last_evaluated_key))
+    }
+
+    /// Up to 100 tasks by id (BatchGetItem, unprocessed keys retried).
+    async fn get_many(&self, ids: &[String]) -> Result<HashMap<String, Task>, StoreError> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut found = HashMap::new();
+        if ids.is_empty() {
+            return Ok(found);
+        }
+        let keys: Vec<Item> = ids
+            .iter()
+            .map(|id| {
+                HashMap::from([(
+                    expr::attr::TASK_ID.to_owned(),
+                    AttributeValue::S(id.clone()),
+                )])
+            })
+            .collect();
+        let mut pending = Some(
+            KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| StoreError::Other {
+                    operation: "BatchGetItem",
+                    message: e.to_string(),
+                })?,
+        );
+        let mut attempt = 0;
+        while let Some(request) = pending.take() {
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, request)
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+                .send()
+                .await
+                .map_err(|e| classify("BatchGetItem", &e))?;
+            self.meter.record(Op::Read, out.consumed_capacity());
+            for item in out
+                .responses
+                .and_then(|mut r| r.remove(&self.table))
+                .unwrap_or_default()
+            {
+                match parse_task(item) {
+                    Ok(t) => {
+                        found.insert(t.task_id.clone(), t);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "skipping a malformed item in a user's history")
+                    }
+                }
+            }
+            pending = out
+                .unprocessed_keys
+                .and_then(|mut u| u.remove(&self.table))
+                .filter(|k| !k.keys().is_empty());
+            if pending.is_some() {
+                attempt += 1;
+                if attempt > UNPROCESSED_RETRIES {
+                    return Err(StoreError::Throttled {
+                        operation: "BatchGetItem",
+                        message: "keys still unprocessed after retries".into(),
+                    });
+                }
+                tokio::time::sleep(backoff(attempt)).await;
+            }
+        }
+        Ok(found)
+    }
+
     /// One task by id (strongly consistent).
     pub async fn get(&self, task_id: &str) -> Result<Option<Task>, StoreError> {
         let out = self
@@ -474,6 +689,7 @@ mod tests {
             max_attempts: 3,
             reason: "",
             history: &[],
+            ..Step::default()
         }
     }
 

@@ -126,7 +126,7 @@ impl Report {
                     t.ready_at > s.ready_at
                         && t.ready_at + INVERSION_TOLERANCE_MS < at
                         && t.started_at.is_none_or(|st| st > at)
-                        && t.ttl * 1000 > at
+                        && t.expires_at * 1000 > at
                 })
             })
             .count();

@@ -298,7 +298,7 @@ mod tests {
         assert_eq!(
             gsi.projection.non_key_attributes,
             vec![
-                lifo_core::expr::attr::TTL,
+                lifo_core::expr::attr::EXPIRES_AT,
                 lifo_core::expr::attr::LEASE_UNTIL,
                 lifo_core::expr::attr::TOKEN,
                 lifo_core::expr::attr::ATTEMPTS

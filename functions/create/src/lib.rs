@@ -29,9 +29,28 @@ pub struct CreateConfig {
     pub shard_count: u32,
     pub default_ttl_seconds: u64,
     pub max_ttl_seconds: u64,
+    /// Shards of the due-date index.
+    pub due_shard_count: u32,
+    /// How long tasks stay readable after they expire.
+    pub retention_seconds: u64,
+    /// Days after its due date a scheduled task may still be started.
+    pub catch_up_days: u32,
 }
 
 impl CreateConfig {
+    /// The defaults of template.yaml for `table_name`.
+    pub fn new(table_name: impl Into<String>) -> Self {
+        Self {
+            table_name: table_name.into(),
+            shard_count: 1,
+            default_ttl_seconds: 3600,
+            max_ttl_seconds: 604_800,
+            due_shard_count: 50,
+            retention_seconds: lifo_core::model::DEFAULT_RETENTION_SECONDS,
+            catch_up_days: 7,
+        }
+    }
+
     pub fn from_source(src: &impl Source) -> Result<Self, ConfigError> {
         let max_ttl_seconds = config::parsed(src, "MAX_TTL_SECONDS", 604_800u64, 60..=31_536_000)?;
         Ok(Self {
@@ -44,6 +63,14 @@ impl CreateConfig {
                 1..=max_ttl_seconds,
             )?,
             max_ttl_seconds,
+            due_shard_count: config::parsed(src, "DUE_SHARD_COUNT", 50u32, 1..=100)?,
+            retention_seconds: config::parsed(
+                src,
+                "RETENTION_SECONDS",
+                lifo_core::model::DEFAULT_RETENTION_SECONDS,
+                0..=31_536_000,
+            )?,
+            catch_up_days: config::parsed(src, "CATCH_UP_DAYS", 7u32, 0..=60)?,
         })
     }
 }
@@ -91,7 +118,13 @@ struct TaskSpec {
     task_id: Option<String>,
     payload: Map<String, Value>,
     ttl_seconds: Option<u64>,
+    user_id: Option<String>,
+    due_date: Option<String>,
+    due_in_days: Option<u32>,
 }
+
+/// Farthest a task may be scheduled ahead.
+pub const MAX_DUE_IN_DAYS: u32 = 365;
 
 /// A validated task, and whether the producer chose its id.
 #[derive(Debug)]
@@ -226,14 +259,87 @@ impl Creator {
                         }
                         None => new_task_id(),
                     };
-                    planned.push(Planned {
-                        task: Task::new_pending(id, spec.payload, now, ttl, shards),
-                        supplied_id,
-                    });
+                    let mut task = Task::new_pending(id, spec.payload, now, ttl, shards)
+                        .with_retention(self.config.retention_seconds);
+                    if let Some(user) = spec.user_id {
+                        check_task_id(&user)
+                            .map_err(|m| invalid(format!("tasks[{i}].userId"), m))?;
+                        task.user_id = Some(user);
+                    }
+                    task = self.schedule(task, i, spec.due_date, spec.due_in_days, ttl, now)?;
+                    planned.push(Planned { task, supplied_id });
                 }
                 Ok(planned)
             }
         }
+    }
+
+    /// Makes `task` a scheduled one when the spec names a due date. A date
+    /// in the past is refused; today's date starts the task at once.
+    fn schedule(
+        &self,
+        mut task: Task,
+        i: usize,
+        due_date: Option<String>,
+        due_in_days: Option<u32>,
+        ttl: u64,
+        now: u64,
+    ) -> Result<Task, CreateError> {
+        let today = chrono::DateTime::from_timestamp_millis(now as i64)
+            .map(|t| t.date_naive())
+            .unwrap_or_default();
+        let due = match (due_date, due_in_days) {
+            (None, None) => return Ok(task),
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    format!("tasks[{i}].dueDate"),
+                    "give either dueDate or dueInDays, not both",
+                ));
+            }
+            (Some(text), None) => {
+                let field = format!("tasks[{i}].dueDate");
+                let date = parse_date(&text).map_err(|m| invalid(field.clone(), m))?;
+                if date < today {
+                    return Err(invalid(
+                        field,
+                        format!("{text} is in the past (today is {today} UTC)"),
+                    ));
+                }
+                date
+            }
+            (None, Some(days)) => {
+                if days > MAX_DUE_IN_DAYS {
+                    return Err(invalid(
+                        format!("tasks[{i}].dueInDays"),
+                        format!("must be between 0 and {MAX_DUE_IN_DAYS}, got {days}"),
+                    ));
+                }
+                today + chrono::Days::new(u64::from(days))
+            }
+        };
+        if (due - today).num_days() > i64::from(MAX_DUE_IN_DAYS) {
+            return Err(invalid(
+                format!("tasks[{i}].dueDate"),
+                format!("is more than {MAX_DUE_IN_DAYS} days ahead"),
+            ));
+        }
+        let due_text = due.format("%Y-%m-%d").to_string();
+        if due == today {
+            // Due today: claimable now (the day's scheduler runs may be over).
+            task.due_date = Some(due_text);
+            return Ok(task);
+        }
+        let due_epoch = due
+            .and_hms_opt(0, 0, 0)
+            .map_or(0, |d| d.and_utc().timestamp() as u64);
+        Ok(task.scheduled(
+            due_text,
+            due_epoch,
+            self.config.due_shard_count,
+            u64::from(self.config.catch_up_days) * 86_400 + 86_400,
+            ttl,
+            self.config.retention_seconds,
+        ))
     }
 
     async fn write(&self, planned: Vec<Planned>) -> Result<CreateResponse, CreateError> {
@@ -327,6 +433,23 @@ fn check_value(value: &Value, path: &mut String, depth: usize) -> Result<(), (St
         },
         _ => Ok(()),
     }
+}
+
+/// A strict `YYYY-MM-DD` date.
+fn parse_date(text: &str) -> Result<chrono::NaiveDate, String> {
+    let shape_ok = text.len() == 10
+        && text.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    if !shape_ok {
+        return Err(format!("{text:?} is not a date of the form YYYY-MM-DD"));
+    }
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map_err(|e| format!("{text:?} is not a valid date: {e}"))
 }
 
 /// A producer-supplied id: 1 to 128 characters from `A-Z a-z 0-9 - _ . : / @`.

@@ -12,6 +12,7 @@ fn config() -> CreateConfig {
         shard_count: 4,
         default_ttl_seconds: 3600,
         max_ttl_seconds: 86_400,
+        ..CreateConfig::new("t")
     }
 }
 
@@ -94,7 +95,7 @@ async fn bad_input_names_the_field_and_writes_nothing() {
         ),
         (
             json!({"tasks": [{"payload": {}, "priority": 1}]}),
-            "invalid request: tasks[0].priority: unknown field `priority`, expected one of `taskId`, `payload`, `ttlSeconds`",
+            "invalid request: tasks[0].priority: unknown field `priority`, expected one of `taskId`, `payload`, `ttlSeconds`, `userId`, `dueDate`, `dueInDays`",
         ),
         (
             json!({"tasks": [{"payload": {}, "ttlSeconds": 90000}]}),
@@ -232,4 +233,83 @@ async fn payloads_dynamodb_would_refuse_are_refused_first() {
         refused(json!({"tasks": [{"payload": {"x": {"": 1}}}]})).await,
         "invalid request: tasks[0].payload.x: has an empty key"
     );
+}
+
+#[tokio::test]
+async fn scheduling_input_is_validated() {
+    let cases = [
+        (
+            json!({"tasks": [{"payload": {}, "dueDate": "2020-01-01"}]}),
+            "invalid request: tasks[0].dueDate: 2020-01-01 is in the past (today is ",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "dueDate": "2026-13-01"}]}),
+            "invalid request: tasks[0].dueDate: \"2026-13-01\" is not a valid date: ",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "dueDate": "6 Dec"}]}),
+            "invalid request: tasks[0].dueDate: \"6 Dec\" is not a date of the form YYYY-MM-DD",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "dueDate": "2099-01-01"}]}),
+            "invalid request: tasks[0].dueDate: is more than 365 days ahead",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "dueInDays": 400}]}),
+            "invalid request: tasks[0].dueInDays: must be between 0 and 365, got 400",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "dueInDays": -1}]}),
+            "invalid request: tasks[0].dueInDays: invalid value: integer `-1`, expected u32",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "dueInDays": 3, "dueDate": "2030-01-01"}]}),
+            "invalid request: tasks[0].dueDate: give either dueDate or dueInDays, not both",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "userId": ""}]}),
+            "invalid request: tasks[0].userId: must not be empty",
+        ),
+    ];
+    for (event, expected) in cases {
+        let msg = refused(event.clone()).await;
+        assert!(msg.starts_with(expected), "for {event}: {msg}");
+    }
+}
+
+#[tokio::test]
+async fn scheduled_tasks_are_written_scheduled_in_a_due_shard_and_not_claimable() {
+    let scheduled = mock!(Client::batch_write_item)
+        .match_requests(|r| {
+            let items = r
+                .request_items()
+                .and_then(|m| m.get("t"))
+                .cloned()
+                .unwrap_or_default();
+            items.iter().all(|w| {
+                let item = w
+                    .put_request()
+                    .map(|p| p.item().clone())
+                    .unwrap_or_default();
+                let s = |k: &str| {
+                    item.get(k)
+                        .and_then(|v| v.as_s().ok())
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                s("taskStatus") == "SCHEDULED"
+                    && s("userId") == "1234"
+                    && s("dueKey").starts_with(&s("dueDate"))
+                    && s("dueKey").len() == "2026-12-06#00".len()
+                    && !item.contains_key("claimableAt")
+            })
+        })
+        .then_output(|| BatchWriteItemOutput::builder().build());
+    let c = creator(&[&scheduled]);
+    let out = c
+        .handle(json!({"tasks": [{"userId": "1234", "dueInDays": 15, "payload": {"report": "monthly"}}]}))
+        .await
+        .unwrap();
+    assert_eq!(out.created.len(), 1);
+    assert_eq!(scheduled.num_calls(), 1);
 }

@@ -392,6 +392,7 @@ impl<R: TaskRunner> Processor<R> {
             max_attempts: max,
             reason,
             history: &[],
+            ..Step::default()
         };
         if c.lease_until.is_none() || c.attempts < max {
             let (t, current) = if c.lease_until.is_none() {
@@ -501,6 +502,7 @@ async fn run_and_finish<R: TaskRunner>(
             max_attempts,
             reason,
             history: &task.history,
+            ..Step::default()
         };
         match store
             .apply(&task.task_id, t, TaskStatus::Taken, &step)

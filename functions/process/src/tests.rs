@@ -15,7 +15,10 @@ fn index_entry(id: &str, at: u64) -> HashMap<String, AttributeValue> {
         ("taskId".to_owned(), AttributeValue::S(id.into())),
         ("lifoShard".to_owned(), AttributeValue::N("0".into())),
         ("claimableAt".to_owned(), AttributeValue::N(at.to_string())),
-        ("ttl".to_owned(), AttributeValue::N("99999999999".into())),
+        (
+            "expiresAt".to_owned(),
+            AttributeValue::N("99999999999".into()),
+        ),
     ])
 }
 

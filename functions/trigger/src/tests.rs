@@ -163,7 +163,10 @@ async fn the_sweep_wakes_only_when_claimable_tasks_exist() {
                     ("taskId".to_owned(), AttributeValue::S("old".into())),
                     ("lifoShard".to_owned(), AttributeValue::N("1".into())),
                     ("claimableAt".to_owned(), AttributeValue::N("5".into())),
-                    ("ttl".to_owned(), AttributeValue::N("99999999999".into())),
+                    (
+                        "expiresAt".to_owned(),
+                        AttributeValue::N("99999999999".into()),
+                    ),
                 ]))
                 .build()
         });

@@ -104,6 +104,7 @@ async fn run(args: Args) -> lifo_local::Result<bool> {
             shard_count: args.shards,
             default_ttl_seconds: args.ttl,
             max_ttl_seconds: max_ttl,
+            ..CreateConfig::new(stack.table.clone())
         },
     );
     let trigger = Arc::new(
