@@ -69,6 +69,25 @@ impl Harness {
         self.processor_on(self.store.clone(), capacity, latency, budget)
     }
 
+    /// A processor with the given downstream and attempt limit.
+    pub fn processor_custom(
+        &self,
+        runner: SimulatedRunner,
+        max_attempts: u32,
+    ) -> Processor<SimulatedRunner> {
+        let mut p = self.processor(1, Duration::ZERO, Duration::from_secs(5));
+        p = Processor::new(
+            self.store.clone(),
+            Notifier::new(self.stack.sns.clone(), &self.stack.trigger_topic_arn),
+            Arc::new(runner),
+            ProcessConfig {
+                max_attempts,
+                ..p.config().clone()
+            },
+        );
+        p
+    }
+
     pub fn processor_on(
         &self,
         store: Store,
@@ -90,6 +109,24 @@ impl Harness {
                 idle_poll: Duration::from_millis(50),
                 max_attempts: 3,
                 lease_margin: Duration::from_millis(500),
+            },
+        )
+    }
+
+    /// scheduler-start over this stack (4 due shards, 7 catch-up days).
+    pub fn scheduler(&self) -> scheduler_start::Scheduler {
+        scheduler_start::Scheduler::new(
+            self.store.clone(),
+            Notifier::new(self.stack.sns.clone(), &self.stack.process_topic_arn),
+            scheduler_start::SchedulerConfig {
+                table_name: self.stack.table.clone(),
+                process_topic_arn: self.stack.process_topic_arn.clone(),
+                due_shard_count: 4,
+                catch_up_days: 7,
+                parallelism: 8,
+                default_ttl_seconds: 3600,
+                retention_seconds: 3600,
+                deadline_margin: Duration::from_millis(100),
             },
         )
     }

@@ -183,6 +183,10 @@ impl<R: TaskRunner> Processor<R> {
         &self.store
     }
 
+    pub fn config(&self) -> &ProcessConfig {
+        &self.config
+    }
+
     fn horizon(&self, now: u64) -> u64 {
         now.saturating_sub(self.config.max_ttl_seconds * 1000)
     }

@@ -1,0 +1,25 @@
+//! Lambda entry point of `scheduler-start`: set up tracing and clients, run the handler.
+
+use lambda_runtime::{Error, LambdaEvent, service_fn, tracing};
+use lifo_core::config::Env;
+use lifo_core::{Notifier, Store};
+use scheduler_start::{Scheduler, SchedulerConfig};
+use std::time::{Duration, UNIX_EPOCH};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing::init_default_subscriber();
+    let config = SchedulerConfig::from_source(&Env)?;
+    let aws = aws_config::load_from_env().await;
+    let store = Store::new(aws_sdk_dynamodb::Client::new(&aws), &config.table_name);
+    let wake = Notifier::new(aws_sdk_sns::Client::new(&aws), &config.process_topic_arn);
+    let scheduler = Scheduler::new(store, wake, config);
+    let scheduler = &scheduler;
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            let deadline = UNIX_EPOCH + Duration::from_millis(event.context.deadline);
+            scheduler.handle(event.payload, deadline).await
+        },
+    ))
+    .await
+}
