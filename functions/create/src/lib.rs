@@ -152,7 +152,12 @@ impl Creator {
     /// Validates `event` completely, then writes it.
     pub async fn handle(&self, event: Value) -> Result<CreateResponse, CreateError> {
         let planned = self.validate(event, now_ms())?;
-        self.write(planned).await
+        let response = self.write(planned).await?;
+        lifo_core::metrics::Metrics::new()
+            .cold_start()
+            .count("TasksCreated", response.created.len())
+            .emit();
+        Ok(response)
     }
 
     fn ttl(&self, field: String, ttl: Option<u64>) -> Result<u64, CreateError> {

@@ -114,6 +114,30 @@ pub struct ProcessReport {
     pub stop: StopReason,
     pub tail_call: bool,
     pub elapsed_ms: u64,
+    /// Age at start (ms) of each claimed task, for the AgeAtStartMs metric.
+    #[serde(skip)]
+    pub ages_ms: Vec<u64>,
+}
+
+impl ProcessReport {
+    /// The invocation's metrics (EMF).
+    pub fn metrics(&self) -> lifo_core::metrics::Metrics {
+        let ages: Vec<f64> = self.ages_ms.iter().map(|a| *a as f64).collect();
+        lifo_core::metrics::Metrics::new()
+            .cold_start()
+            .count("TasksClaimed", self.claimed.len())
+            .count("TasksSucceeded", self.succeeded)
+            .count("TasksFailed", self.failed + self.abandoned)
+            .count("TasksRetried", self.retried + self.retried_after_error)
+            .count("ClaimConflicts", self.conflicts)
+            .count("StaleFinishRejected", self.stale_rejected)
+            .count("TailCalls", usize::from(self.tail_call))
+            .values(
+                "AgeAtStartMs",
+                lifo_core::metrics::Unit::Milliseconds,
+                &ages,
+            )
+    }
 }
 
 /// Why an invocation failed. Lambda retries it (and then sends it to the
@@ -216,7 +240,7 @@ impl<R: TaskRunner> Processor<R> {
         tracing::info!(
             event = "process.start",
             wakeups,
-            budget_ms = (stop_claiming_at - started).as_millis() as u64
+            budgetMs = (stop_claiming_at - started).as_millis() as u64
         );
 
         let lease_until = deadline
@@ -238,6 +262,7 @@ impl<R: TaskRunner> Processor<R> {
             stop: StopReason::Budget,
             tail_call: false,
             elapsed_ms: 0,
+            ages_ms: Vec::new(),
         };
         let mut running: JoinSet<Finished> = JoinSet::new();
         let capacity = self.runner.capacity().max(1);
@@ -265,6 +290,7 @@ impl<R: TaskRunner> Processor<R> {
             report.tail_call = true;
         }
         report.elapsed_ms = started.elapsed().as_millis() as u64;
+        report.metrics().emit();
         tracing::info!(
             event = "process.end",
             claimed = report.claimed.len(),
@@ -274,12 +300,12 @@ impl<R: TaskRunner> Processor<R> {
             conflicts = report.conflicts,
             reclaimed = report.reclaimed,
             abandoned = report.abandoned,
-            stale_rejected = report.stale_rejected,
+            staleRejected = report.stale_rejected,
             skipped = report.skipped,
-            finish_errors = report.finish_errors,
+            finishErrors = report.finish_errors,
             stop = ?report.stop,
-            tail_call = report.tail_call,
-            elapsed_ms = report.elapsed_ms,
+            tailCall = report.tail_call,
+            elapsedMs = report.elapsed_ms,
         );
         Ok(report)
     }
@@ -334,10 +360,11 @@ impl<R: TaskRunner> Processor<R> {
                         let reclaim = c.lease_until.is_some();
                         tracing::info!(
                             event = if reclaim { "task.reclaimed" } else { "task.claimed" },
-                            task_id = %task.task_id, shard = task.lifo_shard, attempt = task.attempts,
-                            token = task.token, age_ms
+                            taskId = %task.task_id, shard = task.lifo_shard, attempt = task.attempts,
+                            token = task.token, ageMs = age_ms
                         );
                         report.reclaimed += usize::from(reclaim);
+                        report.ages_ms.push(age_ms);
                         report.claimed.push(task.task_id.clone());
                         let (store, runner, max) = (
                             self.store.clone(),
@@ -360,11 +387,11 @@ impl<R: TaskRunner> Processor<R> {
                                 ) =>
                             {
                                 report.conflicts += 1;
-                                tracing::info!(event = "task.claim_conflict", task_id = %c.task_id, token = t.token, "another worker claimed it first");
+                                tracing::info!(event = "task.claim_conflict", taskId = %c.task_id, token = t.token, "another worker claimed it first");
                             }
                             other => {
                                 report.skipped += 1;
-                                tracing::warn!(event = "task.skipped", task_id = %c.task_id,
+                                tracing::warn!(event = "task.skipped", taskId = %c.task_id,
                                     status = other.as_ref().map_or("unparseable", |t| t.task_status.as_str()),
                                     "index entry is not a claimable task; skipping it");
                             }
@@ -373,7 +400,7 @@ impl<R: TaskRunner> Processor<R> {
                     }
                     Err(StoreError::Malformed { task_id, reason }) => {
                         report.skipped += 1;
-                        tracing::warn!(event = "task.skipped", task_id = %task_id, error = %reason, "claimed item does not parse; its lease will expire");
+                        tracing::warn!(event = "task.skipped", taskId = %task_id, error = %reason, "claimed item does not parse; its lease will expire");
                         skip.insert(task_id);
                     }
                     Err(e) => return Err(e),
@@ -434,7 +461,7 @@ impl<R: TaskRunner> Processor<R> {
                 &step(c.attempts, &reason),
             )
             .await?;
-        tracing::warn!(event = "task.abandoned", task_id = %c.task_id, attempt = c.attempts, token = c.token, reason);
+        tracing::warn!(event = "task.abandoned", taskId = %c.task_id, attempt = c.attempts, token = c.token, reason);
         Ok(None)
     }
 
@@ -513,7 +540,7 @@ async fn run_and_finish<R: TaskRunner>(
             .await
         {
             Ok(_) => {
-                tracing::info!(event = "task.finished", task_id = %task.task_id, from_status = "TAKEN", to_status = %t.to(),
+                tracing::info!(event = "task.finished", taskId = %task.task_id, fromStatus = "TAKEN", toStatus = %t.to(),
                     attempt = task.attempts, token = task.token, reason);
                 return finished;
             }
@@ -525,17 +552,17 @@ async fn run_and_finish<R: TaskRunner>(
                 return finished;
             }
             Err(StoreError::ConditionFailed { current, .. }) => {
-                tracing::warn!(event = "task.stale_finish_rejected", task_id = %task.task_id, to_status = %t.to(),
-                    token = task.token, current_token = current.as_ref().map(|c| c.token),
+                tracing::warn!(event = "task.stale_finish_rejected", taskId = %task.task_id, toStatus = %t.to(),
+                    token = task.token, currentToken = current.as_ref().map(|c| c.token),
                     "the task was claimed again after this claim's lease expired; the newer claim's outcome stands");
                 return Finished::Stale;
             }
             Err(e) if attempt < FINISH_ATTEMPTS => {
-                tracing::warn!(event = "task.finish_retry", task_id = %task.task_id, attempt, error = %e);
+                tracing::warn!(event = "task.finish_retry", taskId = %task.task_id, attempt, error = %e);
                 tokio::time::sleep(lifo_core::store::backoff(attempt)).await;
             }
             Err(e) => {
-                tracing::error!(event = "task.finish_failed", task_id = %task.task_id, to_status = %t.to(), error = %e,
+                tracing::error!(event = "task.finish_failed", taskId = %task.task_id, toStatus = %t.to(), error = %e,
                     "outcome not recorded; the lease will expire and the task will be claimed again");
                 return Finished::Error;
             }

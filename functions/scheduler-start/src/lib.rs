@@ -252,9 +252,14 @@ impl Scheduler {
             woke_processor,
             elapsed_ms: began.elapsed().as_millis() as u64,
         };
-        tracing::info!(event = "scheduler.end", run_date = %report.run_date, started = report.started,
-            skipped = report.skipped, errors = report.errors, stopped_early = report.stopped_early,
-            elapsed_ms = report.elapsed_ms);
+        lifo_core::metrics::Metrics::new()
+            .cold_start()
+            .count("TasksStarted", report.started)
+            .count("WakeupsPublished", usize::from(report.woke_processor))
+            .emit();
+        tracing::info!(event = "scheduler.end", runDate = %report.run_date, started = report.started,
+            skipped = report.skipped, errors = report.errors, stoppedEarly = report.stopped_early,
+            elapsedMs = report.elapsed_ms);
         Ok(report)
     }
 
@@ -310,7 +315,7 @@ impl Scheduler {
                 }
                 Err(StoreError::ConditionFailed { current, .. }) => {
                     counters.skipped.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(event = "scheduler.skipped", task_id = %id,
+                    tracing::info!(event = "scheduler.skipped", taskId = %id,
                         status = current.as_ref().map_or("gone", |t| t.task_status.as_str()));
                     return Ok(());
                 }
@@ -320,7 +325,7 @@ impl Scheduler {
                 }
                 Err(e) => {
                     counters.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(event = "scheduler.start_failed", task_id = %id, error = %e,
+                    tracing::warn!(event = "scheduler.start_failed", taskId = %id, error = %e,
                         "left SCHEDULED for the next run");
                     return Ok(());
                 }

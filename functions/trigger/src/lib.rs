@@ -65,6 +65,8 @@ pub struct TriggerOutcome {
     pub failed_items: Vec<String>,
     /// Whether a wake-up was published.
     pub published: bool,
+    /// TTL deletions of tasks that never started: shed by expiry.
+    pub expired: usize,
 }
 
 /// What the sweep reads.
@@ -133,6 +135,24 @@ fn classify(event: Value) -> Result<Source3, TriggerError> {
     }
 }
 
+/// A deletion by DynamoDB's TTL process (principal dynamodb.amazonaws.com)
+/// of a task that was never started: it was shed by expiry.
+fn is_unrun_ttl_deletion(r: &EventRecord) -> bool {
+    let by_ttl = r
+        .user_identity
+        .as_ref()
+        .is_some_and(|u| u.principal_id == "dynamodb.amazonaws.com");
+    let old = &r.change.old_image;
+    let status = match old.get(attr::STATUS) {
+        Some(serde_dynamo::AttributeValue::S(s)) => s.as_str(),
+        _ => "",
+    };
+    r.event_name == "REMOVE"
+        && by_ttl
+        && old.get(attr::STARTED_AT).is_none()
+        && matches!(status, "PENDING" | "SCHEDULED")
+}
+
 fn failure(sequence_number: String) -> DynamoDbBatchItemFailure {
     let mut f = DynamoDbBatchItemFailure::default();
     f.item_identifier = Some(sequence_number);
@@ -156,7 +176,7 @@ impl Trigger {
     /// Handles a raw invocation event; the response is the stream's partial
     /// batch response (ignored by SNS and EventBridge).
     pub async fn handle(&self, event: Value) -> Result<DynamoDbEventResponse, TriggerError> {
-        let outcome = self.handle_outcome(event).await?;
+        let outcome = self.measured(event).await?;
         let mut response = DynamoDbEventResponse::default();
         response.batch_item_failures = outcome.failed_items.into_iter().map(failure).collect();
         Ok(response)
@@ -199,6 +219,10 @@ impl Trigger {
                     outcome.signals += 1;
                     signal_sequence_numbers.extend(r.change.sequence_number);
                 }
+                Ok(r) if is_unrun_ttl_deletion(&r) => {
+                    outcome.expired += 1;
+                    tracing::info!(event = "task.expired", taskId = ?r.change.keys.get(attr::TASK_ID), "shed by expiry, never started");
+                }
                 Ok(_) => outcome.ignored += 1,
                 Err(e) => {
                     let Some(seq) = sequence_number else {
@@ -209,7 +233,7 @@ impl Trigger {
                             ),
                         });
                     };
-                    tracing::warn!(event = "stream.record_malformed", sequence_number = %seq, error = %e);
+                    tracing::warn!(event = "stream.record_malformed", sequenceNumber = %seq, error = %e);
                     outcome.failed_items.push(seq);
                 }
             }
@@ -251,10 +275,21 @@ impl Trigger {
             ..TriggerOutcome::default()
         };
         if let Some(c) = found.first() {
-            tracing::info!(event = "sweep.found", task_id = %c.task_id, age_ms = now.saturating_sub(c.claimable_at));
+            tracing::info!(event = "sweep.found", taskId = %c.task_id, ageMs = now.saturating_sub(c.claimable_at));
             self.publish("sweep", 1).await?;
             outcome.published = true;
         }
+        Ok(outcome)
+    }
+
+    /// Runs `handle_outcome` and emits the invocation's metrics.
+    async fn measured(&self, event: Value) -> Result<TriggerOutcome, TriggerError> {
+        let outcome = self.handle_outcome(event).await?;
+        lifo_core::metrics::Metrics::new()
+            .cold_start()
+            .count("WakeupsPublished", usize::from(outcome.published))
+            .count("TasksExpired", outcome.expired)
+            .emit();
         Ok(outcome)
     }
 
@@ -269,7 +304,7 @@ impl Trigger {
             event = "wakeup.published",
             reason,
             signals,
-            message_id,
+            messageId = message_id,
             "woke the processor"
         );
         Ok(())

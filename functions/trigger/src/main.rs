@@ -1,5 +1,7 @@
 //! Lambda entry point of `trigger`: set up tracing and clients, run the handler.
 
+#![recursion_limit = "256"]
+
 use lambda_runtime::{Error, LambdaEvent, service_fn, tracing};
 use lifo_core::config::{Env, required};
 use lifo_core::{Notifier, Store};

@@ -1,0 +1,149 @@
+//! CloudWatch metrics as Embedded Metric Format (EMF) log lines: one JSON
+//! line per invocation, no PutMetricData calls. CloudWatch extracts the
+//! metrics from the function's log group.
+//!
+//! Namespace `LifoQueue` (or `METRICS_NAMESPACE`), one dimension `Service`
+//! = the stack name (`SERVICE_NAME`), so several stacks do not mix.
+
+use serde_json::{Map, Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Unit of a metric, as EMF spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Count,
+    Milliseconds,
+}
+
+impl Unit {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Count => "Count",
+            Self::Milliseconds => "Milliseconds",
+        }
+    }
+}
+
+/// Most values EMF accepts for one metric in one line.
+const MAX_VALUES: usize = 100;
+
+/// The metrics of one invocation.
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    values: Vec<(&'static str, Unit, Vec<f64>)>,
+}
+
+static COLD: AtomicBool = AtomicBool::new(true);
+
+impl Metrics {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `ColdStart = 1` on the first invocation of this process.
+    pub fn cold_start(mut self) -> Self {
+        if COLD.swap(false, Ordering::Relaxed) {
+            self = self.count("ColdStart", 1);
+        }
+        self
+    }
+
+    /// A count (kept even when zero, so dashboards show zeros).
+    pub fn count(mut self, name: &'static str, n: usize) -> Self {
+        self.values.push((name, Unit::Count, vec![n as f64]));
+        self
+    }
+
+    /// Individual values (e.g. every task's age at start), at most 100 kept;
+    /// CloudWatch computes percentiles from them.
+    pub fn values(mut self, name: &'static str, unit: Unit, values: &[f64]) -> Self {
+        if !values.is_empty() {
+            let step = values.len().div_ceil(MAX_VALUES);
+            let kept: Vec<f64> = values.iter().step_by(step).copied().collect();
+            self.values.push((name, unit, kept));
+        }
+        self
+    }
+
+    /// The EMF document at `timestamp_ms`.
+    pub fn to_emf(&self, namespace: &str, service: &str, timestamp_ms: u64) -> Value {
+        let definitions: Vec<Value> = self
+            .values
+            .iter()
+            .map(|(name, unit, _)| json!({"Name": name, "Unit": unit.as_str()}))
+            .collect();
+        let mut root = Map::new();
+        root.insert(
+            "_aws".into(),
+            json!({
+                "Timestamp": timestamp_ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": namespace,
+                    "Dimensions": [["Service"]],
+                    "Metrics": definitions,
+                }]
+            }),
+        );
+        root.insert("Service".into(), Value::from(service));
+        for (name, _, values) in &self.values {
+            let v = if values.len() == 1 {
+                json!(values[0])
+            } else {
+                json!(values)
+            };
+            root.insert((*name).into(), v);
+        }
+        Value::Object(root)
+    }
+
+    /// Writes the EMF line to stdout when running in Lambda (or when
+    /// `LIFO_EMF=1`); elsewhere (tests, the local pipeline) it is a debug log.
+    pub fn emit(&self) {
+        if self.values.is_empty() {
+            return;
+        }
+        let namespace = std::env::var("METRICS_NAMESPACE").unwrap_or_else(|_| "LifoQueue".into());
+        let service = std::env::var("SERVICE_NAME").unwrap_or_else(|_| "lifo-queue".into());
+        let doc = self.to_emf(&namespace, &service, crate::now_ms());
+        let in_lambda = std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some();
+        if in_lambda || std::env::var("LIFO_EMF").is_ok_and(|v| v == "1") {
+            println!("{doc}");
+        } else {
+            tracing::debug!(emf = %doc, "metrics");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emf_document_is_valid() {
+        let ages: Vec<f64> = (0..250).map(f64::from).collect();
+        let doc = Metrics::new()
+            .count("TasksClaimed", 3)
+            .count("ClaimConflicts", 0)
+            .values("AgeAtStartMs", Unit::Milliseconds, &ages)
+            .to_emf("LifoQueue", "my-stack", 1_764_547_200_000);
+        let aws = &doc["_aws"];
+        assert_eq!(aws["Timestamp"], 1_764_547_200_000u64);
+        let directive = &aws["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], "LifoQueue");
+        assert_eq!(directive["Dimensions"], json!([["Service"]]));
+        assert_eq!(doc["Service"], "my-stack");
+        // Every declared metric has a value at the root, and every
+        // dimension too: what CloudWatch requires to extract them.
+        for m in directive["Metrics"].as_array().unwrap() {
+            let name = m["Name"].as_str().unwrap();
+            assert!(doc.get(name).is_some(), "{name} has no value");
+            assert!(["Count", "Milliseconds"].contains(&m["Unit"].as_str().unwrap()));
+        }
+        assert_eq!(doc["TasksClaimed"], 3.0);
+        assert_eq!(
+            doc["AgeAtStartMs"].as_array().unwrap().len(),
+            84,
+            "at most 100 values"
+        );
+    }
+}
