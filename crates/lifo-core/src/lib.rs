@@ -6,6 +6,7 @@
 pub mod config;
 pub mod expr;
 pub mod lifo;
+pub mod logging;
 pub mod metrics;
 pub mod model;
 pub mod notify;

@@ -314,7 +314,7 @@ mod tests {
         let s = t.stream_source("TriggerFunction", "Stream").unwrap();
         assert_eq!(
             (s.batch_size, s.batching_window_seconds, s.filters.len()),
-            (10, 10, 1)
+            (10, 10, 2)
         );
         assert_eq!(t.parameter_default("ShardCount").unwrap(), "1");
         assert_eq!(t.parameter_default("RunnerFailureRate").unwrap(), "0");
@@ -341,6 +341,17 @@ mod tests {
                 .unwrap()
                 .remove("claimableAt");
             assert!(!crate::filter::matches(&s.filters[0], &scheduled));
+            let passes = |r: &Value| s.filters.iter().any(|f| crate::filter::matches(f, r));
+            assert!(!passes(&modify) && !passes(&scheduled));
+            // DynamoDB's TTL deletion passes (TasksExpired); a user's delete does not.
+            let mut ttl_delete = record.clone();
+            ttl_delete["eventName"] = "REMOVE".into();
+            ttl_delete["userIdentity"] =
+                serde_json::json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
+            assert!(passes(&ttl_delete));
+            ttl_delete["userIdentity"] =
+                serde_json::json!({"type": "User", "principalId": "someone"});
+            assert!(!passes(&ttl_delete));
         }
     }
 }

@@ -1,12 +1,12 @@
 //! Lambda entry point of `create`: set up tracing and clients, run the handler.
 
 use create::{CreateConfig, Creator};
-use lambda_runtime::{Error, LambdaEvent, service_fn, tracing};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::{Store, config::Env};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    lifo_core::logging::init();
     let config = CreateConfig::from_source(&Env)?;
     let aws = aws_config::load_from_env().await;
     let creator = Creator::new(

@@ -1,6 +1,6 @@
 //! Lambda entry point of `process`: set up tracing and clients, run the handler.
 
-use lambda_runtime::{Error, LambdaEvent, service_fn, tracing};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::Env;
 use lifo_core::{Notifier, Store};
 use process::runner::AnyRunner;
@@ -10,7 +10,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    lifo_core::logging::init();
     let config = ProcessConfig::from_source(&Env)?;
     let runner = Arc::new(AnyRunner::from_source(&Env)?);
     let aws = aws_config::load_from_env().await;

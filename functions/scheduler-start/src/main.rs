@@ -1,6 +1,6 @@
 //! Lambda entry point of `scheduler-start`: set up tracing and clients, run the handler.
 
-use lambda_runtime::{Error, LambdaEvent, service_fn, tracing};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::Env;
 use lifo_core::{Notifier, Store};
 use scheduler_start::{Scheduler, SchedulerConfig};
@@ -8,7 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    lifo_core::logging::init();
     let config = SchedulerConfig::from_source(&Env)?;
     let aws = aws_config::load_from_env().await;
     let store = Store::new(aws_sdk_dynamodb::Client::new(&aws), &config.table_name);

@@ -2,14 +2,14 @@
 
 #![recursion_limit = "256"]
 
-use lambda_runtime::{Error, LambdaEvent, service_fn, tracing};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::{Env, required};
 use lifo_core::{Notifier, Store};
 use trigger::{Sweep, Trigger};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    lifo_core::logging::init();
     let topic = required(&Env, "PROCESS_TOPIC_ARN")?;
     let table = required(&Env, "TABLE_NAME")?;
     let aws = aws_config::load_from_env().await;

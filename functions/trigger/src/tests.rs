@@ -207,3 +207,22 @@ async fn malformed_events_are_errors_not_panics() {
     }
     assert_eq!(rule.num_calls(), 0);
 }
+
+#[tokio::test]
+async fn ttl_deletions_of_never_started_tasks_count_as_expired() {
+    let mut event = fixture("trigger-stream-insert.json");
+    for (i, started) in [(0usize, false), (1, true)] {
+        let r = &mut event["Records"][i];
+        r["eventName"] = json!("REMOVE");
+        r["userIdentity"] = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
+        let image = r["dynamodb"]["NewImage"].take();
+        r["dynamodb"]["OldImage"] = image;
+        if started {
+            r["dynamodb"]["OldImage"]["startedAt"] = json!({"N": "1"});
+        }
+    }
+    let rule = ok_publish();
+    let out = trigger(&rule).handle_outcome(event).await.unwrap();
+    assert_eq!((out.expired, out.ignored, out.published), (1, 1, false));
+    assert_eq!(rule.num_calls(), 0);
+}
