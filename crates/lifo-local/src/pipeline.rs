@@ -156,7 +156,7 @@ impl Pipeline {
     ) -> Result<Self> {
         let (shutdown, rx) = watch::channel(false);
         let stats = Arc::new(PipelineStats::default());
-        let source = stack.template.stream_source("TriggerFunction", "Stream")?;
+        let source = stack.template.stream_source(crate::stack::TRIGGER_STREAM)?;
         let window = options
             .batching_window
             .unwrap_or(Duration::from_secs(source.batching_window_seconds));

@@ -12,6 +12,7 @@ use std::time::Duration;
 pub const TABLE: &str = "QueueTable";
 pub const PROCESS_TOPIC: &str = "ProcessTopic";
 pub const TRIGGER_TOPIC: &str = "TriggerTopic";
+pub const TRIGGER_STREAM: &str = "TriggerStreamMapping";
 
 /// Running servers plus the resources created in them.
 pub struct LocalStack {

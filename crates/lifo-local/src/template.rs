@@ -221,12 +221,13 @@ impl Template {
             .unwrap_or_default()
     }
 
-    /// A function's DynamoDB stream event: batch size, window and filters.
-    pub fn stream_source(&self, function: &str, event: &str) -> Result<StreamSource> {
+    /// An event source mapping (`AWS::Lambda::EventSourceMapping`): batch
+    /// size, window and filters.
+    pub fn stream_source(&self, mapping: &str) -> Result<StreamSource> {
         let props = self
-            .resource(function)?
-            .pointer(&format!("/Properties/Events/{event}/Properties"))
-            .context(format!("{function} has no event {event}"))?;
+            .resource(mapping)?
+            .get("Properties")
+            .context(format!("{mapping} has no Properties"))?;
         let mut filters = Vec::new();
         for f in props
             .pointer("/FilterCriteria/Filters")
@@ -265,6 +266,52 @@ impl Template {
                 "template.yaml has no default for parameter {name}"
             ))),
         }
+    }
+
+    /// Every (action, resource) a function's inline policies allow, with
+    /// CloudFormation references rendered (`!GetAtt QueueTable.Arn`). A
+    /// policy that is not an inline statement list (a managed policy or a
+    /// SAM policy template) is an error: least privilege is checked here.
+    pub fn function_permissions(&self, function: &str) -> Result<Vec<(String, String)>> {
+        fn render(v: &Value) -> String {
+            match v {
+                Value::String(s) => s.clone(),
+                Value::Object(o) if o.len() == 1 => {
+                    let (tag, inner) = o
+                        .iter()
+                        .next()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .unwrap_or_default();
+                    format!("{tag} {}", render(&inner))
+                }
+                other => other.to_string(),
+            }
+        }
+        let list = |v: Option<&Value>| -> Vec<Value> {
+            match v {
+                Some(Value::Array(xs)) => xs.clone(),
+                Some(x) => vec![x.clone()],
+                None => Vec::new(),
+            }
+        };
+        let mut out = Vec::new();
+        for policy in list(self.resource(function)?.pointer("/Properties/Policies")) {
+            let statements = policy.get("Statement").context(format!(
+                "{function} has a policy that is not an inline statement list: {policy}"
+            ))?;
+            for st in list(Some(statements)) {
+                if st.get("Effect").and_then(Value::as_str) != Some("Allow") {
+                    continue;
+                }
+                for action in list(st.get("Action")) {
+                    for resource in list(st.get("Resource")) {
+                        out.push((render(&action), render(&resource)));
+                    }
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// A function's Timeout in seconds.
@@ -311,7 +358,7 @@ mod tests {
         let mut topics = t.topics();
         topics.sort();
         assert_eq!(topics, vec!["ProcessTopic", "TriggerTopic"]);
-        let s = t.stream_source("TriggerFunction", "Stream").unwrap();
+        let s = t.stream_source(crate::stack::TRIGGER_STREAM).unwrap();
         assert_eq!(
             (s.batch_size, s.batching_window_seconds, s.filters.len()),
             (10, 10, 2)
@@ -321,10 +368,110 @@ mod tests {
         assert!(t.function_timeout("ProcessFunction").unwrap() > 600);
     }
 
+    /// Least privilege: each function may call exactly the actions its code
+    /// uses, on exactly the resources it needs. The one wildcard is
+    /// dynamodb:ListStreams, which has no resource-level permissions. (SAM
+    /// adds, outside these statements, the basic execution role for logs,
+    /// AWSXrayWriteOnlyAccess for `Tracing: Active` — X-Ray's PutTraceSegments
+    /// has no resource-level permissions either — and sqs:SendMessage on the
+    /// dead-letter queue for the async on-failure destinations.)
+    #[test]
+    fn every_function_gets_only_what_it_uses() {
+        let t = Template::workspace().unwrap();
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            let mut v: Vec<(String, String)> = v
+                .iter()
+                .map(|(a, r)| (a.to_string(), r.to_string()))
+                .collect();
+            v.sort();
+            v
+        };
+        let table = "!GetAtt QueueTable.Arn";
+        let key = "!GetAtt TopicKey.Arn";
+        let expected = [
+            (
+                "CreateFunction",
+                pairs(&[
+                    ("dynamodb:BatchWriteItem", table),
+                    ("dynamodb:PutItem", table),
+                ]),
+            ),
+            (
+                "TriggerFunction",
+                pairs(&[
+                    ("sns:Publish", "!Ref ProcessTopic"),
+                    (
+                        "dynamodb:Query",
+                        "!Sub ${QueueTable.Arn}/index/claimable-index",
+                    ),
+                    ("kms:GenerateDataKey", key),
+                    ("kms:Decrypt", key),
+                    ("dynamodb:DescribeStream", "!GetAtt QueueTable.StreamArn"),
+                    ("dynamodb:GetRecords", "!GetAtt QueueTable.StreamArn"),
+                    ("dynamodb:GetShardIterator", "!GetAtt QueueTable.StreamArn"),
+                    ("dynamodb:ListStreams", "*"),
+                    ("sqs:SendMessage", "!GetAtt DeadLetterQueue.Arn"),
+                ]),
+            ),
+            (
+                "ProcessFunction",
+                pairs(&[
+                    (
+                        "dynamodb:Query",
+                        "!Sub ${QueueTable.Arn}/index/claimable-index",
+                    ),
+                    ("dynamodb:UpdateItem", table),
+                    ("sns:Publish", "!Ref TriggerTopic"),
+                    ("kms:GenerateDataKey", key),
+                    ("kms:Decrypt", key),
+                ]),
+            ),
+            (
+                "SchedulerStartFunction",
+                pairs(&[
+                    ("dynamodb:Query", "!Sub ${QueueTable.Arn}/index/due-index"),
+                    ("dynamodb:UpdateItem", table),
+                    ("sns:Publish", "!Ref ProcessTopic"),
+                    ("kms:GenerateDataKey", key),
+                    ("kms:Decrypt", key),
+                ]),
+            ),
+        ];
+        for (function, want) in expected {
+            assert_eq!(
+                t.function_permissions(function).unwrap(),
+                want,
+                "{function}"
+            );
+        }
+        // No function has any other way to get permissions.
+        for (name, r) in t.doc["Resources"].as_object().unwrap() {
+            if r["Type"] == "AWS::Serverless::Function" {
+                assert!(
+                    r["Properties"].get("Role").is_none(),
+                    "{name} brings its own role"
+                );
+                assert!(
+                    r["Properties"]
+                        .get("Events")
+                        .and_then(|e| e.as_object())
+                        .is_none_or(|events| {
+                            events.values().all(|e| {
+                                e["Type"] != "DynamoDB"
+                                    && e["Type"] != "SQS"
+                                    && e["Type"] != "Kinesis"
+                            })
+                        }),
+                    "{name} has a SAM poller event (it would attach a managed policy with Resource *)"
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_template_filter_passes_the_fixture_and_nothing_else() {
         let t = Template::workspace().unwrap();
-        let s = t.stream_source("TriggerFunction", "Stream").unwrap();
+        let s = t.stream_source(crate::stack::TRIGGER_STREAM).unwrap();
         let path = format!(
             "{}/../../events/trigger-stream-insert.json",
             env!("CARGO_MANIFEST_DIR")
