@@ -17,9 +17,11 @@ tools:
 tools-sam:
 	scripts/setup-tools --sam
 
-## sam validate --lint (offline), as CI's cfn-lint but through SAM CLI.
-validate: tools-sam
-	.tools/sam/bin/sam validate --lint
+## The template checks of `make test`: cfn-lint, sam validate --lint, checkov.
+validate: tools
+	.tools/venv/bin/cfn-lint template.yaml
+	.tools/sam/bin/sam validate --lint --template template.yaml
+	.tools/checkov/bin/checkov -f template.yaml --quiet --compact --skip-download
 
 ## Build the four Lambda binaries for arm64 the way `sam deploy` ships them.
 sam-build: tools-sam

@@ -58,7 +58,7 @@ async fn crash_after_claim(
 async fn an_expired_lease_is_reclaimed_and_the_stale_finish_is_rejected() {
     let h = Harness::start(1).await;
     let id = one_task(&h).await;
-    let stale = crash_after_claim(&h, &id, 0, 1, TaskStatus::Pending, 300).await;
+    let stale = crash_after_claim(&h, &id, 0, 1, TaskStatus::Pending, 2_000).await;
     assert_eq!((stale.token, stale.attempts), (1, 1));
 
     // While the lease runs, nobody can claim it.
@@ -69,7 +69,7 @@ async fn an_expired_lease_is_reclaimed_and_the_stale_finish_is_rejected() {
         .unwrap();
     assert!(early.claimed.is_empty());
 
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
     let report = h
         .processor(1, Duration::ZERO, Duration::from_secs(5))
         .handle(1, deadline())
