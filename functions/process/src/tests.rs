@@ -391,18 +391,31 @@ impl std::io::Write for Captured {
 
 #[tokio::test]
 async fn log_lines_are_json_with_the_documented_fields_and_metrics_are_valid_emf() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_writer(move || sink.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // A global subscriber (a thread-local one misses events whose callsite
+    // interest another test thread cached first); lines of other tests may
+    // interleave, so task lines are picked by this test's own task id.
+    static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    let captured = CAPTURED
+        .get_or_init(|| {
+            let captured = Captured::default();
+            let sink = captured.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .json()
+                .flatten_event(true)
+                .with_writer(move || sink.clone())
+                .finish();
+            let _ = tracing::subscriber::set_global_default(subscriber);
+            captured
+        })
+        .clone();
 
     let query = mock!(Ddb::query)
         .sequence()
-        .output(|| QueryOutput::builder().items(index_entry("t1", 20)).build())
+        .output(|| {
+            QueryOutput::builder()
+                .items(index_entry("log-test-task", 20))
+                .build()
+        })
         .output(|| QueryOutput::builder().build())
         .repeatedly()
         .build();
@@ -422,7 +435,9 @@ async fn log_lines_are_json_with_the_documented_fields_and_metrics_are_valid_emf
     let find = |name: &str| {
         lines
             .iter()
-            .find(|l| l["event"] == name)
+            .find(|l| {
+                l["event"] == name && (l.get("taskId").is_none() || l["taskId"] == "log-test-task")
+            })
             .unwrap_or_else(|| panic!("no {name} line in {text}"))
     };
     let claimed = find("task.claimed");
