@@ -235,6 +235,11 @@ async fn the_sweep_picks_up_tasks_that_were_pending_before_deploy() {
         .await
         .unwrap()
         .created;
+    assert_eq!(
+        h.store.claimable_depth(2, now_ms(), 0).await.unwrap(),
+        ids.len(),
+        "the sweep's queue depth"
+    );
     let processor = Arc::new(h.processor(4, Duration::from_millis(5), Duration::from_secs(5)));
     let options = PipelineOptions {
         stream_from_latest: true,

@@ -360,6 +360,49 @@ impl Store {
         Ok(merge_newest(per_shard, want))
     }
 
+    /// How many tasks are claimable now, across shards (the queue depth).
+    /// A COUNT query per shard over the same key condition and filter as
+    /// [`Store::newest_claimable`]: it reads the whole claimable index, so
+    /// it is meant for the once-a-minute sweep, not the claim loop.
+    pub async fn claimable_depth(
+        &self,
+        shard_count: u32,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<usize, StoreError> {
+        let counts =
+            futures::future::try_join_all((0..shard_count.max(1)).map(|shard| async move {
+                let q = expr::newest_claimable(shard, now_ms, horizon_ms);
+                let mut total = 0usize;
+                let mut start: Option<Item> = None;
+                loop {
+                    let out = self
+                        .client
+                        .query()
+                        .table_name(&self.table)
+                        .index_name(LIFO_INDEX)
+                        .key_condition_expression(&q.main)
+                        .filter_expression(&q.condition)
+                        .set_expression_attribute_names(Some(q.names_map()))
+                        .set_expression_attribute_values(q.values_map())
+                        .select(aws_sdk_dynamodb::types::Select::Count)
+                        .set_exclusive_start_key(start.take())
+                        .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+                        .send()
+                        .await
+                        .map_err(|e| classify("Query", &e))?;
+                    self.meter.record(Op::Read, out.consumed_capacity());
+                    total += usize::try_from(out.count).unwrap_or(0);
+                    start = out.last_evaluated_key;
+                    if start.is_none() {
+                        return Ok::<usize, StoreError>(total);
+                    }
+                }
+            }))
+            .await?;
+        Ok(counts.into_iter().sum())
+    }
+
     async fn newest_in_shard(
         &self,
         shard: u32,

@@ -67,6 +67,8 @@ pub struct TriggerOutcome {
     pub published: bool,
     /// TTL deletions of tasks that never started: shed by expiry.
     pub expired: usize,
+    /// The sweep's count of claimable tasks (the queue depth).
+    pub depth: Option<usize>,
 }
 
 /// What the sweep reads.
@@ -278,18 +280,36 @@ impl Trigger {
             tracing::info!(event = "sweep.found", taskId = %c.task_id, ageMs = now.saturating_sub(c.claimable_at));
             self.publish("sweep", 1).await?;
             outcome.published = true;
+            // Depth is only worth reading when something waits.
+            outcome.depth = Some(
+                sweep
+                    .store
+                    .claimable_depth(sweep.shard_count, now, horizon)
+                    .await?,
+            );
+        } else {
+            outcome.depth = Some(0);
         }
+        tracing::info!(
+            event = "sweep.end",
+            depth = outcome.depth,
+            published = outcome.published
+        );
         Ok(outcome)
     }
 
     /// Runs `handle_outcome` and emits the invocation's metrics.
     async fn measured(&self, event: Value) -> Result<TriggerOutcome, TriggerError> {
         let outcome = self.handle_outcome(event).await?;
-        lifo_core::metrics::Metrics::new()
+        let metrics = lifo_core::metrics::Metrics::new()
             .cold_start()
             .count("WakeupsPublished", usize::from(outcome.published))
-            .count("TasksExpired", outcome.expired)
-            .emit();
+            .count("TasksExpired", outcome.expired);
+        let metrics = match outcome.depth {
+            Some(depth) => metrics.count("QueueDepth", depth),
+            None => metrics,
+        };
+        metrics.emit();
         Ok(outcome)
     }
 

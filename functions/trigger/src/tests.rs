@@ -170,12 +170,26 @@ async fn the_sweep_wakes_only_when_claimable_tasks_exist() {
                 ]))
                 .build()
         });
+    let count = mock!(aws_sdk_dynamodb::Client::query)
+        .match_requests(|r| r.select() == Some(&aws_sdk_dynamodb::types::Select::Count))
+        .then_output(|| QueryOutput::builder().count(7).scanned_count(7).build());
     let rule = ok_publish();
-    let out = sweeping(&rule, &waiting)
+    let ddb = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&waiting, &count]);
+    let sweep = Sweep {
+        store: Store::new(ddb, "t"),
+        shard_count: 2,
+        max_ttl_seconds: 3600,
+    };
+    let out = trigger(&rule)
+        .with_sweep(sweep)
         .handle_outcome(scheduled())
         .await
         .unwrap();
-    assert_eq!((out.signals, out.published), (1, true));
+    assert_eq!(
+        (out.signals, out.published, out.depth),
+        (1, true, Some(14)),
+        "depth sums the shards"
+    );
     assert_eq!(rule.num_calls(), 1);
 }
 
