@@ -370,37 +370,90 @@ impl Store {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<usize, StoreError> {
-        let counts =
-            futures::future::try_join_all((0..shard_count.max(1)).map(|shard| async move {
-                let q = expr::newest_claimable(shard, now_ms, horizon_ms);
-                let mut total = 0usize;
-                let mut start: Option<Item> = None;
-                loop {
-                    let out = self
-                        .client
-                        .query()
-                        .table_name(&self.table)
-                        .index_name(LIFO_INDEX)
-                        .key_condition_expression(&q.main)
-                        .filter_expression(&q.condition)
-                        .set_expression_attribute_names(Some(q.names_map()))
-                        .set_expression_attribute_values(q.values_map())
-                        .select(aws_sdk_dynamodb::types::Select::Count)
-                        .set_exclusive_start_key(start.take())
-                        .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-                        .send()
-                        .await
-                        .map_err(|e| classify("Query", &e))?;
-                    self.meter.record(Op::Read, out.consumed_capacity());
-                    total += usize::try_from(out.count).unwrap_or(0);
-                    start = out.last_evaluated_key;
-                    if start.is_none() {
-                        return Ok::<usize, StoreError>(total);
-                    }
-                }
-            }))
-            .await?;
+        let counts = futures::future::try_join_all(
+            (0..shard_count.max(1)).map(|shard| self.claimable_depth_in(shard, now_ms, horizon_ms)),
+        )
+        .await?;
         Ok(counts.into_iter().sum())
+    }
+
+    /// Claimable tasks in one shard (a COUNT query, paged).
+    pub async fn claimable_depth_in(
+        &self,
+        shard: u32,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<usize, StoreError> {
+        let q = expr::newest_claimable(shard, now_ms, horizon_ms);
+        let mut total = 0usize;
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(LIFO_INDEX)
+                .key_condition_expression(&q.main)
+                .filter_expression(&q.condition)
+                .set_expression_attribute_names(Some(q.names_map()))
+                .set_expression_attribute_values(q.values_map())
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .set_exclusive_start_key(start.take())
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+                .send()
+                .await
+                .map_err(|e| classify("Query", &e))?;
+            self.meter.record(Op::Read, out.consumed_capacity());
+            total += usize::try_from(out.count).unwrap_or(0);
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// `claimableAt` of the newest (or, with `oldest`, the oldest) claimable
+    /// task in one shard, if any.
+    pub async fn edge_claimable(
+        &self,
+        shard: u32,
+        now_ms: u64,
+        horizon_ms: u64,
+        oldest: bool,
+    ) -> Result<Option<u64>, StoreError> {
+        let q = expr::newest_claimable(shard, now_ms, horizon_ms);
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(LIFO_INDEX)
+                .key_condition_expression(&q.main)
+                .filter_expression(&q.condition)
+                .set_expression_attribute_names(Some(q.names_map()))
+                .set_expression_attribute_values(q.values_map())
+                .scan_index_forward(oldest)
+                .limit(25)
+                .set_exclusive_start_key(start.take())
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+                .send()
+                .await
+                .map_err(|e| classify("Query", &e))?;
+            self.meter.record(Op::Read, out.consumed_capacity());
+            if let Some(c) = out
+                .items
+                .unwrap_or_default()
+                .into_iter()
+                .find_map(|item| serde_dynamo::from_item::<_, Candidate>(item).ok())
+            {
+                return Ok(Some(c.claimable_at));
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(None);
+            }
+        }
     }
 
     async fn newest_in_shard(
