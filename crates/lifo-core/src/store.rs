@@ -360,6 +360,23 @@ impl Store {
         Ok(merge_newest(per_shard, want))
     }
 
+    /// A query of one shard of the LIFO index with its key condition and
+    /// filter ([`expr::newest_claimable`]), asking for ConsumedCapacity.
+    fn claimable_query(
+        &self,
+        q: &expr::Expr,
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .index_name(LIFO_INDEX)
+            .key_condition_expression(&q.main)
+            .filter_expression(&q.condition)
+            .set_expression_attribute_names(Some(q.names_map()))
+            .set_expression_attribute_values(q.values_map())
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+    }
+
     /// How many tasks are claimable now, across shards (the queue depth).
     /// A COUNT query per shard over the same key condition and filter as
     /// [`Store::newest_claimable`]: it reads the whole claimable index, so
@@ -389,17 +406,9 @@ impl Store {
         let mut start: Option<Item> = None;
         loop {
             let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(LIFO_INDEX)
-                .key_condition_expression(&q.main)
-                .filter_expression(&q.condition)
-                .set_expression_attribute_names(Some(q.names_map()))
-                .set_expression_attribute_values(q.values_map())
+                .claimable_query(&q)
                 .select(aws_sdk_dynamodb::types::Select::Count)
                 .set_exclusive_start_key(start.take())
-                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
                 .send()
                 .await
                 .map_err(|e| classify("Query", &e))?;
@@ -425,18 +434,10 @@ impl Store {
         let mut start: Option<Item> = None;
         loop {
             let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(LIFO_INDEX)
-                .key_condition_expression(&q.main)
-                .filter_expression(&q.condition)
-                .set_expression_attribute_names(Some(q.names_map()))
-                .set_expression_attribute_values(q.values_map())
+                .claimable_query(&q)
                 .scan_index_forward(oldest)
                 .limit(25)
                 .set_exclusive_start_key(start.take())
-                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
                 .send()
                 .await
                 .map_err(|e| classify("Query", &e))?;
@@ -471,18 +472,10 @@ impl Store {
         let page = i32::try_from(want + 8).unwrap_or(i32::MAX);
         loop {
             let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(LIFO_INDEX)
-                .key_condition_expression(&q.main)
-                .filter_expression(&q.condition)
-                .set_expression_attribute_names(Some(q.names_map()))
-                .set_expression_attribute_values(q.values_map())
+                .claimable_query(&q)
                 .scan_index_forward(false)
                 .limit(page)
                 .set_exclusive_start_key(start.take())
-                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
                 .send()
                 .await
                 .map_err(|e| classify("Query", &e))?;
