@@ -366,15 +366,54 @@ impl Store {
         &self,
         q: &expr::Expr,
     ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
-        self.client
+        self.index_query(LIFO_INDEX, q)
+    }
+
+    /// A query of `index` with `q`'s key condition (and filter, if any),
+    /// asking for ConsumedCapacity.
+    fn index_query(
+        &self,
+        index: &str,
+        q: &expr::Expr,
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        let query = self
+            .client
             .query()
             .table_name(&self.table)
-            .index_name(LIFO_INDEX)
+            .index_name(index)
             .key_condition_expression(&q.main)
-            .filter_expression(&q.condition)
             .set_expression_attribute_names(Some(q.names_map()))
             .set_expression_attribute_values(q.values_map())
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
+        if q.condition.is_empty() {
+            query
+        } else {
+            query.filter_expression(&q.condition)
+        }
+    }
+
+    /// One page of task ids from a keys-only index.
+    async fn index_ids(
+        &self,
+        query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+        start: Option<Item>,
+    ) -> Result<(Vec<String>, Option<Item>), StoreError> {
+        let out = query
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| classify("Query", &e))?;
+        self.meter.record(Op::Read, out.consumed_capacity());
+        let ids = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|mut item| match item.remove(expr::attr::TASK_ID) {
+                Some(AttributeValue::S(id)) => Some(id),
+                _ => None,
+            })
+            .collect();
+        Ok((ids, out.last_evaluated_key))
     }
 
     /// How many tasks are claimable now, across shards (the queue depth).
@@ -599,31 +638,8 @@ impl Store {
         start: Option<Item>,
     ) -> Result<(Vec<String>, Option<Item>), StoreError> {
         let q = expr::due_partition(due_key);
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(expr::DUE_INDEX)
-            .key_condition_expression(&q.main)
-            .set_expression_attribute_names(Some(q.names_map()))
-            .set_expression_attribute_values(q.values_map())
-            .limit(limit)
-            .set_exclusive_start_key(start)
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
+        self.index_ids(self.index_query(expr::DUE_INDEX, &q).limit(limit), start)
             .await
-            .map_err(|e| classify("Query", &e))?;
-        self.meter.record(Op::Read, out.consumed_capacity());
-        let ids = out
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|mut item| match item.remove(expr::attr::TASK_ID) {
-                Some(AttributeValue::S(id)) => Some(id),
-                _ => None,
-            })
-            .collect();
-        Ok((ids, out.last_evaluated_key))
     }
 
     /// A user's tasks, newest first, `limit` at a time (all statuses:
@@ -636,35 +652,15 @@ impl Store {
         start: Option<Item>,
     ) -> Result<(Vec<Task>, Option<Item>), StoreError> {
         let q = expr::user_history(user_id);
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(expr::USER_INDEX)
-            .key_condition_expression(&q.main)
-            .set_expression_attribute_names(Some(q.names_map()))
-            .set_expression_attribute_values(q.values_map())
+        let query = self
+            .index_query(expr::USER_INDEX, &q)
             .scan_index_forward(false)
-            .limit(limit.clamp(1, 100))
-            .set_exclusive_start_key(start)
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await
-            .map_err(|e| classify("Query", &e))?;
-        self.meter.record(Op::Read, out.consumed_capacity());
-        let ids: Vec<String> = out
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|mut item| match item.remove(expr::attr::TASK_ID) {
-                Some(AttributeValue::S(id)) => Some(id),
-                _ => None,
-            })
-            .collect();
+            .limit(limit.clamp(1, 100));
+        let (ids, next) = self.index_ids(query, start).await?;
         let mut found = self.get_many(&ids).await?;
         // BatchGetItem answers in any order: restore the index's order.
         let tasks = ids.iter().filter_map(|id| found.remove(id)).collect();
-        Ok((tasks, out.last_evaluated_key))
+        Ok((tasks, next))
     }
 
     /// Up to 100 tasks by id (BatchGetItem, unprocessed keys retried).
