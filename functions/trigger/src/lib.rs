@@ -7,7 +7,7 @@
 //!   inserts of claimable tasks), with partial batch responses: a malformed
 //!   record is reported on its own, never panicked on;
 //! - by the trigger topic (tail calls from `process`);
-//! - by the safety sweep (EventBridge, every minute): one Query per shard,
+//! - by the safety sweep (EventBridge, every minute): one COUNT query per shard,
 //!   and a wake-up only when claimable tasks exist. This catches tasks
 //!   pending at deploy, dropped events and expired leases.
 //!
@@ -268,27 +268,20 @@ impl Trigger {
         };
         let now = now_ms();
         let horizon = now.saturating_sub(sweep.max_ttl_seconds * 1000);
-        let found = sweep
+        // One COUNT query per shard answers both "does anything wait?" and
+        // "how deep is the queue?".
+        let depth = sweep
             .store
-            .newest_claimable(sweep.shard_count, 1, now, horizon)
+            .claimable_depth(sweep.shard_count, now, horizon)
             .await?;
         let mut outcome = TriggerOutcome {
-            signals: found.len(),
+            signals: usize::from(depth > 0),
+            depth: Some(depth),
             ..TriggerOutcome::default()
         };
-        if let Some(c) = found.first() {
-            tracing::info!(event = "sweep.found", taskId = %c.task_id, ageMs = now.saturating_sub(c.claimable_at));
+        if depth > 0 {
             self.publish("sweep", 1).await?;
             outcome.published = true;
-            // Depth is only worth reading when something waits.
-            outcome.depth = Some(
-                sweep
-                    .store
-                    .claimable_depth(sweep.shard_count, now, horizon)
-                    .await?,
-            );
-        } else {
-            outcome.depth = Some(0);
         }
         tracing::info!(
             event = "sweep.end",
