@@ -9,7 +9,7 @@ use process::runner::SimulatedRunner;
 use process::{ProcessConfig, Processor};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use trigger::{Sweep, Trigger};
+use trigger::Trigger;
 
 pub const MAX_TTL: u64 = 604_800;
 
@@ -48,15 +48,7 @@ impl Harness {
     }
 
     pub fn trigger(&self) -> Trigger {
-        Trigger::new(Notifier::new(
-            self.stack.sns.clone(),
-            &self.stack.process_topic_arn,
-        ))
-        .with_sweep(Sweep {
-            store: self.store.clone(),
-            shard_count: self.shards,
-            max_ttl_seconds: MAX_TTL,
-        })
+        self.stack.trigger(self.store.clone(), self.shards, MAX_TTL)
     }
 
     /// A processor with its own simulated downstream.

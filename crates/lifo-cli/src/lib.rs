@@ -273,29 +273,25 @@ pub async fn run(cli: &Cli, store: &Store) -> Result<String, CliError> {
 
 /// `lifo local up`.
 pub mod local {
-    use create::{CreateConfig, Creator};
     use lifo_core::Notifier;
     use lifo_local::{LocalStack, Pipeline, PipelineOptions};
     use process::runner::AnyRunner;
     use process::{ProcessConfig, Processor};
     use std::sync::Arc;
     use std::time::Duration;
-    use trigger::{Sweep, Trigger};
 
     /// Starts the local stack and the pipeline, prints the endpoints, and
     /// waits for Ctrl-C (or SIGTERM); then stops everything it started.
     pub async fn up(shards: u32) -> Result<(), String> {
         let stack = LocalStack::start().await.map_err(|e| e.to_string())?;
         let store = stack.store();
-        let trigger = Arc::new(
-            Trigger::new(Notifier::new(stack.sns.clone(), &stack.process_topic_arn)).with_sweep(
-                Sweep {
-                    store: store.clone(),
-                    shard_count: shards,
-                    max_ttl_seconds: 604_800,
-                },
-            ),
-        );
+        let max_ttl: u64 = stack
+            .template
+            .parameter_default("MaxTaskTtlSeconds")
+            .map_err(|e| e.to_string())?
+            .parse()
+            .map_err(|e| format!("MaxTaskTtlSeconds: {e}"))?;
+        let trigger = Arc::new(stack.trigger(store.clone(), shards, max_ttl));
         // The runner from the same environment variables as in Lambda
         // (RUNNER, RUNNER_MAX_CONCURRENCY, RUNNER_LATENCY_MS, …).
         let runner =
@@ -308,7 +304,7 @@ pub mod local {
                 table_name: stack.table.clone(),
                 trigger_topic_arn: stack.trigger_topic_arn.clone(),
                 shard_count: shards,
-                max_ttl_seconds: 604_800,
+                max_ttl_seconds: max_ttl,
                 time_budget: Duration::from_secs(60),
                 deadline_margin: Duration::from_secs(2),
                 idle_poll: Duration::from_millis(250),
@@ -316,13 +312,6 @@ pub mod local {
                 lease_margin: Duration::from_secs(2),
             },
         ));
-        let _creator = Creator::new(
-            store,
-            CreateConfig {
-                shard_count: shards,
-                ..CreateConfig::new(stack.table.clone())
-            },
-        );
         let pipeline = Pipeline::start(&stack, trigger, processor, PipelineOptions::default())
             .await
             .map_err(|e| e.to_string())?;
@@ -344,12 +333,7 @@ pub mod local {
             stack.dynamodb_local.endpoint
         );
         println!("Ctrl-C stops the pipeline, DynamoDB Local and moto.");
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-        }
+        lifo_local::interrupted().await;
         pipeline.stop().await;
         println!("stopped");
         Ok(())

@@ -14,3 +14,19 @@ pub use error::{LocalError, Result};
 pub use pipeline::{Pipeline, PipelineOptions};
 pub use stack::LocalStack;
 pub use template::Template;
+
+/// Resolves when the user presses Ctrl-C or the process gets SIGTERM.
+pub async fn interrupted() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        } => {}
+    }
+}

@@ -160,6 +160,25 @@ impl LocalStack {
         })
     }
 
+    /// The trigger handler over this stack: wakes the process topic, and
+    /// sweeps `store` (`shards` LIFO shards) on scheduled events.
+    pub fn trigger(
+        &self,
+        store: lifo_core::Store,
+        shards: u32,
+        max_ttl_seconds: u64,
+    ) -> trigger::Trigger {
+        trigger::Trigger::new(lifo_core::Notifier::new(
+            self.sns.clone(),
+            &self.process_topic_arn,
+        ))
+        .with_sweep(trigger::Sweep {
+            store,
+            shard_count: shards,
+            max_ttl_seconds,
+        })
+    }
+
     /// A store over the local table.
     pub fn store(&self) -> lifo_core::Store {
         lifo_core::Store::new(self.ddb.clone(), &self.table)

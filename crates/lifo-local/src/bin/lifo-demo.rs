@@ -11,7 +11,6 @@ use process::runner::SimulatedRunner;
 use process::{ProcessConfig, Processor};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use trigger::{Sweep, Trigger};
 
 /// Runs the LIFO queue locally, end to end, and reports what happened.
 #[derive(Debug, Parser)]
@@ -66,15 +65,6 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-/// Resolves when the user presses Ctrl-C or the process gets SIGTERM.
-async fn interrupted() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-    }
-}
-
 /// Returns Ok(false) when interrupted.
 async fn run(args: Args) -> lifo_local::Result<bool> {
     println!("Starting Amazon DynamoDB Local and moto on loopback…");
@@ -107,15 +97,7 @@ async fn run(args: Args) -> lifo_local::Result<bool> {
             ..CreateConfig::new(stack.table.clone())
         },
     );
-    let trigger = Arc::new(
-        Trigger::new(Notifier::new(stack.sns.clone(), &stack.process_topic_arn)).with_sweep(
-            Sweep {
-                store: store.clone(),
-                shard_count: args.shards,
-                max_ttl_seconds: max_ttl,
-            },
-        ),
-    );
+    let trigger = Arc::new(stack.trigger(store.clone(), args.shards, max_ttl));
     let runner = Arc::new(SimulatedRunner::new(
         args.concurrency,
         Duration::from_millis(args.latency_ms),
@@ -152,7 +134,7 @@ async fn run(args: Args) -> lifo_local::Result<bool> {
 
     let outcome = tokio::select! {
         r = drive(&args, &creator, &stack, &pipeline.stats) => Some(r),
-        _ = interrupted() => None,
+        _ = lifo_local::interrupted() => None,
     };
     let stats = Arc::clone(&pipeline.stats);
     pipeline.stop().await;
