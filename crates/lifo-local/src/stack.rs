@@ -34,7 +34,8 @@ pub struct LocalStack {
     pub moto: Server,
 }
 
-async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+/// SDK configuration for a local endpoint (us-east-1, dummy credentials).
+pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(Credentials::new("local", "local", None, None, "lifo-local"))

@@ -11,7 +11,7 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use chrono::NaiveDate;
 use clap::{Parser, Subcommand};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use lifo_core::model::DEFAULT_RETENTION_SECONDS;
 use lifo_core::{Notifier, Store, Task, now_ms};
 use lifo_local::LocalStack;
@@ -112,14 +112,7 @@ fn peak_rss_kb() -> u64 {
 }
 
 async fn client(endpoint: &str, requests: &Requests) -> aws_sdk_dynamodb::Client {
-    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "local", "local", None, None, "bench",
-        ))
-        .endpoint_url(endpoint)
-        .load()
-        .await;
+    let conf = lifo_local::stack::sdk_config(endpoint).await;
     let conf = aws_sdk_dynamodb::config::Builder::from(&conf)
         .interceptor(requests.clone())
         .build();
@@ -139,14 +132,7 @@ async fn run_child(child: Child) -> Result<Measured, String> {
             parallelism,
         } => {
             let ddb = client(&endpoint, &requests).await;
-            let sns_conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-                .region(aws_config::Region::new("us-east-1"))
-                .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                    "local", "local", None, None, "bench",
-                ))
-                .endpoint_url(&sns)
-                .load()
-                .await;
+            let sns_conf = lifo_local::stack::sdk_config(&sns).await;
             let scheduler = scheduler_start::Scheduler::new(
                 Store::new(ddb, &table),
                 Notifier::new(aws_sdk_sns::Client::new(&sns_conf), &topic),
@@ -249,14 +235,9 @@ async fn load(store: &Store, tasks: &[Task]) -> Result<(), String> {
     futures::stream::iter(chunks)
         .map(|c| store.put_new(c))
         .buffer_unordered(8)
-        .for_each(|r| {
-            if let Err(e) = r {
-                eprintln!("load: {e}");
-            }
-            futures::future::ready(())
-        })
-        .await;
-    Ok(())
+        .try_for_each(|_| futures::future::ready(Ok(())))
+        .await
+        .map_err(|e| format!("loading the tasks: {e}"))
 }
 
 fn child_run(args: &[String]) -> Result<Measured, String> {
