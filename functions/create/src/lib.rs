@@ -52,10 +52,10 @@ impl CreateConfig {
     }
 
     pub fn from_source(src: &impl Source) -> Result<Self, ConfigError> {
-        let max_ttl_seconds = config::parsed(src, "MAX_TTL_SECONDS", 604_800u64, 60..=31_536_000)?;
+        let max_ttl_seconds = config::max_ttl_seconds(src)?;
         Ok(Self {
             table_name: config::required(src, "TABLE_NAME")?,
-            shard_count: config::parsed(src, "SHARD_COUNT", 1u32, 1..=100)?,
+            shard_count: config::shard_count(src)?,
             default_ttl_seconds: config::parsed(
                 src,
                 "TASK_TTL_SECONDS",
@@ -64,12 +64,7 @@ impl CreateConfig {
             )?,
             max_ttl_seconds,
             due_shard_count: config::parsed(src, "DUE_SHARD_COUNT", 50u32, 1..=100)?,
-            retention_seconds: config::parsed(
-                src,
-                "RETENTION_SECONDS",
-                lifo_core::model::DEFAULT_RETENTION_SECONDS,
-                0..=31_536_000,
-            )?,
+            retention_seconds: config::retention_seconds(src)?,
             catch_up_days: config::parsed(src, "CATCH_UP_DAYS", 7u32, 0..=60)?,
         })
     }

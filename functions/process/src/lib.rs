@@ -46,8 +46,8 @@ impl ProcessConfig {
         Ok(Self {
             table_name: config::required(src, "TABLE_NAME")?,
             trigger_topic_arn: config::required(src, "TRIGGER_TOPIC_ARN")?,
-            shard_count: config::parsed(src, "SHARD_COUNT", 1u32, 1..=100)?,
-            max_ttl_seconds: config::parsed(src, "MAX_TTL_SECONDS", 604_800u64, 60..=31_536_000)?,
+            shard_count: config::shard_count(src)?,
+            max_ttl_seconds: config::max_ttl_seconds(src)?,
             time_budget: Duration::from_secs(config::parsed(
                 src,
                 "TIME_BUDGET_SECONDS",

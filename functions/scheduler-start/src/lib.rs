@@ -20,7 +20,7 @@ use lifo_core::store::Item;
 use lifo_core::{Notifier, NotifyError, Store, StoreError, Wakeup, now_ms};
 use serde::Serialize;
 use serde_json::Value;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Ids read per due-index page.
@@ -51,12 +51,7 @@ impl SchedulerConfig {
             catch_up_days: config::parsed(src, "CATCH_UP_DAYS", 7u32, 0..=60)?,
             parallelism: config::parsed(src, "PARALLELISM", 32usize, 1..=256)?,
             default_ttl_seconds: config::parsed(src, "TASK_TTL_SECONDS", 3600u64, 1..=31_536_000)?,
-            retention_seconds: config::parsed(
-                src,
-                "RETENTION_SECONDS",
-                lifo_core::model::DEFAULT_RETENTION_SECONDS,
-                0..=31_536_000,
-            )?,
+            retention_seconds: config::retention_seconds(src)?,
             deadline_margin: Duration::from_millis(config::parsed(
                 src,
                 "DEADLINE_MARGIN_MS",
@@ -215,11 +210,11 @@ impl Scheduler {
         let ids = stream::iter(partitions.iter().cloned())
             .map(|key| Box::pin(self.partition_ids(key, &counters)))
             .flatten_unordered(parallelism);
-        let stopped_early = AtomicUsize::new(0);
+        let stopped_early = AtomicBool::new(false);
         ids.take_while(|_| {
             let go = Instant::now() < stop_at;
             if !go {
-                stopped_early.store(1, Ordering::Relaxed);
+                stopped_early.store(true, Ordering::Relaxed);
             }
             futures::future::ready(go)
         })
@@ -248,7 +243,7 @@ impl Scheduler {
             skipped: counters.skipped.load(Ordering::Relaxed),
             errors: counters.errors.load(Ordering::Relaxed),
             throttle_retries: counters.throttle_retries.load(Ordering::Relaxed),
-            stopped_early: stopped_early.load(Ordering::Relaxed) == 1,
+            stopped_early: stopped_early.load(Ordering::Relaxed),
             woke_processor,
             elapsed_ms: began.elapsed().as_millis() as u64,
         };

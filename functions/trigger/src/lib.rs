@@ -84,8 +84,8 @@ impl Sweep {
     pub fn from_source(store: Store, src: &impl Source) -> Result<Self, ConfigError> {
         Ok(Self {
             store,
-            shard_count: config::parsed(src, "SHARD_COUNT", 1u32, 1..=100)?,
-            max_ttl_seconds: config::parsed(src, "MAX_TTL_SECONDS", 604_800u64, 60..=31_536_000)?,
+            shard_count: config::shard_count(src)?,
+            max_ttl_seconds: config::max_ttl_seconds(src)?,
         })
     }
 }
