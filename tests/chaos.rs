@@ -265,6 +265,7 @@ async fn chaos_nothing_lost_nothing_stuck_nothing_committed_twice() {
                 idle_poll: Duration::from_millis(20),
                 max_attempts: 50,
                 lease_margin: Duration::from_millis(200),
+                order: lifo_core::Order::Lifo,
             },
         ))
     };

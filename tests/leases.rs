@@ -178,6 +178,7 @@ fn config(h: &Harness) -> ProcessConfig {
         idle_poll: Duration::from_millis(50),
         max_attempts: 3,
         lease_margin: Duration::from_millis(500),
+        order: lifo_core::Order::Lifo,
     }
 }
 

@@ -239,8 +239,9 @@ async fn producer_ids_are_idempotent() {
     assert_eq!(copies, 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claims_are_newest_first_across_shards() {
+/// 40 tasks over 4 shards, then one processor that runs them one at a time
+/// in `order`; returns the created tasks (oldest first) and the claim order.
+async fn claim_order(order: lifo_core::Order) -> (Vec<Task>, Vec<String>) {
     let h = Harness::start(4).await;
     let base = now_ms() - 10_000;
     let tasks: Vec<Task> = (0..40)
@@ -257,13 +258,37 @@ async fn claims_are_newest_first_across_shards() {
     let shards: HashSet<u32> = tasks.iter().map(|t| t.lifo_shard).collect();
     assert_eq!(shards.len(), 4, "the tasks span every shard");
     h.store.put_new(&tasks).await.unwrap();
-    let report = h
-        .processor(1, Duration::ZERO, Duration::from_secs(30))
-        .handle(1, deadline())
-        .await
-        .unwrap();
+    let p = h.processor(1, Duration::ZERO, Duration::from_secs(30));
+    let p = process::Processor::new(
+        h.store.clone(),
+        lifo_core::Notifier::new(h.stack.sns.clone(), &h.stack.trigger_topic_arn),
+        std::sync::Arc::new(process::runner::SimulatedRunner::new(
+            1,
+            Duration::ZERO,
+            0.0,
+            0.0,
+        )),
+        process::ProcessConfig {
+            order,
+            ..p.config().clone()
+        },
+    );
+    let report = p.handle(1, deadline()).await.unwrap();
+    (tasks, report.claimed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_are_newest_first_across_shards() {
+    let (tasks, claimed) = claim_order(lifo_core::Order::Lifo).await;
     let newest_first: Vec<String> = tasks.iter().rev().map(|t| t.task_id.clone()).collect();
-    assert_eq!(report.claimed, newest_first);
+    assert_eq!(claimed, newest_first);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fifo_comparison_order_claims_oldest_first_across_shards() {
+    let (tasks, claimed) = claim_order(lifo_core::Order::Fifo).await;
+    let oldest_first: Vec<String> = tasks.iter().map(|t| t.task_id.clone()).collect();
+    assert_eq!(claimed, oldest_first);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -101,6 +101,7 @@ impl Harness {
                 idle_poll: Duration::from_millis(50),
                 max_attempts: 3,
                 lease_margin: Duration::from_millis(500),
+                order: lifo_core::Order::Lifo,
             },
         )
     }

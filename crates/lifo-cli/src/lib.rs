@@ -310,6 +310,7 @@ pub mod local {
                 idle_poll: Duration::from_millis(250),
                 max_attempts: 3,
                 lease_margin: Duration::from_secs(2),
+                order: lifo_core::Order::Lifo,
             },
         ));
         let pipeline = Pipeline::start(&stack, trigger, processor, PipelineOptions::default())

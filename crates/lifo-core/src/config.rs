@@ -44,6 +44,25 @@ pub fn required(src: &impl Source, name: &'static str) -> Result<String, ConfigE
     }
 }
 
+/// An optional setting parsed as `T`, `default` when absent or empty.
+pub fn value<T>(src: &impl Source, name: &'static str, default: T) -> Result<T, ConfigError>
+where
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    match src.get(name).filter(|v| !v.trim().is_empty()) {
+        None => Ok(default),
+        Some(raw) => raw
+            .trim()
+            .parse()
+            .map_err(|e: T::Err| ConfigError::Invalid {
+                name,
+                value: raw.clone(),
+                reason: e.to_string(),
+            }),
+    }
+}
+
 /// An optional setting parsed as `T`, `default` when absent or empty, and
 /// checked against `range`.
 pub fn parsed<T>(
@@ -131,5 +150,17 @@ mod tests {
             "environment variable RATE=\"2\" is invalid: must be between 0 and 1"
         );
         assert_eq!(parsed(&s, "ABSENT", 7u32, 1..=10), Ok(7));
+    }
+
+    #[test]
+    fn selection_order_parses_or_names_the_variable() {
+        use crate::Order;
+        let s = src(&[("SELECTION_ORDER", "FIFO"), ("BAD", "newest")]);
+        assert_eq!(value(&s, "SELECTION_ORDER", Order::Lifo), Ok(Order::Fifo));
+        assert_eq!(value(&s, "ABSENT", Order::Lifo), Ok(Order::Lifo));
+        assert_eq!(
+            value(&s, "BAD", Order::Lifo).unwrap_err().to_string(),
+            "environment variable BAD=\"newest\" is invalid: expected lifo or fifo, got \"newest\""
+        );
     }
 }

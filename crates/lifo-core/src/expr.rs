@@ -343,13 +343,14 @@ pub fn put_if_absent() -> Expr {
     }
 }
 
-/// Query of one shard of the LIFO index, newest first (`ScanIndexForward =
-/// false`). `horizon_ms` bounds the range key from below: a task that became
+/// Query of one shard of the LIFO index: claimable tasks, read newest first
+/// (`ScanIndexForward = false`; oldest first for a FIFO comparison run).
+/// `horizon_ms` bounds the range key from below: a task that became
 /// claimable before it has certainly expired (ttl ≤ readyAt + the largest TTL
 /// allowed), so expired leftovers are never even read. The filter drops
 /// tasks whose own ttl has passed before DynamoDB deleted them, and TAKEN
 /// tasks whose lease is still running.
-pub fn newest_claimable(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
+pub fn claimable(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
     use attr::*;
     Expr {
         main: "#shard = :shard AND #claimableAt > :horizon".to_owned(),
@@ -698,8 +699,8 @@ mod tests {
     }
 
     #[test]
-    fn newest_claimable_query() {
-        let e = newest_claimable(3, NOW, NOW - 604_800_000);
+    fn claimable_query_in_either_order() {
+        let e = claimable(3, NOW, NOW - 604_800_000);
         assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
         assert_eq!(
             e.condition,

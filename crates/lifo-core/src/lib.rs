@@ -14,7 +14,7 @@ pub mod state;
 pub mod store;
 
 pub use expr::Step;
-pub use lifo::Candidate;
+pub use lifo::{Candidate, Order};
 pub use model::{HistoryEntry, Task, TaskStatus, new_task_id, now_ms};
 pub use notify::{Notifier, NotifyError, Wakeup};
 pub use state::{IllegalTransition, Transition};

@@ -5,7 +5,7 @@
 
 use crate::expr::Step;
 use crate::expr::{self, LIFO_INDEX};
-use crate::lifo::{Candidate, merge_newest};
+use crate::lifo::{Candidate, Order, merge};
 use crate::model::{Task, TaskStatus};
 use crate::state::{self, IllegalTransition, Transition};
 use aws_sdk_dynamodb::Client;
@@ -337,13 +337,15 @@ impl Store {
         }
     }
 
-    /// The `want` newest claimable, unexpired tasks across shards
-    /// `0..shard_count`, newest first. Each shard is queried newest-first in
-    /// parallel and the answers are merged (k-way), so the order is LIFO
-    /// across shards. `horizon_ms`: nothing that became claimable at or
-    /// before it can still be alive (see [`expr::newest_claimable`]).
-    pub async fn newest_claimable(
+    /// The first `want` claimable, unexpired tasks across shards
+    /// `0..shard_count` in `order`: newest first for [`Order::Lifo`]. Each
+    /// shard is queried in that order in parallel and the answers are merged
+    /// (k-way), so the order holds across shards. `horizon_ms`: nothing that
+    /// became claimable at or before it can still be alive (see
+    /// [`expr::claimable`]).
+    pub async fn claimable(
         &self,
+        order: Order,
         shard_count: u32,
         want: usize,
         now_ms: u64,
@@ -354,14 +356,14 @@ impl Store {
         }
         let per_shard = futures::future::try_join_all(
             (0..shard_count.max(1))
-                .map(|shard| self.newest_in_shard(shard, want, now_ms, horizon_ms)),
+                .map(|shard| self.first_in_shard(order, shard, want, now_ms, horizon_ms)),
         )
         .await?;
-        Ok(merge_newest(per_shard, want))
+        Ok(merge(per_shard, want, order))
     }
 
     /// A query of one shard of the LIFO index with its key condition and
-    /// filter ([`expr::newest_claimable`]), asking for ConsumedCapacity.
+    /// filter ([`expr::claimable`]), asking for ConsumedCapacity.
     fn claimable_query(
         &self,
         q: &expr::Expr,
@@ -418,7 +420,7 @@ impl Store {
 
     /// How many tasks are claimable now, across shards (the queue depth).
     /// A COUNT query per shard over the same key condition and filter as
-    /// [`Store::newest_claimable`]: it reads the whole claimable index, so
+    /// [`Store::claimable`]: it reads the whole claimable index, so
     /// it is meant for the once-a-minute sweep, not the claim loop.
     pub async fn claimable_depth(
         &self,
@@ -440,7 +442,7 @@ impl Store {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<usize, StoreError> {
-        let q = expr::newest_claimable(shard, now_ms, horizon_ms);
+        let q = expr::claimable(shard, now_ms, horizon_ms);
         let mut total = 0usize;
         let mut start: Option<Item> = None;
         loop {
@@ -469,7 +471,7 @@ impl Store {
         horizon_ms: u64,
         oldest: bool,
     ) -> Result<Option<u64>, StoreError> {
-        let q = expr::newest_claimable(shard, now_ms, horizon_ms);
+        let q = expr::claimable(shard, now_ms, horizon_ms);
         let mut start: Option<Item> = None;
         loop {
             let out = self
@@ -496,14 +498,15 @@ impl Store {
         }
     }
 
-    async fn newest_in_shard(
+    async fn first_in_shard(
         &self,
+        order: Order,
         shard: u32,
         want: usize,
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<Vec<Candidate>, StoreError> {
-        let q = expr::newest_claimable(shard, now_ms, horizon_ms);
+        let q = expr::claimable(shard, now_ms, horizon_ms);
         let mut found = Vec::with_capacity(want);
         let mut start: Option<Item> = None;
         // Index items are tiny (keys + ttl): read a few more than needed so
@@ -512,7 +515,7 @@ impl Store {
         loop {
             let out = self
                 .claimable_query(&q)
-                .scan_index_forward(false)
+                .scan_index_forward(order.scan_index_forward())
                 .limit(page)
                 .set_exclusive_start_key(start.take())
                 .send()

@@ -10,7 +10,7 @@ pub mod runner;
 
 use lifo_core::config::{self, ConfigError, Source};
 use lifo_core::{
-    Candidate, Notifier, NotifyError, Step, Store, StoreError, Task, TaskStatus, Transition,
+    Candidate, Notifier, NotifyError, Order, Step, Store, StoreError, Task, TaskStatus, Transition,
     Wakeup, now_ms,
 };
 use runner::{RunOutcome, TaskRunner};
@@ -39,6 +39,9 @@ pub struct ProcessConfig {
     /// Added to the invocation deadline to form the lease end (clock skew
     /// between hosts).
     pub lease_margin: Duration,
+    /// Newest first (the default). `fifo` exists only to compare the same
+    /// pipeline as a FIFO queue (`lifo simulate --compare`).
+    pub order: Order,
 }
 
 impl ProcessConfig {
@@ -73,6 +76,7 @@ impl ProcessConfig {
                 2_000u64,
                 0..=60_000,
             )?),
+            order: config::value(src, "SELECTION_ORDER", Order::Lifo)?,
         })
     }
 }
@@ -215,10 +219,18 @@ impl<R: TaskRunner> Processor<R> {
         now.saturating_sub(self.config.max_ttl_seconds * 1000)
     }
 
+    /// The first `want` claimable tasks in the configured order (newest
+    /// first unless this is a FIFO comparison run).
     async fn newest(&self, want: usize) -> Result<Vec<Candidate>, StoreError> {
         let now = now_ms();
         self.store
-            .newest_claimable(self.config.shard_count, want, now, self.horizon(now))
+            .claimable(
+                self.config.order,
+                self.config.shard_count,
+                want,
+                now,
+                self.horizon(now),
+            )
             .await
     }
 

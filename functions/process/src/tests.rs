@@ -86,6 +86,7 @@ fn processor(ddb: &[&Rule], sns: &Rule, budget: Duration) -> Processor<Simulated
         idle_poll: Duration::from_millis(10),
         max_attempts: 3,
         lease_margin: Duration::from_millis(100),
+        order: lifo_core::Order::Lifo,
     };
     let runner = Arc::new(SimulatedRunner::new(2, Duration::from_millis(5), 0.0, 0.0));
     Processor::new(

@@ -118,6 +118,7 @@ async fn run(args: Args) -> lifo_local::Result<bool> {
             idle_poll: Duration::from_millis(100),
             max_attempts: 3,
             lease_margin: Duration::from_millis(500),
+            order: lifo_core::Order::Lifo,
         },
     ));
     let pipeline = Pipeline::start(&stack, trigger, processor, PipelineOptions::default()).await?;
