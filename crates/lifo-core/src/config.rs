@@ -75,21 +75,11 @@ where
     T: FromStr + PartialOrd + std::fmt::Display + Copy,
     T::Err: std::fmt::Display,
 {
-    let Some(raw) = src.get(name).filter(|v| !v.trim().is_empty()) else {
-        return Ok(default);
-    };
-    let value: T = raw
-        .trim()
-        .parse()
-        .map_err(|e: T::Err| ConfigError::Invalid {
-            name,
-            value: raw.clone(),
-            reason: e.to_string(),
-        })?;
+    let value = self::value(src, name, default)?;
     if !range.contains(&value) {
         return Err(ConfigError::Invalid {
             name,
-            value: raw,
+            value: value.to_string(),
             reason: format!("must be between {} and {}", range.start(), range.end()),
         });
     }
