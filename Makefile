@@ -3,9 +3,10 @@
 
 .PHONY: demo test tools tools-sam validate sam-build fmt clippy clean-tools
 
-## Run the LIFO queue end to end on DynamoDB Local + moto and print the report.
+## Run the LIFO queue end to end on DynamoDB Local + moto under 2x overload,
+## LIFO then FIFO on the same arrivals; print the report, write the plot.
 demo: tools
-	cargo run --locked --quiet -p lifo-local --bin lifo-demo -- $(ARGS)
+	cargo run --locked --quiet -p lifo-cli --bin lifo -- simulate --compare $(ARGS)
 
 ## The whole test suite (fmt, clippy, cfn-lint, unit + integration tests).
 test:

@@ -3,6 +3,9 @@
 //! (`--endpoint-url`). Output is a table by default, `--json` for scripts.
 //! Errors are one clear line and a non-zero exit code.
 
+pub mod plot;
+pub mod simulate;
+
 use clap::{Parser, Subcommand};
 use lifo_core::{CancelError, Store, StoreError, Task, now_ms};
 use serde_json::{Value, json};
@@ -48,6 +51,12 @@ pub enum Command {
     /// stays up until Ctrl-C, then stops everything it started.
     #[command(subcommand)]
     Local(LocalCommand),
+    /// Run a workload through the local pipeline (fresh DynamoDB Local + moto) faster than
+    /// the downstream can serve it; report freshness, shedding and cost, and plot age at start.
+    #[command(
+        after_help = "Example: lifo simulate --compare --rate 20 --capacity 5 --latency-ms 500 --duration 40 --ttl 20"
+    )]
+    Simulate(simulate::SimulateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -267,7 +276,9 @@ pub async fn run(cli: &Cli, store: &Store) -> Result<String, CliError> {
             let _ = write!(out, "{total} claimable task(s) in table {}", cli.table);
             Ok(out)
         }
-        Command::Local(_) => Err(CliError::Other("`lifo local up` runs from main".into())),
+        Command::Local(_) | Command::Simulate(_) => Err(CliError::Other(
+            "this command runs the local stack, not a table".into(),
+        )),
     }
 }
 
@@ -278,7 +289,6 @@ pub mod local {
     use process::runner::AnyRunner;
     use process::{ProcessConfig, Processor};
     use std::sync::Arc;
-    use std::time::Duration;
 
     /// Starts the local stack and the pipeline, prints the endpoints, and
     /// waits for Ctrl-C (or SIGTERM); then stops everything it started.
@@ -301,16 +311,9 @@ pub mod local {
             Notifier::new(stack.sns.clone(), &stack.trigger_topic_arn),
             runner,
             ProcessConfig {
-                table_name: stack.table.clone(),
-                trigger_topic_arn: stack.trigger_topic_arn.clone(),
                 shard_count: shards,
                 max_ttl_seconds: max_ttl,
-                time_budget: Duration::from_secs(60),
-                deadline_margin: Duration::from_secs(2),
-                idle_poll: Duration::from_millis(250),
-                max_attempts: 3,
-                lease_margin: Duration::from_secs(2),
-                order: lifo_core::Order::Lifo,
+                ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
             },
         ));
         let pipeline = Pipeline::start(&stack, trigger, processor, PipelineOptions::default())

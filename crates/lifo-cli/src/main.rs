@@ -12,19 +12,24 @@ async fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    if let Command::Local(_) = cli.command {
-        return match lifo_cli::local::up(cli.shards).await {
-            Ok(()) => std::process::ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                std::process::ExitCode::FAILURE
+    let result = match &cli.command {
+        Command::Local(_) => lifo_cli::local::up(cli.shards).await.map(|()| None),
+        Command::Simulate(args) => {
+            tokio::select! {
+                r = lifo_cli::simulate::command(args, cli.shards, cli.json) => r.map(Some),
+                _ = lifo_local::interrupted() => Err("interrupted; the local servers are stopped".into()),
             }
-        };
-    }
-    let store = store(&cli).await;
-    match run(&cli, &store).await {
+        }
+        _ => {
+            let store = store(&cli).await;
+            run(&cli, &store).await.map(Some).map_err(|e| e.to_string())
+        }
+    };
+    match result {
         Ok(out) => {
-            println!("{out}");
+            if let Some(out) = out {
+                println!("{out}");
+            }
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {

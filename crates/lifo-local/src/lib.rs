@@ -7,6 +7,7 @@ pub mod filter;
 pub mod pipeline;
 pub mod report;
 pub mod servers;
+pub mod simulate;
 pub mod stack;
 pub mod template;
 

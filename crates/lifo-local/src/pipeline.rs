@@ -29,6 +29,8 @@ pub struct PipelineStats {
     pub trigger_invocations: AtomicUsize,
     pub process_invocations: AtomicUsize,
     pub tail_calls: AtomicUsize,
+    /// SNS messages delivered (first deliveries): wake-ups and tail calls.
+    pub published: AtomicUsize,
     pub sweeps: AtomicUsize,
     pub errors: AtomicUsize,
 }
@@ -384,6 +386,9 @@ async fn poll_queue<F, Fut>(
                 .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
                 .and_then(|c| c.parse().ok())
                 .unwrap_or(1);
+            if receives == 1 {
+                stats.published.fetch_add(1, Ordering::Relaxed);
+            }
             let result = handler(sns_event_json(&envelope, &url)).await;
             if let Err(e) = &result {
                 stats.errors.fetch_add(1, Ordering::Relaxed);

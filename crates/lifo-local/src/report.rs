@@ -3,7 +3,6 @@
 use lifo_core::store::{CapacityMeter, Op};
 use lifo_core::{Task, TaskStatus};
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 
 /// Keeps the last state seen of every task, so tasks that DynamoDB's TTL
 /// deletes after they ran still count.
@@ -70,7 +69,8 @@ pub struct Report {
     pub write: WriteCost,
 }
 
-fn percentile(sorted: &[u64], p: f64) -> u64 {
+/// The `p`th percentile (nearest rank) of an ascending slice; 0 when empty.
+pub fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
@@ -168,56 +168,6 @@ impl Report {
                 rejected: meter.spent(Op::Rejected).requests,
             },
         }
-    }
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "Start order (creation number of each task, in the order tasks started; higher = newer):"
-        )?;
-        for line in self.start_order.chunks(20) {
-            let line: Vec<String> = line.iter().map(|n| format!("{n:>4}")).collect();
-            writeln!(f, "  {}", line.join(""))?;
-        }
-        writeln!(
-            f,
-            "LIFO check: {} of {} starts skipped a newer waiting task",
-            self.lifo_inversions,
-            self.start_order.len()
-        )?;
-        let counts: Vec<String> = self
-            .by_status
-            .iter()
-            .map(|(s, n)| format!("{s} {n}"))
-            .collect();
-        writeln!(
-            f,
-            "Tasks: created {}, {}; shed by expiry (never started) {}",
-            self.created,
-            counts.join(", "),
-            self.shed
-        )?;
-        writeln!(
-            f,
-            "Age at start: p50 {:.2} s, p95 {:.2} s, max {:.2} s",
-            self.age_p50_ms as f64 / 1000.0,
-            self.age_p95_ms as f64 / 1000.0,
-            self.age_max_ms as f64 / 1000.0
-        )?;
-        let w = &self.write;
-        writeln!(
-            f,
-            "Write units per successful task: {:.2} (put {:.2} + claim {:.2} + finish {:.2}); \
-             all writes / successes: {:.2} (incl. {} rejected conditional writes)",
-            w.per_successful_task,
-            w.put_per_task,
-            w.claim_per_claim,
-            w.finish_per_finish,
-            w.total_per_success,
-            w.rejected
-        )
     }
 }
 

@@ -45,6 +45,23 @@ pub struct ProcessConfig {
 }
 
 impl ProcessConfig {
+    /// The defaults (the template's), for `table_name` and the topic the
+    /// processor tail-calls through.
+    pub fn new(table_name: impl Into<String>, trigger_topic_arn: impl Into<String>) -> Self {
+        Self {
+            table_name: table_name.into(),
+            trigger_topic_arn: trigger_topic_arn.into(),
+            shard_count: 1,
+            max_ttl_seconds: 604_800,
+            time_budget: Duration::from_secs(60),
+            deadline_margin: Duration::from_secs(2),
+            idle_poll: Duration::from_millis(250),
+            max_attempts: 3,
+            lease_margin: Duration::from_secs(2),
+            order: Order::Lifo,
+        }
+    }
+
     pub fn from_source(src: &impl Source) -> Result<Self, ConfigError> {
         Ok(Self {
             table_name: config::required(src, "TABLE_NAME")?,

@@ -495,3 +495,23 @@ async fn log_lines_are_json_with_the_documented_fields_and_metrics_are_valid_emf
     }
     assert_eq!(emf["TasksSucceeded"], 1.0);
 }
+
+#[test]
+fn unset_settings_are_the_defaults_of_new() {
+    let env: HashMap<String, String> = [("TABLE_NAME", "Q"), ("TRIGGER_TOPIC_ARN", "arn:t")]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    assert_eq!(
+        ProcessConfig::from_source(&env).unwrap(),
+        ProcessConfig::new("Q", "arn:t")
+    );
+    let fifo: HashMap<String, String> = env
+        .into_iter()
+        .chain([("SELECTION_ORDER".to_owned(), "fifo".to_owned())])
+        .collect();
+    assert_eq!(
+        ProcessConfig::from_source(&fifo).unwrap().order,
+        Order::Fifo
+    );
+}

@@ -1,0 +1,373 @@
+//! A workload through the real pipeline on a fresh local stack: tasks arrive
+//! (a seeded Poisson process) faster than a simulated downstream serves them,
+//! for a while; then the queue drains (every task is run or shed by expiry).
+//! What `lifo simulate` and `lifo bench` run, in LIFO or FIFO order.
+
+use crate::error::Context;
+use crate::pipeline::PipelineStats;
+use crate::report::{Observer, Report, percentile};
+use crate::{LocalError, LocalStack, Pipeline, PipelineOptions, Result};
+use create::{CreateConfig, Creator, MAX_TASKS_PER_REQUEST};
+use lifo_core::store::Op;
+use lifo_core::{Notifier, Order, Store, now_ms};
+use process::runner::SimulatedRunner;
+use process::{ProcessConfig, Processor};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What arrives, and what serves it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Mean arrival rate, tasks per second.
+    pub rate: f64,
+    /// How long tasks keep arriving.
+    pub duration: Duration,
+    /// Tasks the downstream runs at once.
+    pub concurrency: usize,
+    /// How long the downstream takes per task.
+    pub latency: Duration,
+    /// Each task's time to live: not started by then, it is shed.
+    pub ttl_seconds: u64,
+    /// LIFO index shards.
+    pub shards: u32,
+    /// Time budget of one process invocation (then it tail-calls).
+    pub budget: Duration,
+    /// Seed of the arrival sequence: the same seed, the same arrivals.
+    pub seed: u64,
+}
+
+impl Workload {
+    /// Tasks per second the downstream can serve.
+    pub fn capacity_per_second(&self) -> f64 {
+        self.concurrency as f64 / self.latency.as_secs_f64().max(1e-3)
+    }
+
+    /// Arrival rate / capacity (2.0 = twice what the downstream can serve).
+    pub fn load(&self) -> f64 {
+        self.rate / self.capacity_per_second()
+    }
+
+    /// Arrival offsets from the start, ascending: a Poisson process of
+    /// `rate` over `duration`, from `seed`.
+    pub fn arrivals(&self) -> Vec<Duration> {
+        let mut rng = fastrand::Rng::with_seed(self.seed);
+        let mut at = 0.0f64;
+        let end = self.duration.as_secs_f64();
+        let mut out = Vec::with_capacity((self.rate * end * 1.1) as usize + 1);
+        if self.rate <= 0.0 {
+            return out;
+        }
+        loop {
+            // Exponential inter-arrival time; 1 - U is in (0, 1].
+            at += -(1.0 - rng.f64()).ln() / self.rate;
+            if at >= end {
+                return out;
+            }
+            out.push(Duration::from_secs_f64(at));
+        }
+    }
+}
+
+/// A live view of a run, for a progress bar.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    pub elapsed: Duration,
+    /// Arrivals of the whole run.
+    pub arrivals: usize,
+    pub created: usize,
+    /// Outcomes recorded (success or failure).
+    pub processed: usize,
+    /// Claimable now.
+    pub pending: usize,
+    /// Neither claimed nor claimable any more: expired unstarted.
+    pub shed: usize,
+    /// Arrivals are over; the queue is draining.
+    pub draining: bool,
+}
+
+/// One task that started: when (seconds since the run began) and how old
+/// it was then.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Start {
+    pub at_s: f64,
+    pub age_ms: u64,
+}
+
+/// What a run did.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub order: Order,
+    pub workload: Workload,
+    pub created: usize,
+    pub processed: usize,
+    pub failed: usize,
+    pub shed: usize,
+    /// Every start, in start order.
+    pub starts: Vec<Start>,
+    /// Age at start of the tasks that started while tasks kept arriving:
+    /// p50, p95, p99 (ms).
+    pub age_under_load_ms: [u64; 3],
+    /// Starts after arrivals stopped (the drain: older tasks, run while
+    /// they are still alive).
+    pub drain_starts: usize,
+    /// Every write unit spent (tasks shed unrun included) / successes.
+    pub write_units_per_success: f64,
+    /// put + claim + finish: what one task that succeeds first time costs.
+    pub write_units_per_successful_task: f64,
+    pub read_units_per_success: f64,
+    /// SNS messages (trigger wake-ups and tail calls) per created task.
+    pub publishes_per_task: f64,
+    /// Starts that skipped a newer waiting task (0 for a LIFO run).
+    pub lifo_inversions: usize,
+    pub elapsed: Duration,
+}
+
+/// Runs `workload` in `order` on a fresh local stack (the servers stop
+/// when it returns) with the arrival offsets `arrivals`.
+pub async fn run(
+    workload: &Workload,
+    order: Order,
+    arrivals: &[Duration],
+    on_progress: &mut (dyn FnMut(&Progress) + Send),
+) -> Result<Outcome> {
+    let stack = LocalStack::start().await?;
+    let store = stack.store();
+    // The largest TTL is the workload's: the claim query's horizon is then
+    // exactly "not expired", which a FIFO run needs not to read every task
+    // already shed.
+    let max_ttl = workload.ttl_seconds;
+    let creator = Creator::new(
+        store.clone(),
+        CreateConfig {
+            shard_count: workload.shards,
+            default_ttl_seconds: workload.ttl_seconds,
+            max_ttl_seconds: max_ttl,
+            ..CreateConfig::new(stack.table.clone())
+        },
+    );
+    let trigger = Arc::new(stack.trigger(store.clone(), workload.shards, max_ttl));
+    let runner = Arc::new(SimulatedRunner::new(
+        workload.concurrency,
+        workload.latency,
+        0.0,
+        0.0,
+    ));
+    let processor = Arc::new(Processor::new(
+        store.clone(),
+        Notifier::new(stack.sns.clone(), &stack.trigger_topic_arn),
+        runner,
+        ProcessConfig {
+            shard_count: workload.shards,
+            max_ttl_seconds: max_ttl,
+            time_budget: workload.budget,
+            idle_poll: Duration::from_millis(100),
+            lease_margin: Duration::from_millis(500),
+            order,
+            ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
+        },
+    ));
+    let pipeline = Pipeline::start(&stack, trigger, processor, PipelineOptions::default()).await?;
+    // The progress probe has its own store, so its reads are not billed to
+    // the pipeline.
+    let probe = stack.store();
+    let started = Instant::now();
+    let epoch_ms = now_ms();
+    let driven = drive(
+        workload,
+        arrivals,
+        &creator,
+        &store,
+        &probe,
+        &stack,
+        on_progress,
+        started,
+    )
+    .await;
+    let stats = Arc::clone(&pipeline.stats);
+    pipeline.stop().await;
+    let (created, observer) = driven?;
+    let report = Report::build(&created, &observer, store.meter(), now_ms());
+    Ok(outcome(
+        workload,
+        order,
+        &created,
+        &observer,
+        &report,
+        &store,
+        &stats,
+        epoch_ms,
+        started.elapsed(),
+    ))
+}
+
+/// Creates the arrivals on time, then waits for the drain. Returns the
+/// created ids in creation order and the last state of every task.
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    workload: &Workload,
+    arrivals: &[Duration],
+    creator: &Creator,
+    store: &Store,
+    probe: &Store,
+    stack: &LocalStack,
+    on_progress: &mut (dyn FnMut(&Progress) + Send),
+    started: Instant,
+) -> Result<(Vec<String>, Observer)> {
+    let tick = Duration::from_millis(100);
+    let ttl = Duration::from_secs(workload.ttl_seconds);
+    let drain_limit = workload.duration + ttl + Duration::from_secs(30);
+    let mut created: Vec<String> = Vec::with_capacity(arrivals.len());
+    let mut last_progress: Option<Instant> = None;
+    loop {
+        let elapsed = started.elapsed();
+        let due = arrivals.partition_point(|a| *a <= elapsed);
+        while created.len() < due {
+            let count = (due - created.len()).min(MAX_TASKS_PER_REQUEST);
+            let out = creator
+                .handle(serde_json::json!({ "count": count, "ttlSeconds": workload.ttl_seconds }))
+                .await
+                .map_err(|e| LocalError(format!("create failed: {e}")))?;
+            created.extend(out.created);
+        }
+        let draining = created.len() == arrivals.len() && elapsed >= workload.duration;
+        if draining || last_progress.is_none_or(|t| t.elapsed() >= Duration::from_millis(500)) {
+            last_progress = Some(Instant::now());
+            let now = now_ms();
+            let pending = probe
+                .claimable_depth(
+                    workload.shards,
+                    now,
+                    now.saturating_sub(workload.ttl_seconds * 1000),
+                )
+                .await
+                .context("counting claimable tasks")?;
+            let claims = store.meter().spent(Op::Claim).requests as usize;
+            let processed = store.meter().spent(Op::Finish).requests as usize;
+            on_progress(&Progress {
+                elapsed,
+                arrivals: arrivals.len(),
+                created: created.len(),
+                processed,
+                pending,
+                shed: created.len().saturating_sub(pending + claims),
+                draining,
+            });
+            // Nothing claimable and nothing running: look at every task to
+            // be sure none is left.
+            if draining && pending == 0 && claims == processed {
+                let mut observer = Observer::default();
+                observer.observe(stack.scan_tasks().await?);
+                if observer.outstanding(&created, now_ms()) == 0 {
+                    return Ok((created, observer));
+                }
+            }
+        }
+        if elapsed > drain_limit {
+            return Err(LocalError(format!(
+                "tasks still to do {} s after arrivals stopped",
+                (elapsed - workload.duration).as_secs()
+            )));
+        }
+        tokio::time::sleep(tick).await;
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn outcome(
+    workload: &Workload,
+    order: Order,
+    created: &[String],
+    observer: &Observer,
+    report: &Report,
+    store: &Store,
+    stats: &PipelineStats,
+    epoch_ms: u64,
+    elapsed: Duration,
+) -> Outcome {
+    let mut starts: Vec<Start> = created
+        .iter()
+        .filter_map(|id| observer.get(id))
+        .filter_map(|t| {
+            t.started_at.map(|s| Start {
+                at_s: s.saturating_sub(epoch_ms) as f64 / 1000.0,
+                age_ms: s.saturating_sub(t.ready_at),
+            })
+        })
+        .collect();
+    starts.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+    let load_end = workload.duration.as_secs_f64();
+    let mut under_load: Vec<u64> = starts
+        .iter()
+        .filter(|s| s.at_s <= load_end)
+        .map(|s| s.age_ms)
+        .collect();
+    under_load.sort_unstable();
+    let count = |status: &str| report.by_status.get(status).copied().unwrap_or(0);
+    let processed = count("SUCCESS");
+    let per_success = |units: f64| {
+        if processed > 0 {
+            units / processed as f64
+        } else {
+            0.0
+        }
+    };
+    Outcome {
+        order,
+        workload: workload.clone(),
+        created: created.len(),
+        processed,
+        failed: count("FAILURE"),
+        shed: report.shed,
+        drain_starts: starts.iter().filter(|s| s.at_s > load_end).count(),
+        age_under_load_ms: [50.0, 95.0, 99.0].map(|p| percentile(&under_load, p)),
+        starts,
+        write_units_per_success: per_success(store.meter().write_units()),
+        write_units_per_successful_task: report.write.per_successful_task,
+        read_units_per_success: per_success(store.meter().spent(Op::Read).units),
+        publishes_per_task: if created.is_empty() {
+            0.0
+        } else {
+            PipelineStats::get(&stats.published) as f64 / created.len() as f64
+        },
+        lifo_inversions: report.lifo_inversions,
+        elapsed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(rate: f64, seconds: u64, seed: u64) -> Workload {
+        Workload {
+            rate,
+            duration: Duration::from_secs(seconds),
+            concurrency: 5,
+            latency: Duration::from_millis(500),
+            ttl_seconds: 20,
+            shards: 4,
+            budget: Duration::from_secs(10),
+            seed,
+        }
+    }
+
+    #[test]
+    fn arrivals_are_seeded_sorted_and_near_the_rate() {
+        let w = workload(20.0, 600, 7);
+        let a = w.arrivals();
+        assert_eq!(a, w.arrivals(), "same seed, same arrivals");
+        assert_ne!(a, workload(20.0, 600, 8).arrivals());
+        assert!(a.windows(2).all(|p| p[0] <= p[1]));
+        assert!(a.iter().all(|t| *t < w.duration));
+        // 12,000 expected; a Poisson count's sd is ~110.
+        assert!((11_500..=12_500).contains(&a.len()), "{} arrivals", a.len());
+        assert!(workload(0.0, 10, 1).arrivals().is_empty());
+    }
+
+    #[test]
+    fn load_is_rate_over_capacity() {
+        let w = workload(20.0, 10, 1);
+        assert_eq!(w.capacity_per_second(), 10.0);
+        assert_eq!(w.load(), 2.0);
+    }
+}
