@@ -3,12 +3,14 @@
 //! (`--endpoint-url`). Output is a table by default, `--json` for scripts.
 //! Errors are one clear line and a non-zero exit code.
 
+pub mod bench;
 pub mod plot;
 pub mod simulate;
+pub mod stats;
 
 use clap::{Parser, Subcommand};
 use lifo_core::{CancelError, Store, StoreError, Task, now_ms};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::fmt::Write as _;
 
 #[derive(Debug, Parser)]
@@ -21,6 +23,10 @@ pub struct Cli {
     /// The queue table (the stack's TableName output).
     #[arg(long, env = "LIFO_TABLE", global = true, default_value = "QueueTable")]
     pub table: String,
+    /// Read the table and its settings from this CloudFormation stack's outputs
+    /// (instead of --table, --shards, --due-shards, --max-ttl-seconds).
+    #[arg(long, env = "LIFO_STACK", global = true, conflicts_with = "table")]
+    pub stack: Option<String>,
     /// AWS region (default: the usual AWS configuration).
     #[arg(long, global = true)]
     pub region: Option<String>,
@@ -30,6 +36,12 @@ pub struct Cli {
     /// LIFO index shards of the stack (ShardCount).
     #[arg(long, global = true, default_value_t = 1)]
     pub shards: u32,
+    /// Due-date index shards of the stack (DueShardCount).
+    #[arg(long, global = true, default_value_t = 50)]
+    pub due_shards: u32,
+    /// The stack's MaxTaskTtlSeconds: bounds what `stats` reads of the index.
+    #[arg(long, global = true, default_value_t = 604_800)]
+    pub max_ttl_seconds: u64,
     /// Print JSON instead of a table.
     #[arg(long, global = true)]
     pub json: bool,
@@ -42,11 +54,15 @@ pub enum Command {
     /// One task, a user's tasks, cancel, history.
     #[command(subcommand)]
     Tasks(TasksCommand),
-    /// Queue depth and freshness: claimable tasks per shard, newest and oldest claimable age.
-    #[command(
-        after_help = "Example: lifo stats --shards 4 --table lifo-queue-QueueTable-1R4ZQ8X2K7BT"
-    )]
-    Stats,
+    /// Queue depth by status and shard (pending, running, shed by expiry in the last hour,
+    /// scheduled by due date) and freshness (newest and oldest claimable age). Only COUNT
+    /// queries of the indexes: no scan.
+    #[command(after_help = "Example: lifo --stack lifo-queue stats --days 14")]
+    Stats {
+        /// Count SCHEDULED tasks due in the next DAYS days (and the 7 days before today).
+        #[arg(long, default_value_t = 7)]
+        days: u32,
+    },
     /// Start DynamoDB Local and moto with the stack's resources and the in-process pipeline;
     /// stays up until Ctrl-C, then stops everything it started.
     #[command(subcommand)]
@@ -57,6 +73,13 @@ pub enum Command {
         after_help = "Example: lifo simulate --compare --rate 20 --capacity 5 --latency-ms 500 --duration 40 --ttl 20"
     )]
     Simulate(simulate::SimulateArgs),
+    /// Measure what the README quotes: write units per task, freshness under 2× overload
+    /// (LIFO vs FIFO), CPU and memory of the process binary, cold starts, binary sizes.
+    /// Prints a Markdown table with the command line that reproduces each row.
+    #[command(
+        after_help = "Example: lifo bench --only process,cold-start --tasks 1000 --bin-dir target/release"
+    )]
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -100,13 +123,24 @@ pub enum CliError {
     Other(String),
 }
 
-/// The store the options point at.
-pub async fn store(cli: &Cli) -> Store {
+/// The queue the options point at: its store and settings.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub store: Store,
+    pub shards: u32,
+    pub due_shards: u32,
+    pub max_ttl_seconds: u64,
+}
+
+/// AWS configuration from the usual sources, with `--region`; with
+/// `--endpoint-url`, that endpoint for DynamoDB and local credentials when
+/// none are set.
+async fn aws_config(cli: &Cli, endpoint: Option<&str>) -> aws_config::SdkConfig {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
     if let Some(region) = &cli.region {
         loader = loader.region(aws_config::Region::new(region.clone()));
     }
-    if let Some(endpoint) = &cli.endpoint_url {
+    if let Some(endpoint) = endpoint {
         loader = loader.endpoint_url(endpoint);
         if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
             loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
@@ -117,10 +151,74 @@ pub async fn store(cli: &Cli) -> Store {
             loader = loader.region(aws_config::Region::new("us-east-1"));
         }
     }
-    Store::new(
-        aws_sdk_dynamodb::Client::new(&loader.load().await),
-        &cli.table,
-    )
+    loader.load().await
+}
+
+/// The outputs of a CloudFormation stack, by key.
+async fn stack_outputs(
+    cli: &Cli,
+    stack: &str,
+) -> Result<std::collections::HashMap<String, String>, CliError> {
+    // CloudFormation is reached the usual way (AWS_ENDPOINT_URL_CLOUDFORMATION
+    // works); --endpoint-url is DynamoDB's.
+    let cfn = aws_sdk_cloudformation::Client::new(&aws_config(cli, None).await);
+    let out = cfn
+        .describe_stacks()
+        .stack_name(stack)
+        .send()
+        .await
+        .map_err(|e| {
+            CliError::Other(format!(
+                "reading stack {stack}: {}",
+                aws_sdk_cloudformation::error::DisplayErrorContext(&e)
+            ))
+        })?;
+    let found = out
+        .stacks
+        .unwrap_or_default()
+        .into_iter()
+        .next()
+        .ok_or_else(|| CliError::NotFound(format!("no stack {stack}")))?;
+    Ok(found
+        .outputs
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|o| Some((o.output_key?, o.output_value?)))
+        .collect())
+}
+
+/// Resolves `--stack` (or `--table` and friends) to a store and settings.
+pub async fn connect(cli: &Cli) -> Result<Target, CliError> {
+    let mut target = Target {
+        store: Store::new(
+            aws_sdk_dynamodb::Client::new(&aws_config(cli, cli.endpoint_url.as_deref()).await),
+            &cli.table,
+        ),
+        shards: cli.shards,
+        due_shards: cli.due_shards,
+        max_ttl_seconds: cli.max_ttl_seconds,
+    };
+    let Some(stack) = &cli.stack else {
+        return Ok(target);
+    };
+    let outputs = stack_outputs(cli, stack).await?;
+    let output = |key: &str| {
+        outputs.get(key).cloned().ok_or_else(|| {
+            CliError::Other(format!(
+                "stack {stack} has no output {key} (is it this project's template?)"
+            ))
+        })
+    };
+    fn number<T: std::str::FromStr>(key: &str, v: String) -> Result<T, CliError> {
+        v.parse()
+            .map_err(|_| CliError::Other(format!("stack output {key}={v:?} is not a number")))
+    }
+    let table = output("TableName")?;
+    target.store = Store::new(target.store.client().clone(), &table);
+    target.shards = number("ShardCount", output("ShardCount")?)?;
+    target.due_shards = number("DueShardCount", output("DueShardCount")?)?;
+    target.max_ttl_seconds = number("MaxTaskTtlSeconds", output("MaxTaskTtlSeconds")?)?;
+    Ok(target)
 }
 
 fn age(ms: u64, now: u64) -> String {
@@ -142,9 +240,11 @@ fn task_row(t: &Task) -> String {
     )
 }
 
-/// Runs a command (other than `local up`) and returns what to print.
-pub async fn run(cli: &Cli, store: &Store) -> Result<String, CliError> {
+/// Runs a command (other than `local up` and `simulate`) and returns what
+/// to print.
+pub async fn run(cli: &Cli, target: &Target) -> Result<String, CliError> {
     let now = now_ms();
+    let store = &target.store;
     match &cli.command {
         Command::Tasks(TasksCommand::Get { id }) => {
             let t = store
@@ -244,39 +344,15 @@ pub async fn run(cli: &Cli, store: &Store) -> Result<String, CliError> {
             );
             Ok(out)
         }
-        Command::Stats => {
-            let horizon = 0;
-            let mut shards = Vec::new();
-            for shard in 0..cli.shards.max(1) {
-                let depth = store.claimable_depth_in(shard, now, horizon).await?;
-                let newest = store.edge_claimable(shard, now, horizon, false).await?;
-                let oldest = store.edge_claimable(shard, now, horizon, true).await?;
-                shards.push((shard, depth, newest, oldest));
-            }
-            if cli.json {
-                let rows: Vec<Value> = shards
-                    .iter()
-                    .map(|(s, d, n, o)| {
-                        json!({"shard": s, "claimable": d,
-                               "newestAgeMs": n.map(|c| now.saturating_sub(c)),
-                               "oldestAgeMs": o.map(|c| now.saturating_sub(c))})
-                    })
-                    .collect();
-                return Ok(Value::Array(rows).to_string());
-            }
-            let mut out = format!(
-                "{:>5} {:>10} {:>12} {:>12}\n",
-                "SHARD", "CLAIMABLE", "NEWEST AGE", "OLDEST AGE"
-            );
-            let show = |c: &Option<u64>| c.map_or("-".to_owned(), |c| age(c, now));
-            for (s, d, n, o) in &shards {
-                let _ = writeln!(out, "{:>5} {:>10} {:>12} {:>12}", s, d, show(n), show(o));
-            }
-            let total: usize = shards.iter().map(|(_, d, _, _)| d).sum();
-            let _ = write!(out, "{total} claimable task(s) in table {}", cli.table);
-            Ok(out)
+        Command::Stats { days } => {
+            let stats = stats::collect(target, now, *days).await?;
+            Ok(if cli.json {
+                stats.json(now).to_string()
+            } else {
+                stats.table(now, store.table())
+            })
         }
-        Command::Local(_) | Command::Simulate(_) => Err(CliError::Other(
+        Command::Local(_) | Command::Simulate(_) | Command::Bench(_) => Err(CliError::Other(
             "this command runs the local stack, not a table".into(),
         )),
     }

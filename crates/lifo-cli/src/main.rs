@@ -1,7 +1,7 @@
 //! `lifo`: see `lifo --help`.
 
 use clap::Parser;
-use lifo_cli::{Cli, Command, run, store};
+use lifo_cli::{Cli, Command, connect, run};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -20,10 +20,19 @@ async fn main() -> std::process::ExitCode {
                 _ = lifo_local::interrupted() => Err("interrupted; the local servers are stopped".into()),
             }
         }
-        _ => {
-            let store = store(&cli).await;
-            run(&cli, &store).await.map(Some).map_err(|e| e.to_string())
+        Command::Bench(args) => {
+            tokio::select! {
+                r = lifo_cli::bench::command(args, cli.json) => r.map(Some),
+                _ = lifo_local::interrupted() => Err("interrupted; the local servers are stopped".into()),
+            }
         }
+        _ => match connect(&cli).await {
+            Ok(target) => run(&cli, &target)
+                .await
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        },
     };
     match result {
         Ok(out) => {

@@ -1,7 +1,7 @@
 //! The `lifo` commands against the local stack (DynamoDB Local).
 
 use clap::{CommandFactory, Parser};
-use lifo_cli::{Cli, run, store};
+use lifo_cli::{Cli, connect, run};
 use lifo_tests::{Harness, deadline};
 use std::time::Duration;
 
@@ -16,11 +16,13 @@ async fn lifo(h: &Harness, args: &[&str]) -> Result<String, String> {
         &h.stack.table,
         "--shards",
         &shards,
+        "--due-shards",
+        "4",
     ];
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
-    let store = store(&cli).await;
-    run(&cli, &store).await.map_err(|e| e.to_string())
+    let target = connect(&cli).await.map_err(|e| e.to_string())?;
+    run(&cli, &target).await.map_err(|e| e.to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,18 +41,35 @@ async fn admin_commands_against_the_local_stack() {
 
     let stats = lifo(&h, &["stats"]).await.unwrap();
     assert!(
-        stats.ends_with("1 claimable task(s) in table QueueTable"),
+        stats.ends_with(
+            "1 pending, 0 running, 0 shed by expiry in the last hour, \
+             2 scheduled (due from 7 days ago to 7 days ahead) in table QueueTable"
+        ),
         "{stats}"
     );
     let stats: serde_json::Value =
         serde_json::from_str(&lifo(&h, &["--json", "stats"]).await.unwrap()).unwrap();
-    let total: u64 = stats
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["claimable"].as_u64().unwrap())
-        .sum();
-    assert_eq!(total, 1);
+    assert_eq!(stats["shards"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        stats["totals"],
+        serde_json::json!({"pending": 1, "running": 0, "expiredLastHour": 0, "scheduled": 2})
+    );
+    let due = |days: i64| {
+        (chrono::Utc::now().date_naive() + chrono::Duration::days(days))
+            .format("%Y-%m-%d")
+            .to_string()
+    };
+    assert_eq!(
+        stats["scheduled"],
+        serde_json::json!([{"dueDate": due(3), "count": 1}, {"dueDate": due(4), "count": 1}])
+    );
+    let near: serde_json::Value =
+        serde_json::from_str(&lifo(&h, &["--json", "stats", "--days", "3"]).await.unwrap())
+            .unwrap();
+    assert_eq!(
+        near["totals"]["scheduled"], 1,
+        "only due dates within --days"
+    );
 
     h.processor(1, Duration::ZERO, Duration::from_secs(5))
         .handle(1, deadline())
@@ -132,5 +151,118 @@ fn every_command_has_help_with_an_example() {
     assert!(
         missing.is_empty(),
         "commands without an example: {missing:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_counts_running_and_recently_shed_tasks_per_shard() {
+    use lifo_core::{Step, Task, Transition, now_ms};
+    let h = Harness::start(1).await;
+    let now = now_ms();
+    let payload = || serde_json::json!({"n": 1}).as_object().cloned().unwrap();
+    // Expired 20 minutes ago, never started: shed in the last hour.
+    let shed = Task::new_pending("shed".into(), payload(), now - 1_800_000, 600, 1);
+    // Expired 2 hours ago: not in the last hour.
+    let old = Task::new_pending("old".into(), payload(), now - 10_800_000, 3_600, 1);
+    let running = Task::new_pending("running".into(), payload(), now - 1_000, 3_600, 1);
+    let waiting = Task::new_pending("waiting".into(), payload(), now - 500, 3_600, 1);
+    h.store
+        .put_new(&[shed, old, running, waiting])
+        .await
+        .unwrap();
+    let step = Step {
+        now_ms: now,
+        lease_until: now + 60_000,
+        attempts: 1,
+        max_attempts: 3,
+        ..Step::default()
+    };
+    h.store
+        .apply(
+            "running",
+            Transition::Claim,
+            lifo_core::TaskStatus::Pending,
+            &step,
+        )
+        .await
+        .unwrap();
+
+    let stats: serde_json::Value =
+        serde_json::from_str(&lifo(&h, &["--json", "stats"]).await.unwrap()).unwrap();
+    assert_eq!(
+        stats["totals"],
+        serde_json::json!({"pending": 1, "running": 1, "expiredLastHour": 1, "scheduled": 0})
+    );
+    let shard = &stats["shards"][0];
+    let newest = shard["newestAgeMs"].as_u64().unwrap();
+    assert!((500..60_000).contains(&newest), "{shard}");
+    assert_eq!(
+        shard["newestAgeMs"], shard["oldestAgeMs"],
+        "one claimable task"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stack_outputs_name_the_table_and_its_settings() {
+    // moto's CloudFormation holds a stack with this project's outputs; the
+    // table itself is DynamoDB Local's, created under another name.
+    let h = Harness::start(1).await;
+    let moto = h.stack.moto.endpoint.clone();
+    let cfn = aws_sdk_cloudformation::Client::new(&lifo_local::stack::sdk_config(&moto).await);
+    let body = serde_json::json!({
+        "Resources": {"Marker": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {
+            "TableName": {"Value": "QueueTable"},
+            "ShardCount": {"Value": "3"},
+            "DueShardCount": {"Value": "4"},
+            "MaxTaskTtlSeconds": {"Value": "86400"}
+        }
+    });
+    cfn.create_stack()
+        .stack_name("lifo-queue")
+        .template_body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    h.creator()
+        .handle(serde_json::json!({"tasks": [{"taskId": "t1", "payload": {"n": 1}}]}))
+        .await
+        .unwrap();
+
+    // As a user would: the stack's region and the CloudFormation endpoint
+    // from the environment, --endpoint-url for DynamoDB.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lifo"))
+        .env("AWS_ENDPOINT_URL_CLOUDFORMATION", &moto)
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("AWS_REGION", "us-east-1")
+        .args([
+            "--stack",
+            "lifo-queue",
+            "--endpoint-url",
+            &h.stack.dynamodb_local.endpoint,
+            "--json",
+            "stats",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["shards"].as_array().unwrap().len(), 3, "ShardCount 3");
+    assert_eq!(stats["totals"]["pending"], 1);
+
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_lifo"))
+        .env("AWS_ENDPOINT_URL_CLOUDFORMATION", &moto)
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("AWS_REGION", "us-east-1")
+        .args(["--stack", "nope", "stats"])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.starts_with("error: reading stack nope:") && err.lines().count() == 1,
+        "{err}"
     );
 }

@@ -8,6 +8,18 @@ use std::time::{Duration, Instant};
 
 const LIFO: &str = env!("CARGO_BIN_EXE_lifo");
 
+/// Runs `lifo` to success and returns its stdout.
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("lifo-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -19,35 +31,29 @@ fn scratch(name: &str) -> std::path::PathBuf {
 fn simulate_compare_runs_both_orders_on_the_same_arrivals_and_plots_them() {
     let dir = scratch("simulate");
     let svg = dir.join("age.svg");
-    let out = Command::new(LIFO)
-        .args([
-            "--json",
-            "--shards",
-            "2",
-            "simulate",
-            "--compare",
-            "--rate",
-            "20",
-            "--duration",
-            "6",
-            "--ttl",
-            "3",
-            "--capacity",
-            "5",
-            "--latency-ms",
-            "500",
-            "--budget",
-            "3",
-            "--plot",
-        ])
-        .arg(&svg)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_ok(
+        Command::new(LIFO)
+            .args([
+                "--json",
+                "--shards",
+                "2",
+                "simulate",
+                "--compare",
+                "--rate",
+                "20",
+                "--duration",
+                "6",
+                "--ttl",
+                "3",
+                "--capacity",
+                "5",
+                "--latency-ms",
+                "500",
+                "--budget",
+                "3",
+                "--plot",
+            ])
+            .arg(&svg),
     );
     let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let rows = rows.as_array().unwrap();
@@ -187,12 +193,13 @@ fn local_up_serves_until_sigterm_then_stops_its_servers() {
         store.put_new(&[task]).await.unwrap();
     });
     let get = || {
-        let out = Command::new(LIFO)
-            .args(["--endpoint-url", &endpoint, "tasks", "get", "from-outside"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        run_ok(Command::new(LIFO).args([
+            "--endpoint-url",
+            &endpoint,
+            "tasks",
+            "get",
+            "from-outside",
+        ]))
     };
     let until = Instant::now() + Duration::from_secs(30);
     let mut shown = get();
@@ -219,4 +226,72 @@ fn local_up_serves_until_sigterm_then_stops_its_servers() {
         pids.iter().all(|p| !alive(*p)),
         "servers left running: {pids:?}"
     );
+}
+
+#[test]
+fn bench_measures_every_part_and_says_how_to_reproduce_it() {
+    // The debug binaries next to this `lifo` (scripts/test builds them
+    // first); the figures are a debug build's, the table is the same.
+    let bin_dir = std::path::Path::new(LIFO).parent().unwrap();
+    for f in ["create", "trigger", "process", "scheduler-start"] {
+        assert!(
+            bin_dir.join(f).is_file(),
+            "{f} is not built: run `cargo build --workspace --bins` first"
+        );
+    }
+    let stdout = run_ok(
+        Command::new(LIFO)
+            .args([
+                "--json",
+                "bench",
+                "--tasks",
+                "60",
+                "--starts",
+                "1",
+                "--minutes",
+                "0.1",
+                "--ttl",
+                "3",
+                "--bin-dir",
+            ])
+            .arg(bin_dir),
+    );
+    let bench: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let f = &bench["figures"];
+    assert_eq!(f["writeUnitsPerSuccessfulTask"].as_f64(), Some(6.0), "{f}");
+    assert!(f["process"]["tasks"].as_u64().unwrap() >= 60, "{f}");
+    let rss = f["process"]["peakRssMb"].as_f64().unwrap();
+    assert!(rss > 1.0 && rss < 1024.0, "{f}");
+    assert!(f["process"]["cpuMsPerTask"].as_f64().unwrap() > 0.0, "{f}");
+    for name in ["create", "trigger", "process", "scheduler-start"] {
+        let ms = f["coldStartMedianMs"][name].as_f64().unwrap();
+        assert!(ms > 0.0 && ms < 10_000.0, "{name}: {ms}");
+        assert!(f["sizesBytes"][name].as_u64().unwrap() > 1_000_000);
+    }
+    let fresh = &f["freshness"];
+    assert!(
+        fresh["lifoP95Ms"].as_u64().unwrap() < fresh["fifoP95Ms"].as_u64().unwrap(),
+        "{fresh}"
+    );
+    // Every row says how to reproduce it, with the settings it ran with.
+    let rows = bench["rows"].as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        1 + 4 + 2 + 1 + 1,
+        "sizes, 4 cold starts, CPU, RSS, write units, freshness"
+    );
+    for r in rows {
+        let cmd = r["command"].as_str().unwrap();
+        assert!(cmd.starts_with("lifo bench --only "), "{r}");
+        assert!(
+            cmd.ends_with(&format!("--bin-dir {}", bin_dir.display())),
+            "{r}"
+        );
+    }
+    assert!(rows.iter().any(|r| {
+        r["command"]
+            .as_str()
+            .unwrap()
+            .contains("--only freshness --minutes 0.1 --ttl 3")
+    }));
 }

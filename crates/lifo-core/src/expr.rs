@@ -343,6 +343,28 @@ pub fn put_if_absent() -> Expr {
     }
 }
 
+/// A query of one shard of the LIFO index: the key condition every such
+/// query shares (`horizon_ms` bounds the range key from below) and the
+/// filter `condition` over `names` and `values`.
+fn shard_query(
+    shard: u32,
+    horizon_ms: u64,
+    condition: &str,
+    names: &[(&'static str, &'static str)],
+    values: Vec<(&'static str, AttributeValue)>,
+) -> Expr {
+    use attr::*;
+    let mut e = Expr {
+        main: "#shard = :shard AND #claimableAt > :horizon".to_owned(),
+        condition: condition.to_owned(),
+        names: BTreeMap::from([("#shard", SHARD), ("#claimableAt", CLAIMABLE_AT)]),
+        values: BTreeMap::from([(":shard", n(shard)), (":horizon", n(horizon_ms))]),
+    };
+    e.names.extend(names.iter().copied());
+    e.values.extend(values);
+    e
+}
+
 /// Query of one shard of the LIFO index: claimable tasks, read newest first
 /// (`ScanIndexForward = false`; oldest first for a FIFO comparison run).
 /// `horizon_ms` bounds the range key from below: a task that became
@@ -351,25 +373,51 @@ pub fn put_if_absent() -> Expr {
 /// tasks whose own ttl has passed before DynamoDB deleted them, and TAKEN
 /// tasks whose lease is still running.
 pub fn claimable(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
-    use attr::*;
-    Expr {
-        main: "#shard = :shard AND #claimableAt > :horizon".to_owned(),
-        condition:
-            "#expiresAt > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)"
-                .to_owned(),
-        names: BTreeMap::from([
-            ("#shard", SHARD),
-            ("#claimableAt", CLAIMABLE_AT),
-            ("#expiresAt", EXPIRES_AT),
-            ("#leaseUntil", LEASE_UNTIL),
-        ]),
-        values: BTreeMap::from([
-            (":shard", n(shard)),
-            (":horizon", n(horizon_ms)),
+    shard_query(
+        shard,
+        horizon_ms,
+        "#expiresAt > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)",
+        &[
+            ("#expiresAt", attr::EXPIRES_AT),
+            ("#leaseUntil", attr::LEASE_UNTIL),
+        ],
+        vec![(":nowSec", n(now_ms / 1000)), (":now", n(now_ms))],
+    )
+}
+
+/// Tasks of one shard running under a live lease (TAKEN; a COUNT query of
+/// the LIFO index for `lifo stats`). `leaseUntil` exists only while TAKEN.
+pub fn leased(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
+    shard_query(
+        shard,
+        horizon_ms,
+        "#leaseUntil >= :now",
+        &[("#leaseUntil", attr::LEASE_UNTIL)],
+        vec![(":now", n(now_ms))],
+    )
+}
+
+/// Tasks of one shard shed by expiry since `since_ms`: their claim deadline
+/// passed in `[since, now]` and no lease is running (never started, or
+/// abandoned). Such a task keeps its index entry until DynamoDB deletes it,
+/// so the index answers this without a scan; `horizon_ms` (`since` − the
+/// largest TTL) bounds what is read.
+pub fn expired_since(shard: u32, since_ms: u64, now_ms: u64, horizon_ms: u64) -> Expr {
+    shard_query(
+        shard,
+        horizon_ms,
+        "#expiresAt BETWEEN :sinceSec AND :nowSec \
+         AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)",
+        &[
+            ("#expiresAt", attr::EXPIRES_AT),
+            ("#leaseUntil", attr::LEASE_UNTIL),
+        ],
+        vec![
+            (":sinceSec", n(since_ms / 1000)),
             (":nowSec", n(now_ms / 1000)),
             (":now", n(now_ms)),
-        ]),
-    }
+        ],
+    )
 }
 
 #[cfg(test)]
@@ -713,6 +761,38 @@ mod tests {
         assert_eq!(
             values(&e),
             ":horizon=N:1763942400123 :now=N:1764547200123 :nowSec=N:1764547200 :shard=N:3"
+        );
+    }
+
+    #[test]
+    fn stats_counts_of_running_and_expired_tasks() {
+        let e = leased(2, NOW, NOW - 604_800_000);
+        assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
+        assert_eq!(e.condition, "#leaseUntil >= :now");
+        assert_eq!(
+            names(&e),
+            "#claimableAt=claimableAt #leaseUntil=leaseUntil #shard=lifoShard"
+        );
+        assert_eq!(
+            values(&e),
+            ":horizon=N:1763942400123 :now=N:1764547200123 :shard=N:2"
+        );
+
+        let e = expired_since(2, NOW - 3_600_000, NOW, NOW - 3_600_000 - 604_800_000);
+        assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
+        assert_eq!(
+            e.condition,
+            "#expiresAt BETWEEN :sinceSec AND :nowSec \
+             AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)"
+        );
+        assert_eq!(
+            names(&e),
+            "#claimableAt=claimableAt #expiresAt=expiresAt #leaseUntil=leaseUntil #shard=lifoShard"
+        );
+        assert_eq!(
+            values(&e),
+            ":horizon=N:1763938800123 :now=N:1764547200123 :nowSec=N:1764547200 \
+             :shard=N:2 :sinceSec=N:1764543600"
         );
     }
 }

@@ -223,6 +223,10 @@ impl Store {
         }
     }
 
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     pub fn table(&self) -> &str {
         &self.table
     }
@@ -442,12 +446,51 @@ impl Store {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<usize, StoreError> {
-        let q = expr::claimable(shard, now_ms, horizon_ms);
+        self.count(LIFO_INDEX, &expr::claimable(shard, now_ms, horizon_ms))
+            .await
+    }
+
+    /// Tasks of one shard running under a live lease ([`expr::leased`]).
+    pub async fn leased_in(
+        &self,
+        shard: u32,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<usize, StoreError> {
+        self.count(LIFO_INDEX, &expr::leased(shard, now_ms, horizon_ms))
+            .await
+    }
+
+    /// Tasks of one shard shed by expiry since `since_ms`
+    /// ([`expr::expired_since`]); `max_ttl_ms` bounds what is read.
+    pub async fn expired_in(
+        &self,
+        shard: u32,
+        since_ms: u64,
+        now_ms: u64,
+        max_ttl_ms: u64,
+    ) -> Result<usize, StoreError> {
+        let horizon = since_ms.saturating_sub(max_ttl_ms);
+        self.count(
+            LIFO_INDEX,
+            &expr::expired_since(shard, since_ms, now_ms, horizon),
+        )
+        .await
+    }
+
+    /// SCHEDULED tasks waiting in one due-index partition (`<date>#<shard>`).
+    pub async fn due_count(&self, due_key: &str) -> Result<usize, StoreError> {
+        self.count(expr::DUE_INDEX, &expr::due_partition(due_key))
+            .await
+    }
+
+    /// Items of `index` that `q` matches (a COUNT query, paged).
+    async fn count(&self, index: &str, q: &expr::Expr) -> Result<usize, StoreError> {
         let mut total = 0usize;
         let mut start: Option<Item> = None;
         loop {
             let out = self
-                .claimable_query(&q)
+                .index_query(index, q)
                 .select(aws_sdk_dynamodb::types::Select::Count)
                 .set_exclusive_start_key(start.take())
                 .send()

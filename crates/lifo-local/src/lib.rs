@@ -6,6 +6,7 @@ pub mod error;
 pub mod filter;
 pub mod pipeline;
 pub mod report;
+pub mod runtime_api;
 pub mod servers;
 pub mod simulate;
 pub mod stack;

@@ -1,0 +1,163 @@
+//! `lifo stats`: depth by status and shard, and freshness, from COUNT
+//! queries of the indexes (no scan): the claimable index gives pending,
+//! running and recently shed tasks per LIFO shard, the due-date index the
+//! scheduled tasks per day.
+
+use crate::{CliError, Target};
+use futures::{StreamExt, TryStreamExt};
+use lifo_core::model::due_key;
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+
+/// Past due dates counted too: scheduler-start catches up this many days.
+const PAST_DAYS: i64 = 7;
+/// COUNT queries in flight for the due-date index.
+const PARALLEL: usize = 16;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardStats {
+    pub shard: u32,
+    /// Claimable now (PENDING, or TAKEN with an expired lease).
+    pub pending: usize,
+    /// TAKEN under a live lease.
+    pub running: usize,
+    /// Shed by expiry in the last hour.
+    pub expired_last_hour: usize,
+    pub newest_claimable_at: Option<u64>,
+    pub oldest_claimable_at: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats {
+    pub shards: Vec<ShardStats>,
+    /// (due date, SCHEDULED tasks), dates with at least one.
+    pub scheduled: Vec<(String, usize)>,
+    pub days: u32,
+}
+
+pub async fn collect(target: &Target, now: u64, days: u32) -> Result<Stats, CliError> {
+    let store = &target.store;
+    let max_ttl_ms = target.max_ttl_seconds * 1000;
+    let horizon = now.saturating_sub(max_ttl_ms);
+    let hour_ago = now.saturating_sub(3_600_000);
+    let shards = futures::future::try_join_all((0..target.shards.max(1)).map(|shard| async move {
+        let (pending, running, expired, newest, oldest) = futures::try_join!(
+            store.claimable_depth_in(shard, now, horizon),
+            store.leased_in(shard, now, horizon),
+            store.expired_in(shard, hour_ago, now, max_ttl_ms),
+            store.edge_claimable(shard, now, horizon, false),
+            store.edge_claimable(shard, now, horizon, true),
+        )?;
+        Ok::<_, CliError>(ShardStats {
+            shard,
+            pending,
+            running,
+            expired_last_hour: expired,
+            newest_claimable_at: newest,
+            oldest_claimable_at: oldest,
+        })
+    }))
+    .await?;
+
+    let today = chrono::DateTime::from_timestamp_millis(now as i64)
+        .unwrap_or_default()
+        .date_naive();
+    let dates: Vec<String> = (-PAST_DAYS..=i64::from(days))
+        .filter_map(|d| today.checked_add_signed(chrono::Duration::days(d)))
+        .map(|d| d.format("%Y-%m-%d").to_string())
+        .collect();
+    let keys: Vec<(usize, String)> = dates
+        .iter()
+        .enumerate()
+        .flat_map(|(i, d)| (0..target.due_shards.max(1)).map(move |s| (i, due_key(d, s))))
+        .collect();
+    let counts: Vec<(usize, usize)> = futures::stream::iter(keys)
+        .map(|(i, key)| async move { store.due_count(&key).await.map(|n| (i, n)) })
+        .buffer_unordered(PARALLEL)
+        .try_collect()
+        .await?;
+    let mut per_date = vec![0usize; dates.len()];
+    for (i, n) in counts {
+        per_date[i] += n;
+    }
+    let scheduled = dates
+        .into_iter()
+        .zip(per_date)
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    Ok(Stats {
+        shards,
+        scheduled,
+        days,
+    })
+}
+
+fn age_ms(at: Option<u64>, now: u64) -> Option<u64> {
+    at.map(|c| now.saturating_sub(c))
+}
+
+impl Stats {
+    pub fn total(&self, f: impl Fn(&ShardStats) -> usize) -> usize {
+        self.shards.iter().map(f).sum()
+    }
+
+    pub fn json(&self, now: u64) -> Value {
+        json!({
+            "shards": self.shards.iter().map(|s| json!({
+                "shard": s.shard,
+                "pending": s.pending,
+                "running": s.running,
+                "expiredLastHour": s.expired_last_hour,
+                "newestAgeMs": age_ms(s.newest_claimable_at, now),
+                "oldestAgeMs": age_ms(s.oldest_claimable_at, now),
+            })).collect::<Vec<_>>(),
+            "scheduled": self.scheduled.iter().map(|(d, n)| json!({"dueDate": d, "count": n})).collect::<Vec<_>>(),
+            "totals": {
+                "pending": self.total(|s| s.pending),
+                "running": self.total(|s| s.running),
+                "expiredLastHour": self.total(|s| s.expired_last_hour),
+                "scheduled": self.scheduled.iter().map(|(_, n)| n).sum::<usize>(),
+            },
+        })
+    }
+
+    pub fn table(&self, now: u64, table: &str) -> String {
+        let show = |at: Option<u64>| {
+            age_ms(at, now).map_or("-".to_owned(), |a| format!("{:.1} s", a as f64 / 1000.0))
+        };
+        let mut out = format!(
+            "{:>5} {:>9} {:>9} {:>15} {:>12} {:>12}\n",
+            "SHARD", "PENDING", "RUNNING", "EXPIRED (1 H)", "NEWEST AGE", "OLDEST AGE"
+        );
+        for s in &self.shards {
+            let _ = writeln!(
+                out,
+                "{:>5} {:>9} {:>9} {:>15} {:>12} {:>12}",
+                s.shard,
+                s.pending,
+                s.running,
+                s.expired_last_hour,
+                show(s.newest_claimable_at),
+                show(s.oldest_claimable_at)
+            );
+        }
+        if !self.scheduled.is_empty() {
+            let _ = writeln!(out, "\n{:<10} {:>9}", "DUE DATE", "SCHEDULED");
+            for (d, n) in &self.scheduled {
+                let _ = writeln!(out, "{d:<10} {n:>9}");
+            }
+        }
+        let _ = write!(
+            out,
+            "\n{} pending, {} running, {} shed by expiry in the last hour, \
+             {} scheduled (due from {} days ago to {} days ahead) in table {table}",
+            self.total(|s| s.pending),
+            self.total(|s| s.running),
+            self.total(|s| s.expired_last_hour),
+            self.scheduled.iter().map(|(_, n)| n).sum::<usize>(),
+            PAST_DAYS,
+            self.days,
+        );
+        out
+    }
+}
