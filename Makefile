@@ -1,7 +1,7 @@
 # The two commands of the README: `make demo` and `make test`.
 # Both install what they need into .tools/ first (idempotent).
 
-.PHONY: demo test tools tools-sam validate sam-build fmt clippy clean-tools
+.PHONY: demo test bench tools tools-sam validate sam-build fmt clippy clean-tools
 
 ## Run the LIFO queue end to end on DynamoDB Local + moto under 2x overload,
 ## LIFO then FIFO on the same arrivals; print the report, write the plot.
@@ -11,6 +11,12 @@ demo: tools
 ## The whole test suite (fmt, clippy, cfn-lint, unit + integration tests).
 test:
 	scripts/test
+
+## The README's bench table: release binaries, then `lifo bench` (~35 min with the
+## 10-minute freshness runs; ARGS="--only process,cold-start,sizes" for a quick one).
+bench: tools
+	cargo build --release --locked -p create -p trigger -p process -p scheduler-start -p lifo-cli
+	target/release/lifo bench $(ARGS)
 
 tools:
 	scripts/setup-tools

@@ -76,6 +76,31 @@ pub struct Bench {
 }
 
 impl BenchArgs {
+    /// Refuses settings that cannot run, naming the flag.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.minutes.is_finite() && self.minutes > 0.0 && self.minutes <= 1440.0) {
+            return Err(format!(
+                "--minutes must be in (0, 1440], got {}",
+                self.minutes
+            ));
+        }
+        if !(1..=86_400).contains(&self.ttl) {
+            return Err(format!("--ttl must be 1..=86400 s, got {}", self.ttl));
+        }
+        if !(1..=1_000_000).contains(&self.tasks) {
+            return Err(format!("--tasks must be 1..=1000000, got {}", self.tasks));
+        }
+        if !(1..=100).contains(&self.starts) {
+            return Err(format!("--starts must be 1..=100, got {}", self.starts));
+        }
+        Ok(())
+    }
+
+    /// Seconds of the write-units run: 20, or `--minutes` if shorter.
+    fn write_units_seconds(&self) -> f64 {
+        (self.minutes * 60.0).clamp(1.0, 20.0)
+    }
+
     fn wants(&self, part: Part) -> bool {
         self.only.is_empty() || self.only.contains(&part)
     }
@@ -135,7 +160,8 @@ async fn run_order(workload: &Workload, order: Order) -> Result<Outcome, String>
         .map_err(|e| format!("{order} run: {e}"))
 }
 
-/// p95 age at start (ms) of the starts in each whole minute of the load.
+/// p95 age at start (ms) of the starts in each minute of the load (the
+/// last one may be partial).
 fn p95_per_minute(o: &Outcome) -> Vec<u64> {
     let minutes = (o.workload.duration.as_secs_f64() / 60.0).ceil().max(1.0) as usize;
     (0..minutes)
@@ -156,8 +182,7 @@ fn p95_per_minute(o: &Outcome) -> Vec<u64> {
 
 /// A LIFO overload run of 20 s (or `--minutes`, if shorter).
 async fn write_units(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
-    let seconds = (args.minutes * 60.0).clamp(1.0, 20.0);
-    let w = overload(Duration::from_secs_f64(seconds), 10).workload(1);
+    let w = overload(Duration::from_secs_f64(args.write_units_seconds()), 10).workload(1);
     let o = run_order(&w, Order::Lifo).await?;
     bench.figures.insert(
         "writeUnitsPerSuccessfulTask".into(),
@@ -175,7 +200,14 @@ async fn write_units(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> 
         ),
         target: "≤ 6".into(),
         met: Some(o.write_units_per_successful_task <= 6.0 + 1e-9),
-        command: args.command(Part::WriteUnits, ""),
+        command: args.command(
+            Part::WriteUnits,
+            &if args.write_units_seconds() < 20.0 {
+                format!(" --minutes {}", args.minutes)
+            } else {
+                String::new()
+            },
+        ),
     });
     Ok(())
 }
@@ -212,7 +244,7 @@ async fn freshness(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
     };
     bench.rows.push(Row {
         measure: format!(
-            "Freshness, 2× overload for {:.0} min (20/s into 5 × 500 ms, TTL {} s): p95 age at start",
+            "Freshness, 2× overload for {} min (20/s into 5 × 500 ms, TTL {} s): p95 age at start",
             args.minutes, args.ttl
         ),
         result: format!(
@@ -271,9 +303,7 @@ async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> Result<(), String>
         .map_err(|e| format!("starting {}: {e}", binary.display()))?;
     let pid = child.id().ok_or("the process binary exited at once")?;
     let result = async {
-        api.first_request(Duration::from_secs(10))
-            .await
-            .ok_or("the process binary never asked for an event")?;
+        first_request(&mut api, &mut child, "process").await?;
         let init = Usage::of(pid).map_err(|e| e.to_string())?;
         let event: Value =
             serde_json::from_str(include_str!("../../../events/process-wakeup.json"))
@@ -358,11 +388,29 @@ async fn cold_start_once(binary: &Path, name: &str) -> Result<Duration, String> 
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("starting {}: {e}", binary.display()))?;
-    let first = api.first_request(Duration::from_secs(10)).await;
+    let first = first_request(&mut api, &mut child, name).await;
     let _ = child.kill().await;
-    first
-        .map(|at| at.duration_since(started))
-        .ok_or_else(|| format!("{name} never asked for an event"))
+    first.map(|at| at.duration_since(started))
+}
+
+/// When the function first asked for an event; an error naming why not
+/// (it exited, reported an init error, or stayed silent for 10 s).
+async fn first_request(
+    api: &mut RuntimeApi,
+    child: &mut tokio::process::Child,
+    name: &str,
+) -> Result<Instant, String> {
+    tokio::select! {
+        first = api.first_request(Duration::from_secs(10)) => match first {
+            Ok(Some(at)) => Ok(at),
+            Ok(None) => Err(format!("{name} never asked for an event")),
+            Err(init) => Err(format!("{name} failed to start: {init}")),
+        },
+        status = child.wait() => Err(match status {
+            Ok(s) => format!("{name} exited before asking for an event ({s})"),
+            Err(e) => format!("{name}: {e}"),
+        }),
+    }
 }
 
 async fn cold_starts(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
@@ -422,6 +470,7 @@ fn sizes(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
 
 /// Runs the selected measurements in order.
 pub async fn run(args: &BenchArgs) -> Result<Bench, String> {
+    args.check()?;
     let mut bench = Bench::default();
     let step = |what: &str| eprintln!("bench: {what}…");
     if args.wants(Part::Sizes) {

@@ -23,9 +23,9 @@ pub struct Cli {
     /// The queue table (the stack's TableName output).
     #[arg(long, env = "LIFO_TABLE", global = true, default_value = "QueueTable")]
     pub table: String,
-    /// Read the table and its settings from this CloudFormation stack's outputs
-    /// (instead of --table, --shards, --due-shards, --max-ttl-seconds).
-    #[arg(long, env = "LIFO_STACK", global = true, conflicts_with = "table")]
+    /// Read the table and its settings from this CloudFormation stack's outputs;
+    /// they override --table, --shards, --due-shards and --max-ttl-seconds.
+    #[arg(long, env = "LIFO_STACK", global = true)]
     pub stack: Option<String>,
     /// AWS region (default: the usual AWS configuration).
     #[arg(long, global = true)]
@@ -55,8 +55,8 @@ pub enum Command {
     #[command(subcommand)]
     Tasks(TasksCommand),
     /// Queue depth by status and shard (pending, running, shed by expiry in the last hour,
-    /// scheduled by due date) and freshness (newest and oldest claimable age). Only COUNT
-    /// queries of the indexes: no scan.
+    /// scheduled by due date) and freshness (newest and oldest claimable age). Index queries
+    /// only (COUNTs, and the two ends of each shard for the ages): no scan.
     #[command(after_help = "Example: lifo --stack lifo-queue stats --days 14")]
     Stats {
         /// Count SCHEDULED tasks due in the next DAYS days (and the 7 days before today).

@@ -110,9 +110,10 @@ fn draw<DB: DrawingBackend>(
     root.present()
 }
 
-/// Writes the plot of `outcomes` to `svg` and to the same path with a
-/// `.png` extension; returns both paths.
-pub fn write(svg: &Path, outcomes: &[Outcome]) -> Result<(PathBuf, PathBuf), String> {
+/// Writes the plot of `outcomes` as `<path>.svg` and `<path>.png` (whatever
+/// extension `path` has); returns both paths.
+pub fn write(path: &Path, outcomes: &[Outcome]) -> Result<(PathBuf, PathBuf), String> {
+    let svg = path.with_extension("svg");
     // ab_glyph needs the font registered once; a second registration is a
     // harmless replacement.
     plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
@@ -120,11 +121,11 @@ pub fn write(svg: &Path, outcomes: &[Outcome]) -> Result<(PathBuf, PathBuf), Str
     if let Some(dir) = svg.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let png = svg.with_extension("png");
+    let png = path.with_extension("png");
     let size = (1100, 600);
-    draw(SVGBackend::new(svg, size).into_drawing_area(), outcomes)
+    draw(SVGBackend::new(&svg, size).into_drawing_area(), outcomes)
         .map_err(|e| format!("writing {}: {e}", svg.display()))?;
     draw(BitMapBackend::new(&png, size).into_drawing_area(), outcomes)
         .map_err(|e| format!("writing {}: {e}", png.display()))?;
-    Ok((svg.to_path_buf(), png))
+    Ok((svg, png))
 }

@@ -40,7 +40,7 @@ pub struct SimulateArgs {
     /// Time budget of one process invocation, seconds (then it tail-calls).
     #[arg(long, default_value_t = 10)]
     pub budget: u64,
-    /// Where the plot goes (SVG; a PNG is written next to it).
+    /// Where the plot goes: PATH.svg and PATH.png.
     #[arg(long, default_value = "target/lifo-simulate.svg")]
     pub plot: PathBuf,
 }
@@ -239,8 +239,10 @@ pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> Result<
             "LIFO's p95 age at start is {} against FIFO's {}{}.",
             secs(l),
             secs(f),
-            if l > 0 {
-                format!(" ({:.0}× fresher)", f as f64 / l as f64)
+            if f > l && l > 0 {
+                format!(" ({:.1}× fresher)", f as f64 / l as f64)
+            } else if f < l {
+                " (FIFO was fresher: is the downstream overloaded?)".to_owned()
             } else {
                 String::new()
             }

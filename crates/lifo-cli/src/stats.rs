@@ -1,5 +1,5 @@
-//! `lifo stats`: depth by status and shard, and freshness, from COUNT
-//! queries of the indexes (no scan): the claimable index gives pending,
+//! `lifo stats`: depth by status and shard, and freshness, from queries of
+//! the indexes (COUNTs, and the ends of each shard for the ages; no scan): the claimable index gives pending,
 //! running and recently shed tasks per LIFO shard, the due-date index the
 //! scheduled tasks per day.
 

@@ -116,6 +116,15 @@ fn a_workload_that_cannot_run_is_one_line_naming_the_flag() {
         String::from_utf8_lossy(&out.stderr).trim(),
         "error: --rate must be in (0, 500], got 0"
     );
+    let out = Command::new(LIFO)
+        .args(["bench", "--only", "sizes", "--minutes", "NaN"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "error: --minutes must be in (0, 1440], got NaN"
+    );
 }
 
 fn alive(pid: u32) -> bool {

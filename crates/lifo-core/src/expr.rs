@@ -398,10 +398,12 @@ pub fn leased(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
 }
 
 /// Tasks of one shard shed by expiry since `since_ms`: their claim deadline
-/// passed in `[since, now]` and no lease is running (never started, or
-/// abandoned). Such a task keeps its index entry until DynamoDB deletes it,
-/// so the index answers this without a scan; `horizon_ms` (`since` − the
-/// largest TTL) bounds what is read.
+/// passed in `[since, now]` with no outcome and no running lease (never
+/// claimed; put back by "retry later" or an error and not claimed again in
+/// time; or TAKEN with a lapsed lease). Abandoned tasks have left the index
+/// as FAILURE and are not counted. A shed task keeps its index entry until
+/// DynamoDB deletes it, so the index answers this without a scan;
+/// `horizon_ms` (`since` − the largest TTL) bounds what is read.
 pub fn expired_since(shard: u32, since_ms: u64, now_ms: u64, horizon_ms: u64) -> Expr {
     shard_query(
         shard,

@@ -517,10 +517,11 @@ impl Store {
         let q = expr::claimable(shard, now_ms, horizon_ms);
         let mut start: Option<Item> = None;
         loop {
-            let out = self
-                .claimable_query(&q)
-                .scan_index_forward(oldest)
-                .limit(25)
+            // Newest first, the first few entries are claimable. Oldest
+            // first, the shed backlog comes first and is filtered out: read
+            // it in whole (1 MB) pages.
+            let query = self.claimable_query(&q).scan_index_forward(oldest);
+            let out = if oldest { query } else { query.limit(25) }
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await

@@ -27,7 +27,8 @@ pub enum Answer {
 
 struct Shared {
     events: Mutex<mpsc::Receiver<(String, Value)>>,
-    answers: mpsc::Sender<Answer>,
+    /// (request id, answer); no id for an init error.
+    answers: mpsc::Sender<(Option<String>, Answer)>,
     /// Set when the first `next` request arrives.
     first_next: watch::Sender<Option<Instant>>,
     deadline: Duration,
@@ -38,7 +39,7 @@ pub struct RuntimeApi {
     /// `host:port`, the value of `AWS_LAMBDA_RUNTIME_API`.
     pub address: String,
     events: mpsc::Sender<(String, Value)>,
-    answers: mpsc::Receiver<Answer>,
+    answers: mpsc::Receiver<(Option<String>, Answer)>,
     first_next: watch::Receiver<Option<Instant>>,
     server: tokio::task::JoinHandle<()>,
     next_id: u64,
@@ -91,26 +92,44 @@ impl RuntimeApi {
         })
     }
 
-    /// When the function first asked for an event (its init is over), if
-    /// it has, waiting at most `limit`.
-    pub async fn first_request(&mut self, limit: Duration) -> Option<Instant> {
-        let wait = self.first_next.wait_for(Option::is_some);
-        match tokio::time::timeout(limit, wait).await {
-            Ok(Ok(at)) => *at,
-            _ => None,
+    /// When the function first asked for an event (its init is over),
+    /// waiting at most `limit` (`Ok(None)`); `Err` with the body of an init
+    /// error the function reported instead.
+    pub async fn first_request(
+        &mut self,
+        limit: Duration,
+    ) -> std::result::Result<Option<Instant>, Value> {
+        let mut first = self.first_next.clone();
+        let wait = first.wait_for(Option::is_some);
+        tokio::select! {
+            r = tokio::time::timeout(limit, wait) => Ok(match r {
+                Ok(Ok(at)) => *at,
+                _ => None,
+            }),
+            Some((_, Answer::InitError(body))) = self.answers.recv() => Err(body),
         }
     }
 
-    /// Hands the function `event` and waits (at most `limit`) for its answer.
+    /// Hands the function `event` and waits (at most `limit`) for its
+    /// answer. Answers to earlier, timed-out invocations are dropped.
     pub async fn invoke(&mut self, event: Value, limit: Duration) -> Result<Answer> {
         self.next_id += 1;
         let id = format!("bench-{:08}", self.next_id);
         tokio::time::timeout(limit, async {
             self.events
-                .send((id, event))
+                .send((id.clone(), event))
                 .await
                 .context("the runtime API stopped")?;
-            self.answers.recv().await.context("the runtime API stopped")
+            loop {
+                let (for_id, answer) = self
+                    .answers
+                    .recv()
+                    .await
+                    .context("the runtime API stopped")?;
+                if for_id.is_none_or(|f| f == id) {
+                    return Ok(answer);
+                }
+            }
         })
         .await
         .context(format!("no answer within {limit:?}"))?
@@ -174,19 +193,20 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>>
             }
             r
         }
-        (&Method::POST, ["2018-06-01", "runtime", "invocation", _, kind]) => {
+        (&Method::POST, ["2018-06-01", "runtime", "invocation", id, kind]) => {
+            let id = (*id).to_owned();
             let answer = match *kind {
                 "response" => Answer::Response(body_json(req).await),
                 "error" => Answer::Error(body_json(req).await),
                 _ => return reply(StatusCode::NOT_FOUND, ""),
             };
-            let _ = shared.answers.send(answer).await;
+            let _ = shared.answers.send((Some(id), answer)).await;
             reply(StatusCode::ACCEPTED, "")
         }
         (&Method::POST, ["2018-06-01", "runtime", "init", "error"]) => {
             let _ = shared
                 .answers
-                .send(Answer::InitError(body_json(req).await))
+                .send((None, Answer::InitError(body_json(req).await)))
                 .await;
             reply(StatusCode::ACCEPTED, "")
         }
@@ -296,7 +316,10 @@ mod tests {
             answer,
             Answer::Response(serde_json::json!({"echo": {"n": 1}}))
         );
-        assert!(api.first_request(Duration::from_secs(1)).await.is_some());
+        assert!(matches!(
+            api.first_request(Duration::from_secs(1)).await,
+            Ok(Some(_))
+        ));
         worker.await.unwrap();
     }
 

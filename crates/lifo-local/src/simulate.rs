@@ -79,7 +79,8 @@ pub struct Progress {
     pub processed: usize,
     /// Claimable now.
     pub pending: usize,
-    /// Neither claimed nor claimable any more: expired unstarted.
+    /// Neither claimed nor claimable any more: expired unstarted (an
+    /// estimate from counters; the outcome counts exactly).
     pub shed: usize,
     /// Arrivals are over; the queue is draining.
     pub draining: bool,
@@ -218,6 +219,7 @@ async fn drive(
     let drain_limit = workload.duration + ttl + Duration::from_secs(30);
     let mut created: Vec<String> = Vec::with_capacity(arrivals.len());
     let mut last_progress: Option<Instant> = None;
+    let mut last_scan: Option<Instant> = None;
     loop {
         let elapsed = started.elapsed();
         let due = arrivals.partition_point(|a| *a <= elapsed);
@@ -242,19 +244,22 @@ async fn drive(
                 .await
                 .context("counting claimable tasks")?;
             let claims = store.meter().spent(Op::Claim).requests as usize;
-            let processed = store.meter().spent(Op::Finish).requests as usize;
             on_progress(&Progress {
                 elapsed,
                 arrivals: arrivals.len(),
                 created: created.len(),
-                processed,
+                processed: store.meter().spent(Op::Finish).requests as usize,
                 pending,
                 shed: created.len().saturating_sub(pending + claims),
                 draining,
             });
-            // Nothing claimable and nothing running: look at every task to
-            // be sure none is left.
-            if draining && pending == 0 && claims == processed {
+            // Nothing claimable: look at every task (once a second at
+            // most) to be sure none is still running or waiting.
+            if draining
+                && pending == 0
+                && last_scan.is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+            {
+                last_scan = Some(Instant::now());
                 let mut observer = Observer::default();
                 observer.observe(stack.scan_tasks().await?);
                 if observer.outstanding(&created, now_ms()) == 0 {
