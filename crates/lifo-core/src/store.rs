@@ -591,6 +591,34 @@ impl Store {
         current: TaskStatus,
         step: &Step<'_>,
     ) -> Result<Task, StoreError> {
+        let item = self
+            .update(task_id, t, current, step, ReturnValue::AllNew)
+            .await?;
+        parse_task(item)
+    }
+
+    /// [`Store::apply`] for a caller that does not need the item back (a
+    /// finish): DynamoDB returns nothing, so nothing is sent or parsed.
+    pub async fn record(
+        &self,
+        task_id: &str,
+        t: Transition,
+        current: TaskStatus,
+        step: &Step<'_>,
+    ) -> Result<(), StoreError> {
+        self.update(task_id, t, current, step, ReturnValue::None)
+            .await
+            .map(drop)
+    }
+
+    async fn update(
+        &self,
+        task_id: &str,
+        t: Transition,
+        current: TaskStatus,
+        step: &Step<'_>,
+        returns: ReturnValue,
+    ) -> Result<Item, StoreError> {
         state::check(t, current)?;
         let e = expr::transition(t, step);
         let result = self
@@ -602,7 +630,7 @@ impl Store {
             .condition_expression(&e.condition)
             .set_expression_attribute_names(Some(e.names_map()))
             .set_expression_attribute_values(e.values_map())
-            .return_values(ReturnValue::AllNew)
+            .return_values(returns)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
@@ -610,7 +638,7 @@ impl Store {
         match result {
             Ok(out) => {
                 self.meter.record(Op::of(t), out.consumed_capacity());
-                parse_task(out.attributes.unwrap_or_default())
+                Ok(out.attributes.unwrap_or_default())
             }
             Err(err) => {
                 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -842,6 +870,33 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, StoreError::Illegal(_)), "{err}");
         assert_eq!(any.num_calls(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_claim_asks_for_the_item_and_a_finish_for_nothing() {
+        let claim = mock!(Client::update_item)
+            .match_requests(|r| r.return_values() == Some(&ReturnValue::AllNew))
+            .then_output(|| {
+                let item: Item = serde_dynamo::to_item(task("a", TaskStatus::Taken)).unwrap();
+                UpdateItemOutput::builder()
+                    .set_attributes(Some(item))
+                    .build()
+            });
+        let finish = mock!(Client::update_item)
+            .match_requests(|r| r.return_values() == Some(&ReturnValue::None))
+            .then_output(|| UpdateItemOutput::builder().build());
+        let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&claim, &finish]);
+        let store = Store::new(client, "t");
+        let claimed = store
+            .apply("a", Transition::Claim, TaskStatus::Pending, &step())
+            .await
+            .unwrap();
+        assert_eq!(claimed.task_status, TaskStatus::Taken);
+        store
+            .record("a", Transition::Succeed, TaskStatus::Taken, &step())
+            .await
+            .unwrap();
+        assert_eq!((claim.num_calls(), finish.num_calls()), (1, 1));
     }
 
     #[tokio::test]

@@ -565,10 +565,10 @@ async fn run_and_finish<R: TaskRunner>(
             ..Step::default()
         };
         match store
-            .apply(&task.task_id, t, TaskStatus::Taken, &step)
+            .record(&task.task_id, t, TaskStatus::Taken, &step)
             .await
         {
-            Ok(_) => {
+            Ok(()) => {
                 tracing::info!(event = "task.finished", taskId = %task.task_id, fromStatus = "TAKEN", toStatus = %t.to(),
                     attempt = task.attempts, token = task.token, reason);
                 return finished;
