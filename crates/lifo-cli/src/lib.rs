@@ -106,8 +106,12 @@ pub enum TasksCommand {
 #[derive(Debug, Subcommand)]
 pub enum LocalCommand {
     /// Start the local stack and pipeline; Ctrl-C stops it.
-    #[command(after_help = "Example: lifo local up --shards 4")]
-    Up,
+    #[command(after_help = "Example: lifo local up --shards 4 --scheduler-every 10")]
+    Up {
+        /// Seconds between scheduler-start runs (in AWS: hourly, 00:00-05:00 UTC).
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        scheduler_every: u64,
+    },
 }
 
 /// A failed command: one line for the user.
@@ -365,10 +369,11 @@ pub mod local {
     use process::runner::AnyRunner;
     use process::{ProcessConfig, Processor};
     use std::sync::Arc;
+    use std::time::Duration;
 
     /// Starts the local stack and the pipeline, prints the endpoints, and
     /// waits for Ctrl-C (or SIGTERM); then stops everything it started.
-    pub async fn up(shards: u32) -> Result<(), String> {
+    pub async fn up(shards: u32, scheduler_every: Duration) -> Result<(), String> {
         let stack = LocalStack::start().await.map_err(|e| e.to_string())?;
         let store = stack.store();
         let max_ttl: u64 = stack
@@ -392,9 +397,19 @@ pub mod local {
                 ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
             },
         ));
-        let pipeline = Pipeline::start(&stack, trigger, processor, PipelineOptions::default())
+        let mut pipeline = Pipeline::start(&stack, trigger, processor, PipelineOptions::default())
             .await
             .map_err(|e| e.to_string())?;
+        let scheduler = stack.scheduler(store.clone()).map_err(|e| e.to_string())?;
+        let timeout = stack
+            .template
+            .function_timeout("SchedulerStartFunction")
+            .map_err(|e| e.to_string())?;
+        pipeline.run_scheduler(
+            Arc::new(scheduler),
+            scheduler_every,
+            Duration::from_secs(timeout),
+        );
         println!(
             "DynamoDB Local  {}  (pid {})",
             stack.dynamodb_local.endpoint,
@@ -411,6 +426,10 @@ pub mod local {
         println!(
             "Try: lifo --endpoint-url {} --shards {shards} stats",
             stack.dynamodb_local.endpoint
+        );
+        println!(
+            "scheduler-start runs every {} s (in AWS: hourly, 00:00-05:00 UTC).",
+            scheduler_every.as_secs()
         );
         println!("Ctrl-C stops the pipeline, DynamoDB Local and moto.");
         lifo_local::interrupted().await;

@@ -13,7 +13,11 @@ async fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Local(_) => lifo_cli::local::up(cli.shards).await.map(|()| None),
+        Command::Local(lifo_cli::LocalCommand::Up { scheduler_every }) => {
+            lifo_cli::local::up(cli.shards, std::time::Duration::from_secs(*scheduler_every))
+                .await
+                .map(|()| None)
+        }
         Command::Simulate(args) => {
             tokio::select! {
                 r = lifo_cli::simulate::command(args, cli.shards, cli.json) => r.map(Some),

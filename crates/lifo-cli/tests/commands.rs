@@ -140,15 +140,31 @@ fn pid_in(line: &str) -> Option<u32> {
         .ok()
 }
 
+/// A child process that gets SIGTERM (and is waited for) if the test
+/// panics first, so that it stops the servers it started.
+struct Terminate(std::process::Child);
+
+impl Drop for Terminate {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 #[test]
 fn local_up_serves_until_sigterm_then_stops_its_servers() {
     let mut child = Command::new(LIFO)
-        .args(["local", "up"])
+        .args(["local", "up", "--scheduler-every", "2"])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    let mut child = Terminate(child);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -162,13 +178,10 @@ fn local_up_serves_until_sigterm_then_stops_its_servers() {
     while !lines.iter().any(|l: &String| l.starts_with("Ctrl-C stops")) {
         match rx.recv_timeout(Duration::from_secs(60)) {
             Ok(line) => lines.push(line),
-            Err(e) => {
-                let _ = child.kill();
-                panic!(
-                    "local up did not come up in {:?} ({e}): {lines:?}",
-                    started.elapsed()
-                );
-            }
+            Err(e) => panic!(
+                "local up did not come up in {:?} ({e}): {lines:?}",
+                started.elapsed()
+            ),
         }
     }
     let pids: Vec<u32> = lines.iter().filter_map(|l| pid_in(l)).collect();
@@ -199,31 +212,50 @@ fn local_up_serves_until_sigterm_then_stops_its_servers() {
             60,
             1,
         );
-        store.put_new(&[task]).await.unwrap();
+        // And one scheduled for yesterday, which only scheduler-start
+        // makes claimable (here every 2 s).
+        let yesterday = chrono::Utc::now().date_naive() - chrono::Duration::days(1);
+        let due_epoch = yesterday
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc()
+            .timestamp() as u64;
+        let scheduled = lifo_core::Task::new_pending(
+            "scheduled-yesterday".into(),
+            serde_json::json!({"n": 2}).as_object().cloned().unwrap(),
+            lifo_core::now_ms(),
+            60,
+            1,
+        )
+        .scheduled(
+            yesterday.format("%Y-%m-%d").to_string(),
+            due_epoch,
+            50,
+            7 * 86_400,
+            3600,
+            3600,
+        );
+        store.put_new(&[task, scheduled]).await.unwrap();
     });
-    let get = || {
-        run_ok(Command::new(LIFO).args([
-            "--endpoint-url",
-            &endpoint,
-            "tasks",
-            "get",
-            "from-outside",
-        ]))
+    let get = |id: &str| {
+        run_ok(Command::new(LIFO).args(["--endpoint-url", &endpoint, "tasks", "get", id]))
     };
-    let until = Instant::now() + Duration::from_secs(30);
-    let mut shown = get();
-    while !shown.contains("status      SUCCESS") && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(300));
-        shown = get();
+    for id in ["from-outside", "scheduled-yesterday"] {
+        let until = Instant::now() + Duration::from_secs(30);
+        let mut shown = get(id);
+        while !shown.contains("status      SUCCESS") && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(300));
+            shown = get(id);
+        }
+        assert!(shown.contains("status      SUCCESS"), "{shown}");
     }
-    assert!(shown.contains("status      SUCCESS"), "{shown}");
 
     let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.id().to_string()])
         .status()
         .unwrap();
     assert!(term.success());
-    let status = child.wait().unwrap();
+    let status = child.0.wait().unwrap();
     assert!(status.success(), "{status:?}");
     let rest: Vec<String> = rx.try_iter().collect();
     assert!(rest.iter().any(|l| l == "stopped"), "{rest:?}");

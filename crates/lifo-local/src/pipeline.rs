@@ -31,6 +31,9 @@ pub struct PipelineStats {
     pub tail_calls: AtomicUsize,
     /// SNS messages delivered (first deliveries): wake-ups and tail calls.
     pub published: AtomicUsize,
+    /// scheduler-start runs, and the tasks they started.
+    pub scheduler_runs: AtomicUsize,
+    pub scheduled_started: AtomicUsize,
     pub sweeps: AtomicUsize,
     pub errors: AtomicUsize,
 }
@@ -333,6 +336,46 @@ impl Pipeline {
             tasks,
             stats,
         })
+    }
+
+    /// Runs scheduler-start now and then every `every`, with an EventBridge
+    /// event stamped with the current time (in AWS: hourly, 00–05 UTC).
+    /// Each run gets `timeout` (the function's Timeout) before its deadline.
+    pub fn run_scheduler(
+        &mut self,
+        scheduler: Arc<scheduler_start::Scheduler>,
+        every: Duration,
+        timeout: Duration,
+    ) {
+        let (stats, mut rx) = (self.stats.clone(), self.shutdown.subscribe());
+        self.tasks.push(tokio::spawn(async move {
+            loop {
+                stats.scheduler_runs.fetch_add(1, Ordering::Relaxed);
+                let event = json!({
+                    "version": "0",
+                    "id": "local-scheduler-start",
+                    "detail-type": "Scheduled Event",
+                    "source": "aws.events",
+                    "time": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    "detail": {}
+                });
+                match scheduler.handle(event, SystemTime::now() + timeout).await {
+                    Ok(report) => {
+                        stats
+                            .scheduled_started
+                            .fetch_add(report.started, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        stats.errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "scheduler-start failed");
+                    }
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = rx.changed() => return,
+                }
+            }
+        }));
     }
 
     /// Asks every poller to stop after its current invocation and waits.

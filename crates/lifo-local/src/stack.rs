@@ -180,6 +180,32 @@ impl LocalStack {
         })
     }
 
+    /// scheduler-start over this stack, with the template's defaults for
+    /// due shards, catch-up days, TTL and retention.
+    pub fn scheduler(&self, store: lifo_core::Store) -> Result<scheduler_start::Scheduler> {
+        let param = |name: &str| -> Result<u64> {
+            self.template
+                .parameter_default(name)?
+                .parse()
+                .context(format!("template parameter {name}"))
+        };
+        Ok(scheduler_start::Scheduler::new(
+            store,
+            lifo_core::Notifier::new(self.sns.clone(), &self.process_topic_arn),
+            scheduler_start::SchedulerConfig {
+                table_name: self.table.clone(),
+                process_topic_arn: self.process_topic_arn.clone(),
+                due_shard_count: u32::try_from(param("DueShardCount")?).context("DueShardCount")?,
+                catch_up_days: u32::try_from(param("CatchUpDays")?).context("CatchUpDays")?,
+                parallelism: usize::try_from(param("SchedulerParallelism")?)
+                    .context("SchedulerParallelism")?,
+                default_ttl_seconds: param("TaskTtlSeconds")?,
+                retention_seconds: param("RetentionSeconds")?,
+                deadline_margin: Duration::from_secs(2),
+            },
+        ))
+    }
+
     /// A store over the local table.
     pub fn store(&self) -> lifo_core::Store {
         lifo_core::Store::new(self.ddb.clone(), &self.table)
