@@ -45,6 +45,24 @@ fn key_of(r: &aws_sdk_dynamodb::operation::update_item::UpdateItemInput) -> Stri
 }
 
 /// Claims and finishes answer with the item (ReturnValues ALL_NEW).
+/// The claim query: one page of index entries (`(id, claimableAt)`, newest
+/// first), then an empty queue.
+fn one_page(entries: &'static [(&'static str, u64)]) -> Rule {
+    mock!(Ddb::query)
+        .sequence()
+        .output(move || {
+            entries
+                .iter()
+                .fold(QueryOutput::builder(), |b, (id, at)| {
+                    b.items(index_entry(id, *at))
+                })
+                .build()
+        })
+        .output(|| QueryOutput::builder().build())
+        .repeatedly()
+        .build()
+}
+
 fn updates() -> (Rule, Rule) {
     let claim = mock!(Ddb::update_item)
         .match_requests(is_claim)
@@ -103,17 +121,7 @@ fn deadline() -> SystemTime {
 
 #[tokio::test]
 async fn claims_newest_runs_and_stops_on_an_empty_queue() {
-    let query = mock!(Ddb::query)
-        .sequence()
-        .output(|| {
-            QueryOutput::builder()
-                .items(index_entry("b", 20))
-                .items(index_entry("a", 10))
-                .build()
-        })
-        .output(|| QueryOutput::builder().build())
-        .repeatedly()
-        .build();
+    let query = one_page(&[("b", 20), ("a", 10)]);
     let (claim, finish) = updates();
     let sns = publish();
     let report = processor(&[&query, &claim, &finish], &sns, Duration::from_secs(10))
@@ -138,16 +146,7 @@ async fn claims_newest_runs_and_stops_on_an_empty_queue() {
 
 #[tokio::test]
 async fn a_lost_claim_is_a_conflict_not_an_error() {
-    let query = mock!(Ddb::query)
-        .sequence()
-        .output(|| {
-            QueryOutput::builder()
-                .items(index_entry("gone", 20))
-                .build()
-        })
-        .output(|| QueryOutput::builder().build())
-        .repeatedly()
-        .build();
+    let query = one_page(&[("gone", 20)]);
     // Another worker holds it now: DynamoDB returns the item (ALL_OLD).
     let lost = mock!(Ddb::update_item).then_error(|| {
         UpdateItemError::ConditionalCheckFailedException(
@@ -267,12 +266,7 @@ async fn an_expired_lease_is_reclaimed_while_attempts_remain_and_abandoned_after
 
 #[tokio::test]
 async fn a_stale_finish_is_rejected_and_counted() {
-    let query = mock!(Ddb::query)
-        .sequence()
-        .output(|| QueryOutput::builder().items(index_entry("t", 20)).build())
-        .output(|| QueryOutput::builder().build())
-        .repeatedly()
-        .build();
+    let query = one_page(&[("t", 20)]);
     let (claim, _) = updates();
     // By the time the run ends, another claim (token 2) owns the task.
     let newer = mock!(Ddb::update_item)
@@ -410,16 +404,7 @@ async fn log_lines_are_json_with_the_documented_fields_and_metrics_are_valid_emf
         })
         .clone();
 
-    let query = mock!(Ddb::query)
-        .sequence()
-        .output(|| {
-            QueryOutput::builder()
-                .items(index_entry("log-test-task", 20))
-                .build()
-        })
-        .output(|| QueryOutput::builder().build())
-        .repeatedly()
-        .build();
+    let query = one_page(&[("log-test-task", 20)]);
     let (claim, finish) = updates();
     let sns = publish();
     let report = processor(&[&query, &claim, &finish], &sns, Duration::from_secs(10))
