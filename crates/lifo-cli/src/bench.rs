@@ -9,7 +9,6 @@
 //!   an invocation;
 //! - release binary sizes.
 
-use crate::simulate::SimulateArgs;
 use lifo_core::{Order, Task, now_ms};
 use lifo_local::LocalStack;
 use lifo_local::report::percentile;
@@ -43,13 +42,13 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10.0)]
     pub minutes: f64,
     /// Task TTL of the freshness runs, seconds.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub ttl: u64,
     /// Tasks the process binary runs for its CPU and memory figures.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub tasks: usize,
     /// Cold starts per binary (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100))]
     pub starts: usize,
     /// Directory of the Lambda binaries (`cargo build --release` puts them
     /// in target/release).
@@ -76,22 +75,14 @@ pub struct Bench {
 }
 
 impl BenchArgs {
-    /// Refuses settings that cannot run, naming the flag.
+    /// Refuses a `--minutes` clap cannot range-check (a float), naming the
+    /// flag; the integer flags are range-checked by clap.
     pub fn check(&self) -> Result<(), String> {
         if !(self.minutes.is_finite() && self.minutes > 0.0 && self.minutes <= 1440.0) {
             return Err(format!(
                 "--minutes must be in (0, 1440], got {}",
                 self.minutes
             ));
-        }
-        if !(1..=86_400).contains(&self.ttl) {
-            return Err(format!("--ttl must be 1..=86400 s, got {}", self.ttl));
-        }
-        if !(1..=1_000_000).contains(&self.tasks) {
-            return Err(format!("--tasks must be 1..=1000000, got {}", self.tasks));
-        }
-        if !(1..=100).contains(&self.starts) {
-            return Err(format!("--starts must be 1..=100, got {}", self.starts));
         }
         Ok(())
     }
@@ -138,18 +129,16 @@ fn secs(ms: u64) -> String {
 
 /// The downstream of the overload runs: 5 at a time × 500 ms = 10 tasks/s,
 /// against 20 arrivals/s.
-fn overload(duration: Duration, ttl: u64) -> SimulateArgs {
-    SimulateArgs {
+fn overload(duration: Duration, ttl_seconds: u64) -> Workload {
+    Workload {
         rate: 20.0,
-        duration: duration.as_secs().max(1),
-        capacity: 5,
-        latency_ms: 500,
-        ttl,
-        order: Order::Lifo,
-        compare: false,
+        duration: duration.max(Duration::from_secs(1)),
+        concurrency: 5,
+        latency: Duration::from_millis(500),
+        ttl_seconds,
+        shards: 1,
+        budget: Duration::from_secs(10),
         seed: 1,
-        budget: 10,
-        plot: PathBuf::new(),
     }
 }
 
@@ -182,7 +171,7 @@ fn p95_per_minute(o: &Outcome) -> Vec<u64> {
 
 /// A LIFO overload run of 20 s (or `--minutes`, if shorter).
 async fn write_units(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
-    let w = overload(Duration::from_secs_f64(args.write_units_seconds()), 10).workload(1);
+    let w = overload(Duration::from_secs_f64(args.write_units_seconds()), 10);
     let o = run_order(&w, Order::Lifo).await?;
     bench.figures.insert(
         "writeUnitsPerSuccessfulTask".into(),
@@ -214,12 +203,11 @@ async fn write_units(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> 
 
 async fn freshness(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
     let duration = Duration::from_secs_f64((args.minutes * 60.0).max(1.0));
-    let sim = overload(duration, args.ttl);
-    let w = sim.workload(1);
+    let w = overload(duration, args.ttl);
     let lifo = run_order(&w, Order::Lifo).await?;
     let fifo = run_order(&w, Order::Fifo).await?;
     let (l, f) = (p95_per_minute(&lifo), p95_per_minute(&fifo));
-    let target_ms = 3 * sim.latency_ms;
+    let target_ms = 3 * w.latency.as_millis() as u64;
     let l_max = l.iter().copied().max().unwrap_or(0);
     let (f_first, f_max) = (
         f.first().copied().unwrap_or(0),

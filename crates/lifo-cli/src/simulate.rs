@@ -17,16 +17,16 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 20.0)]
     pub rate: f64,
     /// Seconds during which tasks arrive; then the queue drains.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub duration: u64,
     /// Tasks the downstream runs at once.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
     pub capacity: usize,
     /// Downstream time per task, milliseconds.
     #[arg(long, default_value_t = 500)]
     pub latency_ms: u64,
     /// Task time to live, seconds: not started by then, a task is shed.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub ttl: u64,
     /// Which tasks the processor takes first.
     #[arg(long, default_value = "lifo")]
@@ -38,7 +38,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Time budget of one process invocation, seconds (then it tail-calls).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=900))]
     pub budget: u64,
     /// Where the plot goes: PATH.svg and PATH.png.
     #[arg(long, default_value = "target/lifo-simulate.svg")]
@@ -59,28 +59,11 @@ impl SimulateArgs {
         }
     }
 
-    /// Refuses workloads that cannot run, naming the flag.
+    /// Refuses a rate clap cannot range-check (a float), naming the flag;
+    /// the integer flags are range-checked by clap.
     pub fn check(&self) -> Result<(), String> {
         if !(self.rate > 0.0 && self.rate <= 500.0) {
             return Err(format!("--rate must be in (0, 500], got {}", self.rate));
-        }
-        if !(1..=86_400).contains(&self.duration) {
-            return Err(format!(
-                "--duration must be 1..=86400 s, got {}",
-                self.duration
-            ));
-        }
-        if !(1..=1000).contains(&self.capacity) {
-            return Err(format!(
-                "--capacity must be 1..=1000, got {}",
-                self.capacity
-            ));
-        }
-        if !(1..=86_400).contains(&self.ttl) {
-            return Err(format!("--ttl must be 1..=86400 s, got {}", self.ttl));
-        }
-        if !(1..=900).contains(&self.budget) {
-            return Err(format!("--budget must be 1..=900 s, got {}", self.budget));
         }
         Ok(())
     }
