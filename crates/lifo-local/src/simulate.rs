@@ -326,7 +326,7 @@ fn outcome(
         drain_starts: starts.iter().filter(|s| s.at_s > load_end).count(),
         age_under_load_ms: [50.0, 95.0, 99.0].map(|p| percentile(&under_load, p)),
         starts,
-        write_units_per_success: per_success(store.meter().write_units()),
+        write_units_per_success: report.write.total_per_success,
         write_units_per_successful_task: report.write.per_successful_task,
         read_units_per_success: per_success(store.meter().spent(Op::Read).units),
         publishes_per_task: if created.is_empty() {
