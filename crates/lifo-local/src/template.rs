@@ -468,6 +468,35 @@ mod tests {
         }
     }
 
+    /// The tail-call loop (process → TriggerTopic → trigger → ProcessTopic →
+    /// process) is intended: Lambda's recursive loop detection must let it
+    /// run on trigger and process, and only there. Our own guard stays:
+    /// process runs one at a time, and an alarm watches the loop.
+    /// (`scripts/check-sam-translation` checks that SAM passes the property
+    /// through to AWS::Lambda::Function.)
+    #[test]
+    fn the_tail_call_loop_is_allowed_on_its_two_functions_only() {
+        let t = Template::workspace().unwrap();
+        for (name, r) in t.doc["Resources"].as_object().unwrap() {
+            if r["Type"] != "AWS::Serverless::Function" {
+                continue;
+            }
+            let in_loop = matches!(name.as_str(), "TriggerFunction" | "ProcessFunction");
+            let setting = r["Properties"].get("RecursiveLoop");
+            assert_eq!(
+                setting.and_then(Value::as_str),
+                in_loop.then_some("Allow"),
+                "{name}"
+            );
+        }
+        let process = t.resource("ProcessFunction").unwrap();
+        assert_eq!(process["Properties"]["ReservedConcurrentExecutions"], 1);
+        let alarm = t.resource("TailCallLoopAlarm").unwrap();
+        let metric = &alarm["Properties"]["Metrics"][0]["MetricStat"]["Metric"];
+        assert_eq!(metric["MetricName"], "TailCalls");
+        assert_eq!(metric["Namespace"], "LifoQueue");
+    }
+
     #[test]
     fn the_template_filter_passes_the_fixture_and_nothing_else() {
         let t = Template::workspace().unwrap();
