@@ -1,0 +1,79 @@
+//! The claim query: the first claimable tasks across shards, in LIFO (or,
+//! for comparison runs, FIFO) order.
+
+use super::error::classify;
+use super::{Item, Op, Store, StoreError};
+use crate::expr::{self, LIFO_INDEX};
+use crate::lifo::{Candidate, Order, merge};
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+
+impl Store {
+    /// The first `want` claimable, unexpired tasks across shards
+    /// `0..shard_count` in `order`: newest first for [`Order::Lifo`]. Each
+    /// shard is queried in that order in parallel and the answers are merged
+    /// (k-way), so the order holds across shards. `horizon_ms`: nothing that
+    /// became claimable at or before it can still be alive (see
+    /// [`expr::claimable`]).
+    pub async fn claimable(
+        &self,
+        order: Order,
+        shard_count: u32,
+        want: usize,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<Vec<Candidate>, StoreError> {
+        if want == 0 {
+            return Ok(Vec::new());
+        }
+        let per_shard = futures::future::try_join_all(
+            (0..shard_count.max(1))
+                .map(|shard| self.first_in_shard(order, shard, want, now_ms, horizon_ms)),
+        )
+        .await?;
+        Ok(merge(per_shard, want, order))
+    }
+
+    /// A query of one shard of the LIFO index with its key condition and
+    /// filter ([`expr::claimable`]), asking for ConsumedCapacity.
+    pub(super) fn claimable_query(&self, q: &expr::Expr) -> QueryFluentBuilder {
+        self.index_query(LIFO_INDEX, q)
+    }
+
+    async fn first_in_shard(
+        &self,
+        order: Order,
+        shard: u32,
+        want: usize,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<Vec<Candidate>, StoreError> {
+        let q = expr::claimable(shard, now_ms, horizon_ms);
+        let mut found = Vec::with_capacity(want);
+        let mut start: Option<Item> = None;
+        // Index items are tiny (keys + ttl): read a few more than needed so
+        // that expired leftovers filtered out rarely cost a second page.
+        let page = i32::try_from(want + 8).unwrap_or(i32::MAX);
+        loop {
+            let out = self
+                .claimable_query(&q)
+                .scan_index_forward(order.scan_index_forward())
+                .limit(page)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| classify("Query", &e))?;
+            self.meter.record(Op::Read, out.consumed_capacity());
+            for item in out.items.unwrap_or_default() {
+                match serde_dynamo::from_item::<_, Candidate>(item) {
+                    Ok(c) => found.push(c),
+                    Err(e) => tracing::warn!(shard, error = %e, "skipping malformed index entry"),
+                }
+            }
+            start = out.last_evaluated_key;
+            if found.len() >= want || start.is_none() {
+                found.truncate(want);
+                return Ok(found);
+            }
+        }
+    }
+}

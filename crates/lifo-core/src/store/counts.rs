@@ -1,0 +1,129 @@
+//! COUNT queries of the indexes (queue depth, running, shed, scheduled) and
+//! the two ends of a shard: the sweep and `lifo stats`. No scans.
+
+use super::error::classify;
+use super::{Item, Op, Store, StoreError};
+use crate::expr::{self, LIFO_INDEX};
+use crate::lifo::Candidate;
+
+impl Store {
+    /// How many tasks are claimable now, across shards (the queue depth).
+    /// A COUNT query per shard over the same key condition and filter as
+    /// [`Store::claimable`]: it reads the whole claimable index, so
+    /// it is meant for the once-a-minute sweep, not the claim loop.
+    pub async fn claimable_depth(
+        &self,
+        shard_count: u32,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<usize, StoreError> {
+        let counts = futures::future::try_join_all(
+            (0..shard_count.max(1)).map(|shard| self.claimable_depth_in(shard, now_ms, horizon_ms)),
+        )
+        .await?;
+        Ok(counts.into_iter().sum())
+    }
+
+    /// Claimable tasks in one shard (a COUNT query, paged).
+    pub async fn claimable_depth_in(
+        &self,
+        shard: u32,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<usize, StoreError> {
+        self.count(LIFO_INDEX, &expr::claimable(shard, now_ms, horizon_ms))
+            .await
+    }
+
+    /// Tasks of one shard running under a live lease ([`expr::leased`]).
+    pub async fn leased_in(
+        &self,
+        shard: u32,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<usize, StoreError> {
+        self.count(LIFO_INDEX, &expr::leased(shard, now_ms, horizon_ms))
+            .await
+    }
+
+    /// Tasks of one shard shed by expiry since `since_ms`
+    /// ([`expr::expired_since`]); `max_ttl_ms` bounds what is read.
+    pub async fn expired_in(
+        &self,
+        shard: u32,
+        since_ms: u64,
+        now_ms: u64,
+        max_ttl_ms: u64,
+    ) -> Result<usize, StoreError> {
+        let horizon = since_ms.saturating_sub(max_ttl_ms);
+        self.count(
+            LIFO_INDEX,
+            &expr::expired_since(shard, since_ms, now_ms, horizon),
+        )
+        .await
+    }
+
+    /// SCHEDULED tasks waiting in one due-index partition (`<date>#<shard>`).
+    pub async fn due_count(&self, due_key: &str) -> Result<usize, StoreError> {
+        self.count(expr::DUE_INDEX, &expr::due_partition(due_key))
+            .await
+    }
+
+    /// Items of `index` that `q` matches (a COUNT query, paged).
+    async fn count(&self, index: &str, q: &expr::Expr) -> Result<usize, StoreError> {
+        let mut total = 0usize;
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .index_query(index, q)
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| classify("Query", &e))?;
+            self.meter.record(Op::Read, out.consumed_capacity());
+            total += usize::try_from(out.count).unwrap_or(0);
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// `claimableAt` of the newest (or, with `oldest`, the oldest) claimable
+    /// task in one shard, if any.
+    pub async fn edge_claimable(
+        &self,
+        shard: u32,
+        now_ms: u64,
+        horizon_ms: u64,
+        oldest: bool,
+    ) -> Result<Option<u64>, StoreError> {
+        let q = expr::claimable(shard, now_ms, horizon_ms);
+        let mut start: Option<Item> = None;
+        loop {
+            // Newest first, the first few entries are claimable. Oldest
+            // first, the shed backlog comes first and is filtered out: read
+            // it in whole (1 MB) pages.
+            let query = self.claimable_query(&q).scan_index_forward(oldest);
+            let out = if oldest { query } else { query.limit(25) }
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| classify("Query", &e))?;
+            self.meter.record(Op::Read, out.consumed_capacity());
+            if let Some(c) = out
+                .items
+                .unwrap_or_default()
+                .into_iter()
+                .find_map(|item| serde_dynamo::from_item::<_, Candidate>(item).ok())
+            {
+                return Ok(Some(c.claimable_at));
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(None);
+            }
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! A small async API over the queue table, one file per concern:
+//! writes ([`write`]), the claim query ([`claim`]), state moves
+//! ([`transition`]), scheduled tasks ([`schedule`]), reads ([`read`]), COUNT
+//! queries ([`counts`]), errors ([`error`]) and the capacity meter
+//! ([`meter`]).
+//!
+//! Every request asks for `ReturnConsumedCapacity = INDEXES` and adds what it
+//! spent to a [`CapacityMeter`], so the cost per task is measured, not guessed.
+
+mod claim;
+mod counts;
+mod error;
+mod meter;
+mod read;
+mod schedule;
+mod transition;
+mod write;
+
+pub use error::{CancelError, StoreError};
+pub use meter::{CapacityMeter, Op, Spent};
+pub use write::BATCH_WRITE_MAX;
+
+use crate::expr;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
+use error::classify;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A DynamoDB item (also a continuation key).
+pub type Item = HashMap<String, AttributeValue>;
+
+/// The queue table.
+#[derive(Debug, Clone)]
+pub struct Store {
+    client: Client,
+    table: String,
+    meter: Arc<CapacityMeter>,
+}
+
+impl Store {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            meter: Arc::default(),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    pub fn meter(&self) -> &CapacityMeter {
+        &self.meter
+    }
+
+    /// A query of `index` with `q`'s key condition (and filter, if any),
+    /// asking for ConsumedCapacity.
+    pub(super) fn index_query(&self, index: &str, q: &expr::Expr) -> QueryFluentBuilder {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(index)
+            .key_condition_expression(&q.main)
+            .set_expression_attribute_names(Some(q.names_map()))
+            .set_expression_attribute_values(q.values_map())
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
+        if q.condition.is_empty() {
+            query
+        } else {
+            query.filter_expression(&q.condition)
+        }
+    }
+
+    /// One page of task ids from a keys-only index.
+    pub(super) async fn index_ids(
+        &self,
+        query: QueryFluentBuilder,
+        start: Option<Item>,
+    ) -> Result<(Vec<String>, Option<Item>), StoreError> {
+        let out = query
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| classify("Query", &e))?;
+        self.meter.record(Op::Read, out.consumed_capacity());
+        let ids = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|mut item| match item.remove(expr::attr::TASK_ID) {
+                Some(AttributeValue::S(id)) => Some(id),
+                _ => None,
+            })
+            .collect();
+        Ok((ids, out.last_evaluated_key))
+    }
+}
+
+/// 50 ms, 100 ms, 200 ms … capped at 3.2 s, with full jitter.
+pub fn backoff(attempt: u32) -> Duration {
+    let cap = 50u64 << attempt.min(6);
+    Duration::from_millis(fastrand::u64(cap / 2..=cap))
+}

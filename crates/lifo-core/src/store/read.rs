@@ -1,0 +1,120 @@
+//! Reading tasks: one by id, many by id, a user's tasks newest first.
+
+use super::error::{classify, parse_task};
+use super::write::UNPROCESSED_RETRIES;
+use super::{Item, Op, Store, StoreError, backoff};
+use crate::expr;
+use crate::model::Task;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
+use std::collections::HashMap;
+
+impl Store {
+    /// One task by id (strongly consistent).
+    pub async fn get(&self, task_id: &str) -> Result<Option<Task>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(expr::attr::TASK_ID, AttributeValue::S(task_id.to_owned()))
+            .consistent_read(true)
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+            .send()
+            .await
+            .map_err(|e| classify("GetItem", &e))?;
+        self.meter.record(Op::Read, out.consumed_capacity());
+        out.item.map(parse_task).transpose()
+    }
+
+    /// Up to 100 tasks by id (BatchGetItem, unprocessed keys retried).
+    pub(super) async fn get_many(
+        &self,
+        ids: &[String],
+    ) -> Result<HashMap<String, Task>, StoreError> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut found = HashMap::new();
+        if ids.is_empty() {
+            return Ok(found);
+        }
+        let keys: Vec<Item> = ids
+            .iter()
+            .map(|id| {
+                HashMap::from([(
+                    expr::attr::TASK_ID.to_owned(),
+                    AttributeValue::S(id.clone()),
+                )])
+            })
+            .collect();
+        let mut pending = Some(
+            KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| StoreError::Other {
+                    operation: "BatchGetItem",
+                    message: e.to_string(),
+                })?,
+        );
+        let mut attempt = 0;
+        while let Some(request) = pending.take() {
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, request)
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+                .send()
+                .await
+                .map_err(|e| classify("BatchGetItem", &e))?;
+            self.meter.record(Op::Read, out.consumed_capacity());
+            for item in out
+                .responses
+                .and_then(|mut r| r.remove(&self.table))
+                .unwrap_or_default()
+            {
+                match parse_task(item) {
+                    Ok(t) => {
+                        found.insert(t.task_id.clone(), t);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "skipping a malformed item in a user's history")
+                    }
+                }
+            }
+            pending = out
+                .unprocessed_keys
+                .and_then(|mut u| u.remove(&self.table))
+                .filter(|k| !k.keys().is_empty());
+            if pending.is_some() {
+                attempt += 1;
+                if attempt > UNPROCESSED_RETRIES {
+                    return Err(StoreError::Throttled {
+                        operation: "BatchGetItem",
+                        message: "keys still unprocessed after retries".into(),
+                    });
+                }
+                tokio::time::sleep(backoff(attempt)).await;
+            }
+        }
+        Ok(found)
+    }
+
+    /// A user's tasks, newest first, `limit` at a time (all statuses:
+    /// scheduled, running, finished, expired, cancelled). `start` continues
+    /// from the previous page.
+    pub async fn user_tasks(
+        &self,
+        user_id: &str,
+        limit: i32,
+        start: Option<Item>,
+    ) -> Result<(Vec<Task>, Option<Item>), StoreError> {
+        let q = expr::user_history(user_id);
+        let query = self
+            .index_query(expr::USER_INDEX, &q)
+            .scan_index_forward(false)
+            .limit(limit.clamp(1, 100));
+        let (ids, next) = self.index_ids(query, start).await?;
+        let mut found = self.get_many(&ids).await?;
+        // BatchGetItem answers in any order: restore the index's order.
+        let tasks = ids.iter().filter_map(|id| found.remove(id)).collect();
+        Ok((tasks, next))
+    }
+}
