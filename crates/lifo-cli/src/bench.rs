@@ -9,10 +9,11 @@
 //!   an invocation;
 //! - release binary sizes.
 
+use anyhow::Context as _;
 use lifo_core::{Order, Task, now_ms};
 use lifo_local::LocalStack;
 use lifo_local::report::percentile;
-use lifo_local::runtime_api::{Answer, RuntimeApi, Usage, lambda_env};
+use lifo_local::runtime_api::{Answer, RuntimeApi, Usage, lambda_env, offline_function_env};
 use lifo_local::simulate::{self, Outcome, Workload};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -77,9 +78,9 @@ pub struct Bench {
 impl BenchArgs {
     /// Refuses a `--minutes` clap cannot range-check (a float), naming the
     /// flag; the integer flags are range-checked by clap.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> anyhow::Result<()> {
         if !(self.minutes.is_finite() && self.minutes > 0.0 && self.minutes <= 1440.0) {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "--minutes must be in (0, 1440], got {}",
                 self.minutes
             ));
@@ -109,12 +110,12 @@ impl BenchArgs {
         format!("lifo bench --only {name}{extra}{bin_dir}")
     }
 
-    fn binary(&self, name: &str) -> Result<PathBuf, String> {
+    fn binary(&self, name: &str) -> anyhow::Result<PathBuf> {
         let path = self.bin_dir.join(name);
         if path.is_file() {
             Ok(path)
         } else {
-            Err(format!(
+            Err(anyhow::anyhow!(
                 "no binary {}: build them with `make bench` or \
                  `cargo build --release -p create -p trigger -p process -p scheduler-start`",
                 path.display()
@@ -142,11 +143,11 @@ fn overload(duration: Duration, ttl_seconds: u64) -> Workload {
     }
 }
 
-async fn run_order(workload: &Workload, order: Order) -> Result<Outcome, String> {
+async fn run_order(workload: &Workload, order: Order) -> anyhow::Result<Outcome> {
     let arrivals = workload.arrivals();
     simulate::run(workload, order, &arrivals, &mut |_| {})
         .await
-        .map_err(|e| format!("{order} run: {e}"))
+        .with_context(|| format!("{order} run"))
 }
 
 /// p95 age at start (ms) of the starts in each minute of the load (the
@@ -170,7 +171,7 @@ fn p95_per_minute(o: &Outcome) -> Vec<u64> {
 }
 
 /// A LIFO overload run of 20 s (or `--minutes`, if shorter).
-async fn write_units(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
+async fn write_units(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
     let w = overload(Duration::from_secs_f64(args.write_units_seconds()), 10);
     let o = run_order(&w, Order::Lifo).await?;
     bench.figures.insert(
@@ -201,7 +202,7 @@ async fn write_units(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> 
     Ok(())
 }
 
-async fn freshness(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
+async fn freshness(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
     let duration = Duration::from_secs_f64((args.minutes * 60.0).max(1.0));
     let w = overload(duration, args.ttl);
     let lifo = run_order(&w, Order::Lifo).await?;
@@ -254,9 +255,9 @@ async fn freshness(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
 
 /// Runs the `process` binary against DynamoDB Local + moto until `tasks`
 /// tasks succeeded; CPU is counted from its first request for an event.
-async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
+async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
     let binary = args.binary("process")?;
-    let stack = LocalStack::start().await.map_err(|e| e.to_string())?;
+    let stack = LocalStack::start().await?;
     let store = stack.store();
     let now = now_ms();
     let tasks: Vec<Task> = (0..args.tasks)
@@ -265,14 +266,9 @@ async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> Result<(), String>
             Task::new_pending(lifo_core::new_task_id(), payload, now + i as u64, 3600, 1)
         })
         .collect();
-    store.put_new(&tasks).await.map_err(|e| e.to_string())?;
-    let concurrency = stack
-        .template
-        .parameter_default("RunnerMaxConcurrency")
-        .map_err(|e| e.to_string())?;
-    let mut api = RuntimeApi::start(Duration::from_secs(60))
-        .await
-        .map_err(|e| e.to_string())?;
+    store.put_new(&tasks).await?;
+    let concurrency = stack.template.parameter_default("RunnerMaxConcurrency")?;
+    let mut api = RuntimeApi::start(Duration::from_secs(60)).await?;
     let mut child = tokio::process::Command::new(&binary)
         .envs(lambda_env(&api, "process"))
         .envs([
@@ -288,38 +284,33 @@ async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> Result<(), String>
         .stdout(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("starting {}: {e}", binary.display()))?;
-    let pid = child.id().ok_or("the process binary exited at once")?;
+        .with_context(|| format!("starting {}", binary.display()))?;
+    let pid = child.id().context("the process binary exited at once")?;
     let result = async {
         first_request(&mut api, &mut child, "process").await?;
-        let init = Usage::of(pid).map_err(|e| e.to_string())?;
+        let init = Usage::of(pid)?;
         let event: Value =
-            serde_json::from_str(include_str!("../../../events/process-wakeup.json"))
-                .map_err(|e| e.to_string())?;
+            serde_json::from_str(include_str!("../../../events/process-wakeup.json"))?;
         let started = Instant::now();
         let mut succeeded = 0u64;
         let mut invocations = 0;
         while succeeded < args.tasks as u64 {
             invocations += 1;
             if invocations > 50 {
-                return Err(format!(
+                return Err(anyhow::anyhow!(
                     "only {succeeded} tasks succeeded in 50 invocations"
                 ));
             }
-            match api
-                .invoke(event.clone(), Duration::from_secs(90))
-                .await
-                .map_err(|e| e.to_string())?
-            {
+            match api.invoke(event.clone(), Duration::from_secs(90)).await? {
                 Answer::Response(report) => {
                     succeeded += report["succeeded"].as_u64().unwrap_or(0);
                 }
-                other => return Err(format!("process failed: {other:?}")),
+                other => return Err(anyhow::anyhow!("process failed: {other:?}")),
             }
         }
         let wall = started.elapsed();
-        let end = Usage::of(pid).map_err(|e| e.to_string())?;
-        Ok::<_, String>((init, end, wall, succeeded, invocations))
+        let end = Usage::of(pid)?;
+        Ok::<_, anyhow::Error>((init, end, wall, succeeded, invocations))
     }
     .await;
     let _ = child.kill().await;
@@ -358,24 +349,16 @@ async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> Result<(), String>
 }
 
 /// Exec to first `next` request, once.
-async fn cold_start_once(binary: &Path, name: &str) -> Result<Duration, String> {
-    let mut api = RuntimeApi::start(Duration::from_secs(30))
-        .await
-        .map_err(|e| e.to_string())?;
-    let arn = "arn:aws:sns:us-east-1:000000000000:bench";
+async fn cold_start_once(binary: &Path, name: &str) -> anyhow::Result<Duration> {
+    let mut api = RuntimeApi::start(Duration::from_secs(30)).await?;
     let started = Instant::now();
     let mut child = tokio::process::Command::new(binary)
         .envs(lambda_env(&api, name))
-        .envs([
-            ("TABLE_NAME", "QueueTable"),
-            ("TRIGGER_TOPIC_ARN", arn),
-            ("PROCESS_TOPIC_ARN", arn),
-            ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
-        ])
+        .envs(offline_function_env())
         .stdout(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("starting {}: {e}", binary.display()))?;
+        .with_context(|| format!("starting {}", binary.display()))?;
     let first = first_request(&mut api, &mut child, name).await;
     let _ = child.kill().await;
     first.map(|at| at.duration_since(started))
@@ -387,21 +370,21 @@ async fn first_request(
     api: &mut RuntimeApi,
     child: &mut tokio::process::Child,
     name: &str,
-) -> Result<Instant, String> {
+) -> anyhow::Result<Instant> {
     tokio::select! {
         first = api.first_request(Duration::from_secs(10)) => match first {
             Ok(Some(at)) => Ok(at),
-            Ok(None) => Err(format!("{name} never asked for an event")),
-            Err(init) => Err(format!("{name} failed to start: {init}")),
+            Ok(None) => Err(anyhow::anyhow!("{name} never asked for an event")),
+            Err(init) => Err(anyhow::anyhow!("{name} failed to start: {init}")),
         },
         status = child.wait() => Err(match status {
-            Ok(s) => format!("{name} exited before asking for an event ({s})"),
-            Err(e) => format!("{name}: {e}"),
+            Ok(s) => anyhow::anyhow!("{name} exited before asking for an event ({s})"),
+            Err(e) => anyhow::Error::new(e).context(name.to_owned()),
         }),
     }
 }
 
-async fn cold_starts(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
+async fn cold_starts(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
     let mut figures = serde_json::Map::new();
     for name in FUNCTIONS {
         let binary = args.binary(name)?;
@@ -432,13 +415,13 @@ async fn cold_starts(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> 
     Ok(())
 }
 
-fn sizes(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
+fn sizes(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
     let mut figures = serde_json::Map::new();
     let mut parts = Vec::new();
     for name in FUNCTIONS {
         let binary = args.binary(name)?;
         let bytes = std::fs::metadata(&binary)
-            .map_err(|e| format!("{}: {e}", binary.display()))?
+            .with_context(|| format!("{}", binary.display()))?
             .len();
         figures.insert(name.into(), json!(bytes));
         parts.push(format!("{name} {:.1} MB", bytes as f64 / 1_048_576.0));
@@ -457,7 +440,7 @@ fn sizes(args: &BenchArgs, bench: &mut Bench) -> Result<(), String> {
 }
 
 /// Runs the selected measurements in order.
-pub async fn run(args: &BenchArgs) -> Result<Bench, String> {
+pub async fn run(args: &BenchArgs) -> anyhow::Result<Bench> {
     args.check()?;
     let mut bench = Bench::default();
     let step = |what: &str| eprintln!("bench: {what}…");
@@ -518,7 +501,7 @@ impl Bench {
 }
 
 /// `lifo bench`.
-pub async fn command(args: &BenchArgs, as_json: bool) -> Result<String, String> {
+pub async fn command(args: &BenchArgs, as_json: bool) -> anyhow::Result<String> {
     let bench = run(args).await?;
     Ok(if as_json {
         bench.json().to_string()

@@ -106,11 +106,22 @@ pub enum TasksCommand {
 #[derive(Debug, Subcommand)]
 pub enum LocalCommand {
     /// Start the local stack and pipeline; Ctrl-C stops it.
-    #[command(after_help = "Example: lifo local up --shards 4 --scheduler-every 10")]
+    #[command(
+        after_help = "Example: lifo local up --shards 4 --scheduler-every 10 --data-dir .lifo-data"
+    )]
     Up {
         /// Seconds between scheduler-start runs (in AWS: hourly, 00:00-05:00 UTC).
         #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
         scheduler_every: u64,
+        /// Keep DynamoDB Local's table in DIR across restarts (default: in memory). A restart
+        /// resumes: tasks still queued are served, and tasks a killed run held are claimed again
+        /// when their lease ends.
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<std::path::PathBuf>,
+        /// Seconds each process invocation may run (its deadline, and so the longest lease);
+        /// default: the function's Timeout in template.yaml (900).
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(5..=900))]
+        process_timeout: Option<u64>,
     },
 }
 
@@ -268,6 +279,17 @@ pub async fn run(cli: &Cli, target: &Target) -> Result<String, CliError> {
                 "expires     in {} s",
                 (t.expires_at as i64) - (now / 1000) as i64
             );
+            if let Some(lease) = t.lease_until {
+                let _ = if t.lease_is_live(now) {
+                    writeln!(out, "lease       live for another {}", age(now, lease))
+                } else {
+                    writeln!(
+                        out,
+                        "lease       expired {} ago: claimable again",
+                        age(lease, now)
+                    )
+                };
+            }
             if let Some(u) = &t.user_id {
                 let _ = writeln!(out, "user        {u}");
             }
@@ -364,29 +386,44 @@ pub async fn run(cli: &Cli, target: &Target) -> Result<String, CliError> {
 
 /// `lifo local up`.
 pub mod local {
+    use anyhow::Context as _;
     use lifo_core::Notifier;
+    use lifo_local::stack::StackOptions;
     use lifo_local::{LocalStack, Pipeline, PipelineOptions};
     use process::runner::AnyRunner;
     use process::{ProcessConfig, Processor};
+    use std::path::PathBuf;
     use std::sync::Arc;
     use std::time::Duration;
 
+    /// What `lifo local up` was asked for.
+    #[derive(Debug, Clone)]
+    pub struct UpOptions {
+        pub shards: u32,
+        pub scheduler_every: Duration,
+        pub data_dir: Option<PathBuf>,
+        pub process_timeout: Option<Duration>,
+    }
+
     /// Starts the local stack and the pipeline, prints the endpoints, and
     /// waits for Ctrl-C (or SIGTERM); then stops everything it started.
-    pub async fn up(shards: u32, scheduler_every: Duration) -> Result<(), String> {
-        let stack = LocalStack::start().await.map_err(|e| e.to_string())?;
+    /// If this process is killed outright, the servers die with it.
+    pub async fn up(options: UpOptions) -> anyhow::Result<()> {
+        let shards = options.shards;
+        let stack = LocalStack::start_with(StackOptions {
+            data_dir: options.data_dir.clone(),
+        })
+        .await?;
         let store = stack.store();
         let max_ttl: u64 = stack
             .template
-            .parameter_default("MaxTaskTtlSeconds")
-            .map_err(|e| e.to_string())?
+            .parameter_default("MaxTaskTtlSeconds")?
             .parse()
-            .map_err(|e| format!("MaxTaskTtlSeconds: {e}"))?;
+            .context("template parameter MaxTaskTtlSeconds")?;
         let trigger = Arc::new(stack.trigger(store.clone(), shards, max_ttl));
         // The runner from the same environment variables as in Lambda
         // (RUNNER, RUNNER_MAX_CONCURRENCY, RUNNER_LATENCY_MS, …).
-        let runner =
-            Arc::new(AnyRunner::from_source(&lifo_core::config::Env).map_err(|e| e.to_string())?);
+        let runner = Arc::new(AnyRunner::from_source(&lifo_core::config::Env)?);
         let processor = Arc::new(Processor::new(
             store.clone(),
             Notifier::new(stack.sns.clone(), &stack.trigger_topic_arn),
@@ -397,17 +434,16 @@ pub mod local {
                 ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
             },
         ));
-        let mut pipeline = Pipeline::start(&stack, trigger, processor, PipelineOptions::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        let scheduler = stack.scheduler(store.clone()).map_err(|e| e.to_string())?;
-        let timeout = stack
-            .template
-            .function_timeout("SchedulerStartFunction")
-            .map_err(|e| e.to_string())?;
+        let pipeline_options = PipelineOptions {
+            process_timeout: options.process_timeout,
+            ..PipelineOptions::default()
+        };
+        let mut pipeline = Pipeline::start(&stack, trigger, processor, pipeline_options).await?;
+        let scheduler = stack.scheduler(store.clone())?;
+        let timeout = stack.template.function_timeout("SchedulerStartFunction")?;
         pipeline.run_scheduler(
             Arc::new(scheduler),
-            scheduler_every,
+            options.scheduler_every,
             Duration::from_secs(timeout),
         );
         println!(
@@ -420,7 +456,14 @@ pub mod local {
             stack.moto.endpoint,
             stack.moto.pid()
         );
-        println!("table           {}", stack.table);
+        match &options.data_dir {
+            Some(dir) => println!(
+                "table           {} (kept in {})",
+                stack.table,
+                dir.display()
+            ),
+            None => println!("table           {} (in memory)", stack.table),
+        }
         println!("process topic   {}", stack.process_topic_arn);
         println!("trigger topic   {}", stack.trigger_topic_arn);
         println!(
@@ -429,7 +472,7 @@ pub mod local {
         );
         println!(
             "scheduler-start runs every {} s (in AWS: hourly, 00:00-05:00 UTC).",
-            scheduler_every.as_secs()
+            options.scheduler_every.as_secs()
         );
         println!("Ctrl-C stops the pipeline, DynamoDB Local and moto.");
         lifo_local::interrupted().await;

@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use lifo_cli::{Cli, Command, connect, run};
+use std::time::Duration;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -13,29 +14,33 @@ async fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Local(lifo_cli::LocalCommand::Up { scheduler_every }) => {
-            lifo_cli::local::up(cli.shards, std::time::Duration::from_secs(*scheduler_every))
-                .await
-                .map(|()| None)
-        }
+        Command::Local(lifo_cli::LocalCommand::Up {
+            scheduler_every,
+            data_dir,
+            process_timeout,
+        }) => lifo_cli::local::up(lifo_cli::local::UpOptions {
+            shards: cli.shards,
+            scheduler_every: Duration::from_secs(*scheduler_every),
+            data_dir: data_dir.clone(),
+            process_timeout: process_timeout.map(Duration::from_secs),
+        })
+        .await
+        .map(|()| None),
         Command::Simulate(args) => {
             tokio::select! {
                 r = lifo_cli::simulate::command(args, cli.shards, cli.json) => r.map(Some),
-                _ = lifo_local::interrupted() => Err("interrupted; the local servers are stopped".into()),
+                _ = lifo_local::interrupted() => Err(anyhow::anyhow!("interrupted; the local servers are stopped")),
             }
         }
         Command::Bench(args) => {
             tokio::select! {
                 r = lifo_cli::bench::command(args, cli.json) => r.map(Some),
-                _ = lifo_local::interrupted() => Err("interrupted; the local servers are stopped".into()),
+                _ = lifo_local::interrupted() => Err(anyhow::anyhow!("interrupted; the local servers are stopped")),
             }
         }
         _ => match connect(&cli).await {
-            Ok(target) => run(&cli, &target)
-                .await
-                .map(Some)
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+            Ok(target) => run(&cli, &target).await.map(Some).map_err(Into::into),
+            Err(e) => Err(e.into()),
         },
     };
     match result {
@@ -46,7 +51,8 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            // The whole chain: what failed, then each cause.
+            eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }

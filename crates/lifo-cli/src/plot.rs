@@ -2,6 +2,7 @@
 //! colour per run (LIFO, FIFO), every start as a dot and the p95 of each
 //! 2-second window as a line. Written as SVG and PNG.
 
+use anyhow::Context as _;
 use lifo_local::report::percentile;
 use lifo_local::simulate::Outcome;
 use plotters::coord::Shift;
@@ -112,20 +113,20 @@ fn draw<DB: DrawingBackend>(
 
 /// Writes the plot of `outcomes` as `<path>.svg` and `<path>.png` (whatever
 /// extension `path` has); returns both paths.
-pub fn write(path: &Path, outcomes: &[Outcome]) -> Result<(PathBuf, PathBuf), String> {
+pub fn write(path: &Path, outcomes: &[Outcome]) -> anyhow::Result<(PathBuf, PathBuf)> {
     let svg = path.with_extension("svg");
     // ab_glyph needs the font registered once; a second registration is a
     // harmless replacement.
     plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
-        .map_err(|_| "the embedded font does not load".to_owned())?;
+        .map_err(|_| anyhow::anyhow!("the embedded font does not load"))?;
     if let Some(dir) = svg.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
     }
     let png = path.with_extension("png");
     let size = (1100, 600);
     draw(SVGBackend::new(&svg, size).into_drawing_area(), outcomes)
-        .map_err(|e| format!("writing {}: {e}", svg.display()))?;
+        .with_context(|| format!("writing {}", svg.display()))?;
     draw(BitMapBackend::new(&png, size).into_drawing_area(), outcomes)
-        .map_err(|e| format!("writing {}: {e}", png.display()))?;
+        .with_context(|| format!("writing {}", png.display()))?;
     Ok((svg, png))
 }

@@ -2,6 +2,7 @@
 //! bar, a report table and (with `--compare`, LIFO then FIFO on the same
 //! arrivals) a plot of age at start over time.
 
+use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lifo_core::Order;
 use lifo_local::simulate::{self, Outcome, Progress, Workload};
@@ -61,9 +62,12 @@ impl SimulateArgs {
 
     /// Refuses a rate clap cannot range-check (a float), naming the flag;
     /// the integer flags are range-checked by clap.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> anyhow::Result<()> {
         if !(self.rate > 0.0 && self.rate <= 500.0) {
-            return Err(format!("--rate must be in (0, 500], got {}", self.rate));
+            return Err(anyhow::anyhow!(
+                "--rate must be in (0, 500], got {}",
+                self.rate
+            ));
         }
         Ok(())
     }
@@ -92,7 +96,7 @@ fn show(bar: &ProgressBar, p: &Progress) {
 }
 
 /// Runs the workload once per order (`--compare`: LIFO then FIFO).
-pub async fn run_all(args: &SimulateArgs, shards: u32) -> Result<Vec<Outcome>, String> {
+pub async fn run_all(args: &SimulateArgs, shards: u32) -> anyhow::Result<Vec<Outcome>> {
     args.check()?;
     let workload = args.workload(shards);
     let arrivals = workload.arrivals();
@@ -119,7 +123,7 @@ pub async fn run_all(args: &SimulateArgs, shards: u32) -> Result<Vec<Outcome>, S
         let mut on_progress = |p: &Progress| show(&bar, p);
         let outcome = simulate::run(&workload, order, &arrivals, &mut on_progress)
             .await
-            .map_err(|e| format!("{order} run: {e}"))?;
+            .with_context(|| format!("{order} run"))?;
         bar.finish_and_clear();
         eprintln!(
             "{:>5} done in {:.0} s: {} processed, {} shed",
@@ -191,7 +195,7 @@ pub fn json(outcomes: &[Outcome]) -> Value {
 }
 
 /// `lifo simulate`: runs, prints the table (or JSON), writes the plot.
-pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> Result<String, String> {
+pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow::Result<String> {
     let outcomes = run_all(args, shards).await?;
     let (svg, png) = crate::plot::write(&args.plot, &outcomes)?;
     if as_json {

@@ -77,6 +77,35 @@ async fn admin_commands_against_the_local_stack() {
         .unwrap();
     let got = lifo(&h, &["tasks", "get", "run-me"]).await.unwrap();
     assert!(got.contains("status      SUCCESS"), "{got}");
+    assert!(
+        !got.contains("lease"),
+        "a finished task holds no lease: {got}"
+    );
+
+    // A running task shows its lease, and whether it is still live.
+    h.creator()
+        .handle(serde_json::json!({"tasks": [{"taskId": "running", "payload": {"n": 4}}]}))
+        .await
+        .unwrap();
+    let now = lifo_core::now_ms();
+    let claim = |lease_until| lifo_core::Step {
+        now_ms: now,
+        attempts: 1,
+        lease_until,
+        max_attempts: 3,
+        ..lifo_core::Step::default()
+    };
+    h.store
+        .apply(
+            "running",
+            lifo_core::Transition::Claim,
+            lifo_core::TaskStatus::Pending,
+            &claim(now + 60_000),
+        )
+        .await
+        .unwrap();
+    let got = lifo(&h, &["tasks", "get", "running"]).await.unwrap();
+    assert!(got.contains("lease       live for another "), "{got}");
     let history = lifo(&h, &["tasks", "history", "run-me"]).await.unwrap();
     assert!(
         history.contains("TAKEN") && history.ends_with("task run-me is SUCCESS (2 transitions)"),

@@ -98,6 +98,29 @@ pub fn max_ttl_seconds(src: &impl Source) -> Result<u64, ConfigError> {
     parsed(src, "MAX_TTL_SECONDS", 604_800u64, 60..=31_536_000)
 }
 
+/// `TASK_TTL_SECONDS`: the time to live of a task whose producer gives none
+/// (create), or of a scheduled task once started (scheduler-start):
+/// `1..=max_ttl_seconds`, default one hour (or the maximum, if lower).
+pub fn task_ttl_seconds(src: &impl Source, max_ttl_seconds: u64) -> Result<u64, ConfigError> {
+    parsed(
+        src,
+        "TASK_TTL_SECONDS",
+        3600u64.min(max_ttl_seconds),
+        1..=max_ttl_seconds,
+    )
+}
+
+/// `DUE_SHARD_COUNT`: write shards of the due-date index (1..=100, default 50).
+pub fn due_shard_count(src: &impl Source) -> Result<u32, ConfigError> {
+    parsed(src, "DUE_SHARD_COUNT", 50u32, 1..=100)
+}
+
+/// `CATCH_UP_DAYS`: past due dates a scheduler-start run also covers, and
+/// so how long after its due date a task may still start (0..=60, default 7).
+pub fn catch_up_days(src: &impl Source) -> Result<u32, ConfigError> {
+    parsed(src, "CATCH_UP_DAYS", 7u32, 0..=60)
+}
+
 /// `RETENTION_SECONDS`: how long tasks stay readable after they expire.
 pub fn retention_seconds(src: &impl Source) -> Result<u64, ConfigError> {
     parsed(
@@ -140,6 +163,28 @@ mod tests {
             "environment variable RATE=\"2\" is invalid: must be between 0 and 1"
         );
         assert_eq!(parsed(&s, "ABSENT", 7u32, 1..=10), Ok(7));
+    }
+
+    /// create and scheduler-start read the task TTL through one parser, so
+    /// both refuse a TTL above MAX_TTL_SECONDS with the same error.
+    #[test]
+    fn the_task_ttl_is_bounded_by_the_largest_ttl() {
+        let s = src(&[("MAX_TTL_SECONDS", "600"), ("TASK_TTL_SECONDS", "3600")]);
+        let max = max_ttl_seconds(&s).unwrap();
+        assert_eq!(
+            task_ttl_seconds(&s, max).unwrap_err().to_string(),
+            "environment variable TASK_TTL_SECONDS=\"3600\" is invalid: must be between 1 and 600"
+        );
+        // Absent, it defaults to an hour, or to the largest TTL if lower.
+        assert_eq!(task_ttl_seconds(&src(&[]), 604_800), Ok(3600));
+        assert_eq!(task_ttl_seconds(&src(&[]), 600), Ok(600));
+        assert_eq!(
+            due_shard_count(&src(&[("DUE_SHARD_COUNT", "0")]))
+                .unwrap_err()
+                .to_string(),
+            "environment variable DUE_SHARD_COUNT=\"0\" is invalid: must be between 1 and 100"
+        );
+        assert_eq!(catch_up_days(&src(&[])), Ok(7));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! The Lambda functions are thin wrappers around this crate.
 
 pub mod config;
+pub mod error;
+pub mod event;
 pub mod expr;
 pub mod lifo;
 pub mod logging;

@@ -1,8 +1,11 @@
 //! Wake-ups: one small SNS message that says "there may be work".
 
+use crate::error::BoxError;
 use aws_sdk_sns::Client;
-use aws_sdk_sns::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_sns::config::retry::RetryConfig;
+use aws_sdk_sns::error::ProvideErrorMetadata;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// The body of a wake-up message. Receivers do not depend on it (any message
 /// wakes them); it is there for logs and traces.
@@ -16,16 +19,27 @@ pub struct Wakeup {
     pub at: u64,
 }
 
-/// Publish attempts before giving up.
-const PUBLISH_ATTEMPTS: u32 = 3;
+/// Tries of one publish (the first and up to four retries).
+pub const PUBLISH_ATTEMPTS: u32 = 5;
 
-/// A publish that failed after the SDK's own retries.
+/// The one retry policy of wake-ups: the SDK's standard retries (throttling,
+/// 5xx, connection errors), [`PUBLISH_ATTEMPTS`] tries with exponential
+/// backoff and jitter from 200 ms: at most about 3 s of waiting, well inside
+/// the trigger's 30 s timeout.
+pub fn retry_config() -> RetryConfig {
+    RetryConfig::standard()
+        .with_max_attempts(PUBLISH_ATTEMPTS)
+        .with_initial_backoff(Duration::from_millis(200))
+}
+
+/// A publish that failed after the retries.
 #[derive(Debug, thiserror::Error)]
-#[error("publishing a wake-up to {topic_arn} failed ({code}): {message}")]
+#[error("publishing a wake-up to {topic_arn} failed ({code})")]
 pub struct NotifyError {
     pub topic_arn: String,
     pub code: String,
-    pub message: String,
+    #[source]
+    pub source: BoxError,
 }
 
 /// Publishes wake-ups to one topic.
@@ -36,9 +50,16 @@ pub struct Notifier {
 }
 
 impl Notifier {
+    /// A notifier on `client` (its endpoint, credentials and interceptors),
+    /// retrying with [`retry_config`].
     pub fn new(client: Client, topic_arn: impl Into<String>) -> Self {
+        let config = client
+            .config()
+            .to_builder()
+            .retry_config(retry_config())
+            .build();
         Self {
-            client,
+            client: Client::from_conf(config),
             topic_arn: topic_arn.into(),
         }
     }
@@ -47,30 +68,14 @@ impl Notifier {
         &self.topic_arn
     }
 
-    /// Publishes `wakeup`; returns the SNS message id. On top of the SDK's
-    /// own retries, a failed publish is tried again (3 attempts in all, with
-    /// backoff) before the error is returned: a wake-up is never dropped
-    /// silently.
+    /// Publishes `wakeup` and returns the SNS message id. A failed publish
+    /// is retried by the SDK ([`retry_config`]) and then returned as an
+    /// error: a wake-up is never dropped silently.
     pub async fn wake(&self, wakeup: &Wakeup) -> Result<String, NotifyError> {
-        let mut attempt = 1;
-        loop {
-            match self.publish(wakeup).await {
-                Ok(id) => return Ok(id),
-                Err(e) if attempt < PUBLISH_ATTEMPTS => {
-                    tracing::warn!(event = "wakeup.publish_retry", attempt, error = %e);
-                    tokio::time::sleep(crate::store::backoff(attempt)).await;
-                    attempt += 1;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    async fn publish(&self, wakeup: &Wakeup) -> Result<String, NotifyError> {
         let body = serde_json::to_string(wakeup).map_err(|e| NotifyError {
             topic_arn: self.topic_arn.clone(),
             code: "Serialize".into(),
-            message: e.to_string(),
+            source: e.into(),
         })?;
         let out = self
             .client
@@ -82,7 +87,7 @@ impl Notifier {
             .map_err(|e| NotifyError {
                 topic_arn: self.topic_arn.clone(),
                 code: e.code().unwrap_or("Unknown").to_owned(),
-                message: DisplayErrorContext(&e).to_string(),
+                source: e.into(),
             })?;
         Ok(out.message_id.unwrap_or_default())
     }
@@ -91,9 +96,8 @@ impl Notifier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_sns::operation::publish::{PublishError, PublishOutput};
-    use aws_sdk_sns::types::error::InternalErrorException;
-    use aws_smithy_mocks::{mock, mock_client};
+    use aws_sdk_sns::operation::publish::PublishOutput;
+    use aws_smithy_mocks::{RuleMode, mock, mock_client};
 
     fn wakeup() -> Wakeup {
         Wakeup {
@@ -102,6 +106,9 @@ mod tests {
             at: 1,
         }
     }
+
+    const INTERNAL_ERROR: &str = "<ErrorResponse><Error><Type>Receiver</Type><Code>InternalError</Code>\
+        <Message>boom</Message></Error><RequestId>r</RequestId></ErrorResponse>";
 
     #[tokio::test]
     async fn publishes_the_wakeup_as_json() {
@@ -117,60 +124,44 @@ mod tests {
         assert_eq!(rule.num_calls(), 1);
     }
 
-    #[tokio::test]
-    async fn a_transient_failure_is_retried() {
+    /// One policy: the SDK's retries, whatever the client was built with
+    /// (here: none), and nothing on top of them.
+    #[tokio::test(start_paused = true)]
+    async fn a_transient_failure_is_retried_by_the_sdk_policy() {
         let rule = mock!(Client::publish)
             .sequence()
-            .error(|| {
-                PublishError::InternalErrorException(
-                    InternalErrorException::builder().message("blip").build(),
-                )
-            })
+            .http_status(500, Some(INTERNAL_ERROR.into()))
+            .times(2)
             .output(|| PublishOutput::builder().message_id("m-2").build())
             .build();
-        let client = mock_client!(
-            aws_sdk_sns,
-            aws_smithy_mocks::RuleMode::MatchAny,
-            [&rule],
-            |c| { c.retry_config(aws_sdk_sns::config::retry::RetryConfig::disabled()) }
-        );
-        assert_eq!(
-            Notifier::new(client, "arn:topic")
-                .wake(&wakeup())
-                .await
-                .unwrap(),
-            "m-2"
-        );
-        assert_eq!(rule.num_calls(), 2);
+        let client = mock_client!(aws_sdk_sns, RuleMode::Sequential, [&rule], |c| {
+            c.retry_config(RetryConfig::disabled())
+        });
+        let n = Notifier::new(client, "arn:topic");
+        assert_eq!(n.wake(&wakeup()).await.unwrap(), "m-2");
+        assert_eq!(rule.num_calls(), 3);
     }
 
-    #[tokio::test]
-    async fn a_failed_publish_is_an_error_naming_the_topic() {
-        let rule = mock!(Client::publish).then_error(|| {
-            PublishError::InternalErrorException(
-                InternalErrorException::builder()
-                    .message("boom")
-                    .meta(
-                        aws_sdk_sns::error::ErrorMetadata::builder()
-                            .code("InternalError")
-                            .message("boom")
-                            .build(),
-                    )
-                    .build(),
-            )
-        });
-        let client = mock_client!(
-            aws_sdk_sns,
-            aws_smithy_mocks::RuleMode::MatchAny,
-            [&rule],
-            |c| { c.retry_config(aws_sdk_sns::config::retry::RetryConfig::disabled()) }
-        );
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_publish_is_an_error_naming_the_topic_after_every_attempt() {
+        let rule = mock!(Client::publish)
+            .sequence()
+            .http_status(500, Some(INTERNAL_ERROR.into()))
+            .repeatedly()
+            .build();
+        let client = mock_client!(aws_sdk_sns, RuleMode::Sequential, [&rule]);
         let err = Notifier::new(client, "arn:topic")
             .wake(&wakeup())
             .await
             .unwrap_err();
+        assert_eq!(rule.num_calls(), PUBLISH_ATTEMPTS as usize);
         assert_eq!(err.topic_arn, "arn:topic");
         assert_eq!(err.code, "InternalError");
-        assert!(err.to_string().contains("arn:topic"), "{err}");
+        let chain = crate::error::chain(&err);
+        assert!(
+            chain.starts_with("publishing a wake-up to arn:topic failed (InternalError): ")
+                && chain.contains("boom"),
+            "{chain}"
+        );
     }
 }

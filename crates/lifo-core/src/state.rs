@@ -1,7 +1,10 @@
 //! The task state machine: the one place that decides which moves are legal.
 //!
 //! ```text
-//!                claim                      succeed
+//!   SCHEDULED ----------------------> CANCELLED
+//!      |          cancel
+//!      | start (due date reached)
+//!      v         claim                      succeed
 //!   PENDING --------------> TAKEN ------------------------> SUCCESS
 //!      ^                    |  ^ \      fail (last attempt)
 //!      |  retry later       |  |  +-----------------------> FAILURE
@@ -153,6 +156,22 @@ mod tests {
                 !is_legal(Success, s) && !is_legal(Failure, s),
                 "terminal statuses absorb"
             );
+        }
+    }
+
+    /// The diagram at the top of this file names every move and status, so
+    /// a new move cannot land without being drawn.
+    #[test]
+    fn the_diagram_shows_every_move_and_status() {
+        let source = include_str!("state.rs");
+        let start = source.find("```text").unwrap();
+        let diagram = &source[start..start + source[start..].find("//! ```\n").unwrap()];
+        for t in Transition::ALL {
+            let label = t.name().replace('-', " ");
+            assert!(diagram.contains(&label), "the diagram lacks {label}");
+        }
+        for s in TaskStatus::ALL {
+            assert!(diagram.contains(s.as_str()), "the diagram lacks {s}");
         }
     }
 

@@ -2,7 +2,6 @@
 //! resources of template.yaml created in them, and an in-process pipeline
 //! that feeds the real handlers the events Lambda would.
 
-pub mod error;
 pub mod filter;
 pub mod pipeline;
 pub mod report;
@@ -12,7 +11,6 @@ pub mod simulate;
 pub mod stack;
 pub mod template;
 
-pub use error::{LocalError, Result};
 pub use pipeline::{Pipeline, PipelineOptions};
 pub use stack::LocalStack;
 pub use template::Template;

@@ -6,9 +6,9 @@
 //!   (reserved concurrency 1)
 //! - trigger topic (tail calls) → SQS → SNS-shaped event → `trigger`
 
-use crate::error::{Context, Result};
 use crate::filter;
 use crate::stack::LocalStack;
+use anyhow::{Context, Result};
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 use process::Processor;
 use process::runner::TaskRunner;
@@ -57,6 +57,10 @@ pub struct PipelineOptions {
     /// written before the pipeline started are then found only by the sweep,
     /// like tasks already pending when the stack is deployed.
     pub stream_from_latest: bool,
+    /// Overrides the process function's Timeout (its invocation deadline,
+    /// and so how long a claim's lease runs): shorter locally, so that a
+    /// restart reclaims what a killed run held sooner.
+    pub process_timeout: Option<Duration>,
 }
 
 impl Default for PipelineOptions {
@@ -66,6 +70,7 @@ impl Default for PipelineOptions {
             stream_poll: Duration::from_millis(100),
             sweep_every: Some(Duration::from_secs(5)),
             stream_from_latest: false,
+            process_timeout: None,
         }
     }
 }
@@ -165,8 +170,10 @@ impl Pipeline {
         let window = options
             .batching_window
             .unwrap_or(Duration::from_secs(source.batching_window_seconds));
-        let process_timeout =
-            Duration::from_secs(stack.template.function_timeout("ProcessFunction")?);
+        let process_timeout = match options.process_timeout {
+            Some(t) => t,
+            None => Duration::from_secs(stack.template.function_timeout("ProcessFunction")?),
+        };
 
         // Iterators are taken now, so nothing written after start is missed.
         let shards = stack

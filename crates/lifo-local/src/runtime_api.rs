@@ -7,7 +7,7 @@
 //! `POST …/invocation/{id}/response`, `POST …/invocation/{id}/error` and
 //! `POST …/init/error`.
 
-use crate::error::{Context, Result};
+use anyhow::{Context, Result};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -227,6 +227,22 @@ pub fn lambda_env(api: &RuntimeApi, function: &str) -> Vec<(String, String)> {
         ("AWS_REGION", "us-east-1"),
         ("AWS_ACCESS_KEY_ID", "local"),
         ("AWS_SECRET_ACCESS_KEY", "local"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// The settings every function binary needs to start, with no AWS behind
+/// them: a table name, topic ARNs, and an endpoint where nothing listens
+/// (so a function that calls AWS before answering fails fast and visibly).
+pub fn offline_function_env() -> Vec<(String, String)> {
+    let arn = "arn:aws:sns:us-east-1:000000000000:offline";
+    [
+        ("TABLE_NAME", "QueueTable"),
+        ("TRIGGER_TOPIC_ARN", arn),
+        ("PROCESS_TOPIC_ARN", arn),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))

@@ -1,11 +1,12 @@
 //! Amazon DynamoDB Local and moto, started on free loopback ports and stopped
-//! by PID when dropped (also when a test panics or the demo is interrupted).
+//! by PID when dropped (also when a test panics or the demo is interrupted),
+//! and killed by the kernel when the process that started them dies.
 
-use crate::error::{Context, LocalError, Result};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use anyhow::{Context, Result, anyhow};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
 
 /// Where the project-local tools live (`.tools/`, filled by `scripts/setup-tools`).
 #[derive(Debug, Clone)]
@@ -20,10 +21,10 @@ impl Tools {
             .map(PathBuf::from)
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools"));
         if !root.is_dir() {
-            return Err(LocalError(format!(
+            return Err(anyhow!(
                 "local tools not found at {}: run `make tools` (or scripts/setup-tools) first",
                 root.display()
-            )));
+            ));
         }
         Ok(Self { root })
     }
@@ -51,6 +52,13 @@ impl Tools {
 }
 
 /// A server process we started. Dropping it kills it by PID and reaps it.
+///
+/// It also dies with the process that started it, however that one ends
+/// (`kill -9` included): the child asks Linux for SIGKILL when its parent
+/// goes (`PR_SET_PDEATHSIG`, set between fork and exec). Linux sends it when
+/// the *thread* that spawned the child exits, so start servers from a thread
+/// that lives as long as they should: the main thread, a test's thread, a
+/// Tokio worker (never a `spawn_blocking` thread, which idles out).
 #[derive(Debug)]
 pub struct Server {
     pub name: &'static str,
@@ -61,15 +69,19 @@ pub struct Server {
 
 impl Server {
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.id().unwrap_or(0)
     }
 
-    /// Stops the server now (also done on drop).
+    /// Stops the server now (also done on drop): SIGKILL, then waits until
+    /// it is reaped.
     pub fn stop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
+            let _ = self.child.start_kill();
+            let until = Instant::now() + Duration::from_secs(5);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
-        let _ = self.child.wait();
     }
 }
 
@@ -80,53 +92,79 @@ impl Drop for Server {
 }
 
 fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
     Ok(listener
         .local_addr()
         .context("reading the free port")?
         .port())
 }
 
-fn spawn(name: &'static str, tools: &Tools, mut cmd: Command, port: u16) -> Result<Server> {
+/// Makes the child die with its parent (see [`Server`]). Runs in the child
+/// between fork and exec: only async-signal-safe calls.
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: getpid() before the fork; prctl and getppid are
+    // async-signal-safe and touch no memory of the parent.
+    let parent = unsafe { libc::getpid() };
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before prctl took effect: nobody will signal us.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("the parent exited during spawn"));
+            }
+            Ok(())
+        });
+    }
+}
+
+async fn spawn(name: &'static str, tools: &Tools, mut cmd: Command, port: u16) -> Result<Server> {
     std::fs::create_dir_all(tools.log_dir()).context("creating the log folder")?;
     let log = tools.log_dir().join(format!("{name}-{port}.log"));
-    let file = std::fs::File::create(&log).context(format!("creating {}", log.display()))?;
+    let file =
+        std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let err = file.try_clone().context("opening the log")?;
+    die_with_parent(&mut cmd);
     let child = cmd
         .stdin(Stdio::null())
         .stdout(file)
         .stderr(err)
+        .kill_on_drop(true)
         .spawn()
-        .context(format!("starting {name}"))?;
+        .with_context(|| format!("starting {name}"))?;
     let mut server = Server {
         name,
         endpoint: format!("http://127.0.0.1:{port}"),
         log,
         child,
     };
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let started = Instant::now();
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+    loop {
+        let connect = tokio::net::TcpStream::connect(("127.0.0.1", port));
+        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(200), connect).await {
+            return Ok(server);
+        }
         if let Ok(Some(status)) = server.child.try_wait() {
-            return Err(LocalError(format!(
+            return Err(anyhow!(
                 "{name} exited at start ({status}); see {}",
                 server.log.display()
-            )));
+            ));
         }
         if started.elapsed() > Duration::from_secs(60) {
             server.stop();
-            return Err(LocalError(format!(
+            return Err(anyhow!(
                 "{name} did not listen on {port} within 60 s; see {}",
                 server.log.display()
-            )));
+            ));
         }
-        std::thread::sleep(Duration::from_millis(50));
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    Ok(server)
 }
 
-/// Starts Amazon DynamoDB Local (in memory) on a free port.
-pub fn start_dynamodb_local(tools: &Tools) -> Result<Server> {
+/// Starts Amazon DynamoDB Local on a free port: in memory, or, with
+/// `data_dir`, keeping its tables in that folder across restarts.
+pub async fn start_dynamodb_local(tools: &Tools, data_dir: Option<&Path>) -> Result<Server> {
     let dir = tools.dynamodb_local_dir()?;
     let port = free_port()?;
     let mut cmd = Command::new("java");
@@ -136,22 +174,28 @@ pub fn start_dynamodb_local(tools: &Tools) -> Result<Server> {
     ))
     .arg("-Xmx512m")
     .arg("-jar")
-    .arg(dir.join("DynamoDBLocal.jar"))
-    .args([
-        "-inMemory",
-        "-sharedDb",
-        "-disableTelemetry",
-        "-port",
-        &port.to_string(),
-    ])
-    .current_dir(&dir);
-    spawn("dynamodb-local", tools, cmd, port)
+    .arg(dir.join("DynamoDBLocal.jar"));
+    match data_dir {
+        Some(data) => {
+            std::fs::create_dir_all(data)
+                .with_context(|| format!("creating the data folder {}", data.display()))?;
+            let data = std::path::absolute(data)
+                .with_context(|| format!("resolving {}", data.display()))?;
+            cmd.arg("-dbPath").arg(data);
+        }
+        None => {
+            cmd.arg("-inMemory");
+        }
+    }
+    cmd.args(["-sharedDb", "-disableTelemetry", "-port", &port.to_string()])
+        .current_dir(&dir);
+    spawn("dynamodb-local", tools, cmd, port).await
 }
 
 /// Starts moto (SNS, SQS) on a free loopback port.
-pub fn start_moto(tools: &Tools) -> Result<Server> {
+pub async fn start_moto(tools: &Tools) -> Result<Server> {
     let port = free_port()?;
     let mut cmd = Command::new(tools.moto_server());
     cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
-    spawn("moto", tools, cmd, port)
+    spawn("moto", tools, cmd, port).await
 }

@@ -3,10 +3,11 @@
 //! for a while; then the queue drains (every task is run or shed by expiry).
 //! What `lifo simulate` and `lifo bench` run, in LIFO or FIFO order.
 
-use crate::error::Context;
 use crate::pipeline::PipelineStats;
 use crate::report::{Observer, Report, percentile};
-use crate::{LocalError, LocalStack, Pipeline, PipelineOptions, Result};
+use crate::{LocalStack, Pipeline, PipelineOptions};
+use anyhow::Result;
+use anyhow::{Context, anyhow};
 use create::{CreateConfig, Creator, MAX_TASKS_PER_REQUEST};
 use lifo_core::store::Op;
 use lifo_core::{Notifier, Order, Store, now_ms};
@@ -228,7 +229,7 @@ async fn drive(
             let out = creator
                 .handle(serde_json::json!({ "count": count, "ttlSeconds": workload.ttl_seconds }))
                 .await
-                .map_err(|e| LocalError(format!("create failed: {e}")))?;
+                .map_err(|e| anyhow!("create failed: {}", lifo_core::error::chain(&e)))?;
             created.extend(out.created);
         }
         let draining = created.len() == arrivals.len() && elapsed >= workload.duration;
@@ -268,10 +269,10 @@ async fn drive(
             }
         }
         if elapsed > drain_limit {
-            return Err(LocalError(format!(
+            return Err(anyhow!(
                 "tasks still to do {} s after arrivals stopped",
                 (elapsed - workload.duration).as_secs()
-            )));
+            ));
         }
         tokio::time::sleep(tick).await;
     }

@@ -1,8 +1,8 @@
 //! The local stack: servers, clients, and the resources of template.yaml.
 
-use crate::error::{Context, Result};
 use crate::servers::{self, Server, Tools};
 use crate::template::Template;
+use anyhow::{Context, Result};
 use aws_config::BehaviorVersion;
 use aws_sdk_dynamodb::config::Credentials;
 use aws_sdk_dynamodb::types::TimeToLiveSpecification;
@@ -44,14 +44,31 @@ pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
         .await
 }
 
+/// How to start a local stack.
+#[derive(Debug, Clone, Default)]
+pub struct StackOptions {
+    /// Keep DynamoDB Local's tables in this folder (`-dbPath`), so a
+    /// restart finds the table and its tasks; in memory when `None`.
+    pub data_dir: Option<std::path::PathBuf>,
+}
+
 impl LocalStack {
-    /// Starts DynamoDB Local and moto and creates the table (with TTL) and
-    /// topics from template.yaml, plus one SQS queue subscribed to each topic.
+    /// Starts DynamoDB Local (in memory) and moto and creates the table
+    /// (with TTL) and topics from template.yaml, plus one SQS queue
+    /// subscribed to each topic.
     pub async fn start() -> Result<Self> {
+        Self::start_with(StackOptions::default()).await
+    }
+
+    /// [`LocalStack::start`] with options. Both servers start at once; with a
+    /// `data_dir` that already holds the table, the table is kept as it is.
+    pub async fn start_with(options: StackOptions) -> Result<Self> {
         let tools = Tools::locate()?;
         let template = Template::workspace()?;
-        let dynamodb_local = servers::start_dynamodb_local(&tools)?;
-        let moto = servers::start_moto(&tools)?;
+        let (dynamodb_local, moto) = tokio::try_join!(
+            servers::start_dynamodb_local(&tools, options.data_dir.as_deref()),
+            servers::start_moto(&tools),
+        )?;
         let ddb_conf = sdk_config(&dynamodb_local.endpoint).await;
         let moto_conf = sdk_config(&moto.endpoint).await;
         let ddb = aws_sdk_dynamodb::Client::new(&ddb_conf);
@@ -63,39 +80,61 @@ impl LocalStack {
         let def = template.table(TABLE)?;
         // DynamoDB Local may accept connections a moment before it serves.
         let mut attempt = 0;
-        let created = loop {
-            match def.create_table(&ddb, &table)?.send().await {
-                Ok(out) => break out,
-                Err(e) if attempt < 20 => {
-                    attempt += 1;
-                    tracing::debug!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(&e), "create table, retrying");
-                    tokio::time::sleep(Duration::from_millis(250)).await;
+        let existing = loop {
+            match ddb.describe_table().table_name(&table).send().await {
+                Ok(out) => break out.table.and_then(|t| t.latest_stream_arn),
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_resource_not_found_exception()) =>
+                {
+                    break None;
                 }
-                Err(e) => return Err(e).context("creating the table from template.yaml"),
+                Err(e) if attempt < 40 => {
+                    attempt += 1;
+                    tracing::debug!(error = %lifo_core::error::chain(&e), "describe table, retrying");
+                    tokio::time::sleep(Duration::from_millis(125)).await;
+                }
+                Err(e) => return Err(e).context("describing the table"),
             }
         };
-        let stream_arn = created
-            .table_description
-            .and_then(|d| d.latest_stream_arn)
-            .context("the table has no stream (StreamSpecification missing from template.yaml?)")?;
-        if let Some(ttl) = def
-            .time_to_live_specification
-            .as_ref()
-            .filter(|t| t.enabled)
-        {
-            ddb.update_time_to_live()
-                .table_name(&table)
-                .time_to_live_specification(
-                    TimeToLiveSpecification::builder()
-                        .attribute_name(&ttl.attribute_name)
-                        .enabled(true)
-                        .build()
-                        .context("TTL specification")?,
-                )
-                .send()
-                .await
-                .context("enabling TTL")?;
-        }
+        let stream_arn = match existing {
+            Some(arn) => {
+                tracing::info!(table, "reusing the table in the data folder");
+                arn
+            }
+            None => {
+                let created = def
+                    .create_table(&ddb, &table)?
+                    .send()
+                    .await
+                    .context("creating the table from template.yaml")?;
+                let arn = created
+                    .table_description
+                    .and_then(|d| d.latest_stream_arn)
+                    .context(
+                        "the table has no stream (StreamSpecification missing from template.yaml?)",
+                    )?;
+                if let Some(ttl) = def
+                    .time_to_live_specification
+                    .as_ref()
+                    .filter(|t| t.enabled)
+                {
+                    ddb.update_time_to_live()
+                        .table_name(&table)
+                        .time_to_live_specification(
+                            TimeToLiveSpecification::builder()
+                                .attribute_name(&ttl.attribute_name)
+                                .enabled(true)
+                                .build()
+                                .context("TTL specification")?,
+                        )
+                        .send()
+                        .await
+                        .context("enabling TTL")?;
+                }
+                arn
+            }
+        };
 
         let mut topic_arn = std::collections::HashMap::new();
         let mut queue_url = std::collections::HashMap::new();

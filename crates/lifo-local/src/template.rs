@@ -2,7 +2,7 @@
 //! definitions (table, index, stream, TTL, event filter, parameter defaults):
 //! local and deployed schema cannot drift.
 
-use crate::error::{Context, LocalError, Result};
+use anyhow::{Context, Result, anyhow};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
     ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
@@ -239,7 +239,10 @@ impl Template {
                 .get("Pattern")
                 .and_then(Value::as_str)
                 .context("a filter without Pattern")?;
-            filters.push(serde_json::from_str(text).context(format!("filter pattern {text}"))?);
+            let pattern: Value =
+                serde_json::from_str(text).context(format!("filter pattern {text}"))?;
+            crate::filter::validate(&pattern).context(format!("{mapping}'s filter {text}"))?;
+            filters.push(pattern);
         }
         Ok(StreamSource {
             batch_size: props
@@ -259,12 +262,10 @@ impl Template {
         match self.doc.pointer(&format!("/Parameters/{name}/Default")) {
             Some(Value::String(s)) => Ok(s.clone()),
             Some(Value::Number(n)) => Ok(n.to_string()),
-            Some(other) => Err(LocalError(format!(
+            Some(other) => Err(anyhow!(
                 "parameter {name} has an unexpected default {other}"
-            ))),
-            None => Err(LocalError(format!(
-                "template.yaml has no default for parameter {name}"
-            ))),
+            )),
+            None => Err(anyhow!("template.yaml has no default for parameter {name}")),
         }
     }
 

@@ -14,6 +14,7 @@ use lifo_core::config::{self, ConfigError, Source};
 use lifo_core::model::{MAX_PAYLOAD_BYTES, MAX_TASK_ID_LEN};
 use lifo_core::{Store, StoreError, Task, new_task_id, now_ms};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 
@@ -56,16 +57,11 @@ impl CreateConfig {
         Ok(Self {
             table_name: config::required(src, "TABLE_NAME")?,
             shard_count: config::shard_count(src)?,
-            default_ttl_seconds: config::parsed(
-                src,
-                "TASK_TTL_SECONDS",
-                3600u64,
-                1..=max_ttl_seconds,
-            )?,
+            default_ttl_seconds: config::task_ttl_seconds(src, max_ttl_seconds)?,
             max_ttl_seconds,
-            due_shard_count: config::parsed(src, "DUE_SHARD_COUNT", 50u32, 1..=100)?,
+            due_shard_count: config::due_shard_count(src)?,
             retention_seconds: config::retention_seconds(src)?,
-            catch_up_days: config::parsed(src, "CATCH_UP_DAYS", 7u32, 0..=60)?,
+            catch_up_days: config::catch_up_days(src)?,
         })
     }
 }
@@ -142,6 +138,14 @@ impl Creator {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// [`Creator::handle`] for the event as the runtime hands it over: an
+    /// event nested too deeply for the JSON parser is an invalid request too.
+    pub async fn handle_raw(&self, event: &RawValue) -> Result<CreateResponse, CreateError> {
+        let event =
+            lifo_core::event::parse(event).map_err(|e| invalid("(request)", e.to_string()))?;
+        self.handle(event).await
     }
 
     /// Validates `event` completely, then writes it.
@@ -485,7 +489,7 @@ impl From<CreateError> for lambda_runtime::Diagnostic {
         };
         lambda_runtime::Diagnostic {
             error_type: error_type.into(),
-            error_message: e.to_string(),
+            error_message: lifo_core::error::chain(&e),
         }
     }
 }

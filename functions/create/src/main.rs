@@ -2,6 +2,7 @@
 
 use create::{CreateConfig, Creator};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
+use lifo_core::event::RawEvent;
 use lifo_core::{Store, config::Env};
 
 // One thread: Lambda runs one event at a time per sandbox with at most one
@@ -17,8 +18,8 @@ async fn main() -> Result<(), Error> {
         config,
     );
     let creator = &creator;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
-        creator.handle(event.payload).await
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
+        creator.handle_raw(&event.payload).await
     }))
     .await
 }

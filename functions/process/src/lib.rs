@@ -9,6 +9,7 @@
 pub mod runner;
 
 use lifo_core::config::{self, ConfigError, Source};
+use lifo_core::error::Chain;
 use lifo_core::{
     Candidate, Notifier, NotifyError, Order, Step, Store, StoreError, Task, TaskStatus, Transition,
     Wakeup, now_ms,
@@ -165,12 +166,19 @@ impl ProcessReport {
 /// on-failure destination); tasks already claimed were finished first.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
-    #[error("reading or claiming tasks failed: {0}")]
+    #[error("reading or claiming tasks failed")]
     Store(#[from] StoreError),
-    #[error("tail call failed: {0}")]
+    #[error("tail call failed")]
     TailCall(#[from] NotifyError),
     #[error("malformed SNS event: {0}")]
     Malformed(String),
+}
+
+/// [`wakeups_in`] for the event as the runtime hands it over.
+pub fn wakeups_in_raw(event: &serde_json::value::RawValue) -> Result<usize, ProcessError> {
+    let event = lifo_core::event::parse(event)
+        .map_err(|e| ProcessError::Malformed(format!("the event is {e}")))?;
+    wakeups_in(event)
 }
 
 /// Checks that `event` is an SNS event and returns how many wake-ups it
@@ -190,7 +198,7 @@ impl From<ProcessError> for lambda_runtime::Diagnostic {
         };
         lambda_runtime::Diagnostic {
             error_type: error_type.into(),
-            error_message: e.to_string(),
+            error_message: lifo_core::error::chain(&e),
         }
     }
 }
@@ -238,7 +246,7 @@ impl<R: TaskRunner> Processor<R> {
 
     /// The first `want` claimable tasks in the configured order (newest
     /// first unless this is a FIFO comparison run).
-    async fn newest(&self, want: usize) -> Result<Vec<Candidate>, StoreError> {
+    async fn first_in_order(&self, want: usize) -> Result<Vec<Candidate>, StoreError> {
         let now = now_ms();
         self.store
             .claimable(
@@ -309,7 +317,7 @@ impl<R: TaskRunner> Processor<R> {
             tally(&mut report, done);
         }
         outcome?;
-        if report.stop == StopReason::Budget && !self.newest(1).await?.is_empty() {
+        if report.stop == StopReason::Budget && !self.first_in_order(1).await?.is_empty() {
             let wakeup = Wakeup {
                 source: "process".into(),
                 reason: "tail-call".into(),
@@ -364,7 +372,7 @@ impl<R: TaskRunner> Processor<R> {
                     .await;
                 continue;
             }
-            let mut candidates = self.newest(free + skip.len()).await?;
+            let mut candidates = self.first_in_order(free + skip.len()).await?;
             candidates.retain(|c| !skip.contains(&c.task_id));
             candidates.truncate(free);
             if candidates.is_empty() {
@@ -427,9 +435,9 @@ impl<R: TaskRunner> Processor<R> {
                         }
                         skip.insert(c.task_id);
                     }
-                    Err(StoreError::Malformed { task_id, reason }) => {
+                    Err(StoreError::Malformed { task_id, source }) => {
                         report.skipped += 1;
-                        tracing::warn!(event = "task.skipped", taskId = %task_id, error = %reason, "claimed item does not parse; its lease will expire");
+                        tracing::warn!(event = "task.skipped", taskId = %task_id, error = %source, "claimed item does not parse; its lease will expire");
                         skip.insert(task_id);
                     }
                     Err(e) => return Err(e),
@@ -587,11 +595,11 @@ async fn run_and_finish<R: TaskRunner>(
                 return Finished::Stale;
             }
             Err(e) if attempt < FINISH_ATTEMPTS => {
-                tracing::warn!(event = "task.finish_retry", taskId = %task.task_id, attempt, error = %e);
+                tracing::warn!(event = "task.finish_retry", taskId = %task.task_id, attempt, error = %Chain(&e));
                 tokio::time::sleep(lifo_core::store::backoff(attempt)).await;
             }
             Err(e) => {
-                tracing::error!(event = "task.finish_failed", taskId = %task.task_id, toStatus = %t.to(), error = %e,
+                tracing::error!(event = "task.finish_failed", taskId = %task.task_id, toStatus = %t.to(), error = %Chain(&e),
                     "outcome not recorded; the lease will expire and the task will be claimed again");
                 return Finished::Error;
             }

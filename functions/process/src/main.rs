@@ -2,11 +2,11 @@
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::Env;
+use lifo_core::event::RawEvent;
 use lifo_core::{Notifier, Store};
 use process::runner::AnyRunner;
 use process::{ProcessConfig, Processor};
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
 
 // One thread: Lambda runs one event at a time per sandbox with at most one
 // vCPU below 1,769 MB, so worker threads only add wake-ups (measured: 10 %
@@ -21,12 +21,9 @@ async fn main() -> Result<(), Error> {
     let tail = Notifier::new(aws_sdk_sns::Client::new(&aws), &config.trigger_topic_arn);
     let processor = Processor::new(store, tail, runner, config);
     let processor = &processor;
-    lambda_runtime::run(service_fn(
-        move |event: LambdaEvent<serde_json::Value>| async move {
-            let wakeups = process::wakeups_in(event.payload)?;
-            let deadline = UNIX_EPOCH + Duration::from_millis(event.context.deadline);
-            processor.handle(wakeups, deadline).await
-        },
-    ))
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
+        let wakeups = process::wakeups_in_raw(&event.payload)?;
+        processor.handle(wakeups, event.context.deadline()).await
+    }))
     .await
 }

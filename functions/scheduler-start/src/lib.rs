@@ -47,10 +47,10 @@ impl SchedulerConfig {
         Ok(Self {
             table_name: config::required(src, "TABLE_NAME")?,
             process_topic_arn: config::required(src, "PROCESS_TOPIC_ARN")?,
-            due_shard_count: config::parsed(src, "DUE_SHARD_COUNT", 50u32, 1..=100)?,
-            catch_up_days: config::parsed(src, "CATCH_UP_DAYS", 7u32, 0..=60)?,
+            due_shard_count: config::due_shard_count(src)?,
+            catch_up_days: config::catch_up_days(src)?,
             parallelism: config::parsed(src, "PARALLELISM", 32usize, 1..=256)?,
-            default_ttl_seconds: config::parsed(src, "TASK_TTL_SECONDS", 3600u64, 1..=31_536_000)?,
+            default_ttl_seconds: config::task_ttl_seconds(src, config::max_ttl_seconds(src)?)?,
             retention_seconds: config::retention_seconds(src)?,
             deadline_margin: Duration::from_millis(config::parsed(
                 src,
@@ -67,7 +67,7 @@ impl SchedulerConfig {
 pub enum SchedulerError {
     #[error("invalid event: {0}")]
     Invalid(String),
-    #[error("reading the due index failed: {0}")]
+    #[error("reading the due index failed")]
     Store(#[from] StoreError),
     #[error(transparent)]
     Wake(#[from] NotifyError),
@@ -82,7 +82,7 @@ impl From<SchedulerError> for lambda_runtime::Diagnostic {
         };
         lambda_runtime::Diagnostic {
             error_type: error_type.into(),
-            error_message: e.to_string(),
+            error_message: lifo_core::error::chain(&e),
         }
     }
 }
@@ -169,6 +169,17 @@ impl Scheduler {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// [`Scheduler::handle`] for the event as the runtime hands it over.
+    pub async fn handle_raw(
+        &self,
+        event: &serde_json::value::RawValue,
+        deadline: SystemTime,
+    ) -> Result<StartReport, SchedulerError> {
+        let event = lifo_core::event::parse(event)
+            .map_err(|e| SchedulerError::Invalid(format!("the event is {e}")))?;
+        self.handle(event, deadline).await
     }
 
     /// Runs for the date `event` names, until done or `deadline`.
@@ -314,13 +325,13 @@ impl Scheduler {
                         status = current.as_ref().map_or("gone", |t| t.task_status.as_str()));
                     return Ok(());
                 }
-                Err(StoreError::Throttled { .. }) if attempt < START_ATTEMPTS => {
+                Err(e) if e.is_throttled() && attempt < START_ATTEMPTS => {
                     counters.throttle_retries.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(lifo_core::store::backoff(attempt)).await;
                 }
                 Err(e) => {
                     counters.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(event = "scheduler.start_failed", taskId = %id, error = %e,
+                    tracing::warn!(event = "scheduler.start_failed", taskId = %id, error = %lifo_core::error::Chain(&e),
                         "left SCHEDULED for the next run");
                     return Ok(());
                 }

@@ -2,9 +2,9 @@
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::Env;
+use lifo_core::event::RawEvent;
 use lifo_core::{Notifier, Store};
 use scheduler_start::{Scheduler, SchedulerConfig};
-use std::time::{Duration, UNIX_EPOCH};
 
 // One thread: Lambda runs one event at a time per sandbox with at most one
 // vCPU below 1,769 MB, so worker threads only add wake-ups (measured: 10 %
@@ -18,11 +18,10 @@ async fn main() -> Result<(), Error> {
     let wake = Notifier::new(aws_sdk_sns::Client::new(&aws), &config.process_topic_arn);
     let scheduler = Scheduler::new(store, wake, config);
     let scheduler = &scheduler;
-    lambda_runtime::run(service_fn(
-        move |event: LambdaEvent<serde_json::Value>| async move {
-            let deadline = UNIX_EPOCH + Duration::from_millis(event.context.deadline);
-            scheduler.handle(event.payload, deadline).await
-        },
-    ))
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
+        scheduler
+            .handle_raw(&event.payload, event.context.deadline())
+            .await
+    }))
     .await
 }

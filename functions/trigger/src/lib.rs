@@ -34,7 +34,7 @@ pub enum TriggerError {
     },
     #[error(transparent)]
     Publish(#[from] NotifyError),
-    #[error("sweep query failed: {0}")]
+    #[error("sweep query failed")]
     Sweep(#[from] StoreError),
 }
 
@@ -47,7 +47,7 @@ impl From<TriggerError> for lambda_runtime::Diagnostic {
         };
         lambda_runtime::Diagnostic {
             error_type: error_type.into(),
-            error_message: e.to_string(),
+            error_message: lifo_core::error::chain(&e),
         }
     }
 }
@@ -97,16 +97,17 @@ pub struct Trigger {
     sweep: Option<Sweep>,
 }
 
-/// The event shapes the trigger accepts.
-enum Source3 {
+/// What invoked the trigger: the table stream, an SNS tail call, or the
+/// EventBridge sweep rule.
+enum Invocation {
     Stream(Vec<Value>),
     Sns(SnsEvent),
     Schedule,
 }
 
-fn classify(event: Value) -> Result<Source3, TriggerError> {
+fn classify(event: Value) -> Result<Invocation, TriggerError> {
     if event.get("source").and_then(Value::as_str) == Some("aws.events") {
-        return Ok(Source3::Schedule);
+        return Ok(Invocation::Schedule);
     }
     let first = event
         .get("Records")
@@ -120,11 +121,11 @@ fn classify(event: Value) -> Result<Source3, TriggerError> {
         .map(str::to_owned);
     match source.as_deref() {
         Some("aws:dynamodb") => match event.get("Records") {
-            Some(Value::Array(records)) => Ok(Source3::Stream(records.clone())),
+            Some(Value::Array(records)) => Ok(Invocation::Stream(records.clone())),
             _ => Err(TriggerError::Malformed { source_name: "DynamoDB stream", message: "Records is not an array".into() }),
         },
         Some("aws:sns") => serde_json::from_value(event)
-            .map(Source3::Sns)
+            .map(Invocation::Sns)
             .map_err(|e| TriggerError::Malformed { source_name: "SNS", message: e.to_string() }),
         Some(other) => Err(TriggerError::Unrecognised(format!(
             "Records[0] has event source {other:?}; expected aws:dynamodb or aws:sns"
@@ -175,6 +176,18 @@ impl Trigger {
         self
     }
 
+    /// [`Trigger::handle`] for the event as the runtime hands it over.
+    pub async fn handle_raw(
+        &self,
+        event: &serde_json::value::RawValue,
+    ) -> Result<DynamoDbEventResponse, TriggerError> {
+        let event = lifo_core::event::parse(event).map_err(|e| TriggerError::Malformed {
+            source_name: "invocation",
+            message: format!("the event is {e}"),
+        })?;
+        self.handle(event).await
+    }
+
     /// Handles a raw invocation event; the response is the stream's partial
     /// batch response (ignored by SNS and EventBridge).
     pub async fn handle(&self, event: Value) -> Result<DynamoDbEventResponse, TriggerError> {
@@ -187,8 +200,8 @@ impl Trigger {
     /// As [`Trigger::handle`], returning what was done.
     pub async fn handle_outcome(&self, event: Value) -> Result<TriggerOutcome, TriggerError> {
         match classify(event)? {
-            Source3::Stream(records) => self.stream(records).await,
-            Source3::Sns(e) => {
+            Invocation::Stream(records) => self.stream(records).await,
+            Invocation::Sns(e) => {
                 let mut outcome = TriggerOutcome {
                     signals: e.records.len(),
                     ..TriggerOutcome::default()
@@ -199,7 +212,7 @@ impl Trigger {
                 }
                 Ok(outcome)
             }
-            Source3::Schedule => self.sweep().await,
+            Invocation::Schedule => self.sweep().await,
         }
     }
 
@@ -245,7 +258,7 @@ impl Trigger {
                 Ok(()) => outcome.published = true,
                 // Not acknowledged: Lambda retries from the first of them.
                 Err(e) if !signal_sequence_numbers.is_empty() => {
-                    tracing::error!(event = "wakeup.publish_failed", error = %e, "reporting the batch's signals as failed so Lambda retries them");
+                    tracing::error!(event = "wakeup.publish_failed", error = %lifo_core::error::Chain(&e), "reporting the batch's signals as failed so Lambda retries them");
                     outcome.failed_items.extend(signal_sequence_numbers);
                 }
                 Err(e) => return Err(e.into()),

@@ -4,6 +4,7 @@
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::{Env, required};
+use lifo_core::event::RawEvent;
 use lifo_core::{Notifier, Store};
 use trigger::{Sweep, Trigger};
 
@@ -20,8 +21,8 @@ async fn main() -> Result<(), Error> {
     let trigger = Trigger::new(Notifier::new(aws_sdk_sns::Client::new(&aws), topic))
         .with_sweep(Sweep::from_source(store, &Env)?);
     let trigger = &trigger;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
-        trigger.handle(event.payload).await
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
+        trigger.handle_raw(&event.payload).await
     }))
     .await
 }

@@ -1,8 +1,7 @@
 use super::*;
 use aws_sdk_dynamodb::operation::query::QueryOutput;
 use aws_sdk_sns::Client;
-use aws_sdk_sns::operation::publish::{PublishError, PublishOutput};
-use aws_sdk_sns::types::error::InternalErrorException;
+use aws_sdk_sns::operation::publish::PublishOutput;
 use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
 use serde_json::json;
 
@@ -20,18 +19,24 @@ fn ok_publish() -> Rule {
         .build()
 }
 
+/// SNS answering every publish with a 500 (what the SDK retries).
 fn failing_publish() -> Rule {
-    mock!(Client::publish).then_error(|| {
-        PublishError::InternalErrorException(
-            InternalErrorException::builder().message("down").build(),
+    mock!(Client::publish)
+        .sequence()
+        .http_status(
+            500,
+            Some(
+                "<ErrorResponse><Error><Type>Receiver</Type><Code>InternalError</Code>\
+                 <Message>down</Message></Error><RequestId>r</RequestId></ErrorResponse>"
+                    .into(),
+            ),
         )
-    })
+        .repeatedly()
+        .build()
 }
 
 fn trigger(rule: &Rule) -> Trigger {
-    let client = mock_client!(aws_sdk_sns, RuleMode::MatchAny, [rule], |c| {
-        c.retry_config(aws_sdk_sns::config::retry::RetryConfig::disabled())
-    });
+    let client = mock_client!(aws_sdk_sns, RuleMode::MatchAny, [rule]);
     Trigger::new(Notifier::new(client, "arn:process"))
 }
 
@@ -101,7 +106,7 @@ async fn a_malformed_record_is_reported_alone_and_the_rest_still_wakes() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_failed_publish_reports_the_signals_for_retry() {
     let event = fixture("trigger-stream-insert.json");
     let expected = sequence_numbers(&event);
@@ -109,10 +114,14 @@ async fn a_failed_publish_reports_the_signals_for_retry() {
     let out = trigger(&rule).handle_outcome(event).await.unwrap();
     assert!(!out.published);
     assert_eq!(out.failed_items, expected);
-    assert_eq!(rule.num_calls(), 3, "publish is retried before giving up");
+    assert_eq!(
+        rule.num_calls(),
+        lifo_core::notify::PUBLISH_ATTEMPTS as usize,
+        "publish is retried (by the SDK's policy) before giving up"
+    );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_failed_tail_call_publish_fails_the_invocation() {
     let rule = failing_publish();
     let err = trigger(&rule)

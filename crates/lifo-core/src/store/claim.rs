@@ -61,7 +61,7 @@ impl Store {
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
-                .map_err(|e| classify("Query", &e))?;
+                .map_err(|e| classify("Query", e))?;
             self.meter.record(Op::Read, out.consumed_capacity());
             for item in out.items.unwrap_or_default() {
                 match serde_dynamo::from_item::<_, Candidate>(item) {

@@ -80,7 +80,7 @@ impl Store {
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
-                .map_err(|e| classify("Query", &e))?;
+                .map_err(|e| classify("Query", e))?;
             self.meter.record(Op::Read, out.consumed_capacity());
             total += usize::try_from(out.count).unwrap_or(0);
             start = out.last_evaluated_key;
@@ -110,7 +110,7 @@ impl Store {
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
-                .map_err(|e| classify("Query", &e))?;
+                .map_err(|e| classify("Query", e))?;
             self.meter.record(Op::Read, out.consumed_capacity());
             if let Some(c) = out
                 .items

@@ -1,9 +1,12 @@
-//! What went wrong talking to the table.
+//! What went wrong talking to the table. Each error keeps its cause (the
+//! SDK's error, the parser's) as `source()`; [`crate::error::Chain`] prints
+//! the whole story.
 
 use super::Item;
+use crate::error::BoxError;
 use crate::model::{Task, TaskStatus};
 use crate::state::IllegalTransition;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 /// What went wrong talking to the table.
@@ -18,22 +21,45 @@ pub enum StoreError {
         current: Option<Box<Task>>,
     },
     /// DynamoDB throttled the request even after the SDK's retries.
-    #[error("{operation} throttled: {message}")]
+    #[error("{operation} throttled")]
     Throttled {
         operation: &'static str,
-        message: String,
+        #[source]
+        source: BoxError,
+    },
+    /// Items a batch request left unprocessed after our retries (DynamoDB
+    /// does this under throttling).
+    #[error("{operation}: {remaining} items still unprocessed after {retries} retries")]
+    Unprocessed {
+        operation: &'static str,
+        remaining: usize,
+        retries: u32,
+    },
+    /// A write of several tasks stopped part-way: the first `written` are in
+    /// the table, the rest are not.
+    #[error("{written} of {total} tasks were written, then writing failed")]
+    PartialWrite {
+        written: usize,
+        total: usize,
+        #[source]
+        source: Box<StoreError>,
     },
     /// The state machine refused the move; nothing was sent.
     #[error(transparent)]
     Illegal(#[from] IllegalTransition),
     /// An item that does not parse as a task.
-    #[error("task {task_id} is malformed: {reason}")]
-    Malformed { task_id: String, reason: String },
+    #[error("task {task_id} is malformed")]
+    Malformed {
+        task_id: String,
+        #[source]
+        source: serde_dynamo::Error,
+    },
     /// Anything else (network, permissions, validation).
-    #[error("{operation} failed: {message}")]
+    #[error("{operation} failed")]
     Other {
         operation: &'static str,
-        message: String,
+        #[source]
+        source: BoxError,
     },
 }
 
@@ -52,6 +78,15 @@ impl StoreError {
     pub fn is_condition_failed(&self) -> bool {
         matches!(self, Self::ConditionFailed { .. })
     }
+
+    /// DynamoDB asked us to slow down (a retry later may succeed).
+    pub fn is_throttled(&self) -> bool {
+        match self {
+            Self::Throttled { .. } | Self::Unprocessed { .. } => true,
+            Self::PartialWrite { source, .. } => source.is_throttled(),
+            _ => false,
+        }
+    }
 }
 
 const THROTTLE_CODES: [&str; 4] = [
@@ -61,17 +96,19 @@ const THROTTLE_CODES: [&str; 4] = [
     "ThrottlingError",
 ];
 
-pub(super) fn classify<E, R>(operation: &'static str, err: &SdkError<E, R>) -> StoreError
+pub(super) fn classify<E, R>(operation: &'static str, err: SdkError<E, R>) -> StoreError
 where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
 {
-    let message = DisplayErrorContext(err).to_string();
-    match err.code() {
-        Some(code) if THROTTLE_CODES.contains(&code) => {
-            StoreError::Throttled { operation, message }
-        }
-        _ => StoreError::Other { operation, message },
+    let throttled = err
+        .code()
+        .is_some_and(|code| THROTTLE_CODES.contains(&code));
+    let source = err.into();
+    if throttled {
+        StoreError::Throttled { operation, source }
+    } else {
+        StoreError::Other { operation, source }
     }
 }
 
@@ -80,8 +117,30 @@ pub(super) fn parse_task(item: Item) -> Result<Task, StoreError> {
         Some(AttributeValue::S(id)) => id.clone(),
         _ => "<no taskId>".to_owned(),
     };
-    serde_dynamo::from_item(item).map_err(|e| StoreError::Malformed {
-        task_id,
-        reason: e.to_string(),
-    })
+    serde_dynamo::from_item(item).map_err(|source| StoreError::Malformed { task_id, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::chain;
+
+    #[test]
+    fn a_partial_write_says_what_was_written_and_why_it_stopped() {
+        let e = StoreError::PartialWrite {
+            written: 25,
+            total: 30,
+            source: Box::new(StoreError::Unprocessed {
+                operation: "BatchWriteItem",
+                remaining: 5,
+                retries: 8,
+            }),
+        };
+        assert!(e.is_throttled());
+        assert_eq!(
+            chain(&e),
+            "25 of 30 tasks were written, then writing failed: \
+             BatchWriteItem: 5 items still unprocessed after 8 retries"
+        );
+    }
 }

@@ -90,7 +90,7 @@ impl Store {
             .set_exclusive_start_key(start)
             .send()
             .await
-            .map_err(|e| classify("Query", &e))?;
+            .map_err(|e| classify("Query", e))?;
         self.meter.record(Op::Read, out.consumed_capacity());
         let ids = out
             .items
@@ -105,8 +105,33 @@ impl Store {
     }
 }
 
-/// 50 ms, 100 ms, 200 ms … capped at 3.2 s, with full jitter.
+/// The wait before retry `attempt` (1, 2, …) of our own retries (unprocessed
+/// batch items, recording an outcome): a ceiling of 100 ms, 200 ms, 400 ms …
+/// capped at 3.2 s, with "equal jitter": a random wait between half the
+/// ceiling and the ceiling, so a retry never comes at once but retries of
+/// many tasks still spread out.
 pub fn backoff(attempt: u32) -> Duration {
-    let cap = 50u64 << attempt.min(6);
-    Duration::from_millis(fastrand::u64(cap / 2..=cap))
+    let ceiling = 50u64 << attempt.clamp(1, 6);
+    Duration::from_millis(fastrand::u64(ceiling / 2..=ceiling))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_draws_between_half_the_ceiling_and_the_ceiling() {
+        for (attempt, ceiling) in [(1, 100), (2, 200), (3, 400), (6, 3200), (30, 3200)] {
+            let waits: Vec<u64> = (0..2000)
+                .map(|_| backoff(attempt).as_millis() as u64)
+                .collect();
+            let (min, max) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
+            assert!(
+                *min >= ceiling / 2 && *max <= ceiling,
+                "attempt {attempt}: {min}..{max}"
+            );
+            // Jittered: the draws cover most of the range.
+            assert!(max - min > ceiling / 3, "attempt {attempt}: {min}..{max}");
+        }
+    }
 }

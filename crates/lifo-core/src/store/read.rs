@@ -20,7 +20,7 @@ impl Store {
             .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await
-            .map_err(|e| classify("GetItem", &e))?;
+            .map_err(|e| classify("GetItem", e))?;
         self.meter.record(Op::Read, out.consumed_capacity());
         out.item.map(parse_task).transpose()
     }
@@ -51,7 +51,7 @@ impl Store {
                 .build()
                 .map_err(|e| StoreError::Other {
                     operation: "BatchGetItem",
-                    message: e.to_string(),
+                    source: e.into(),
                 })?,
         );
         let mut attempt = 0;
@@ -63,7 +63,7 @@ impl Store {
                 .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
                 .send()
                 .await
-                .map_err(|e| classify("BatchGetItem", &e))?;
+                .map_err(|e| classify("BatchGetItem", e))?;
             self.meter.record(Op::Read, out.consumed_capacity());
             for item in out
                 .responses
@@ -75,7 +75,7 @@ impl Store {
                         found.insert(t.task_id.clone(), t);
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "skipping a malformed item in a user's history")
+                        tracing::warn!(error = %crate::error::chain(&e), "skipping a malformed item in a user's history")
                     }
                 }
             }
@@ -86,9 +86,10 @@ impl Store {
             if pending.is_some() {
                 attempt += 1;
                 if attempt > UNPROCESSED_RETRIES {
-                    return Err(StoreError::Throttled {
+                    return Err(StoreError::Unprocessed {
                         operation: "BatchGetItem",
-                        message: "keys still unprocessed after retries".into(),
+                        remaining: pending.as_ref().map_or(0, |k| k.keys().len()),
+                        retries: UNPROCESSED_RETRIES,
                     });
                 }
                 tokio::time::sleep(backoff(attempt)).await;

@@ -86,7 +86,7 @@ impl Store {
                         current,
                     });
                 }
-                Err(classify("UpdateItem", &err))
+                Err(classify("UpdateItem", err))
             }
         }
     }

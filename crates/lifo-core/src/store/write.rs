@@ -11,41 +11,42 @@ pub const BATCH_WRITE_MAX: usize = 25;
 /// How often unprocessed batch items are retried before giving up.
 pub(super) const UNPROCESSED_RETRIES: u32 = 8;
 
+fn to_item(task: &Task) -> Result<Item, StoreError> {
+    serde_dynamo::to_item(task).map_err(|source| StoreError::Malformed {
+        task_id: task.task_id.clone(),
+        source,
+    })
+}
+
 impl Store {
     /// Writes new tasks whose ids are fresh (generated here), 25 per
     /// BatchWriteItem; unprocessed items are retried with exponential backoff.
-    /// Returns how many were written; on error, tasks before the failing
-    /// batch are written and the error says how many.
+    /// Returns how many were written. If a batch fails after others were
+    /// written, the error is [`StoreError::PartialWrite`], saying how many.
     pub async fn put_new(&self, tasks: &[Task]) -> Result<usize, StoreError> {
         let mut written = 0;
         for chunk in tasks.chunks(BATCH_WRITE_MAX) {
             let mut requests = Vec::with_capacity(chunk.len());
             for task in chunk {
-                let item: Item =
-                    serde_dynamo::to_item(task).map_err(|e| StoreError::Malformed {
-                        task_id: task.task_id.clone(),
-                        reason: e.to_string(),
-                    })?;
                 let put = PutRequest::builder()
-                    .set_item(Some(item))
+                    .set_item(Some(to_item(task)?))
                     .build()
                     .map_err(|e| StoreError::Other {
                         operation: "BatchWriteItem",
-                        message: e.to_string(),
+                        source: e.into(),
                     })?;
                 requests.push(WriteRequest::builder().put_request(put).build());
             }
-            self.batch_write(requests).await.map_err(|e| match e {
-                StoreError::Throttled { operation, message } => StoreError::Throttled {
-                    operation,
-                    message: format!("{message} ({written} tasks were written before)"),
-                },
-                StoreError::Other { operation, message } => StoreError::Other {
-                    operation,
-                    message: format!("{message} ({written} tasks were written before)"),
-                },
-                other => other,
-            })?;
+            self.batch_write(requests)
+                .await
+                .map_err(|e| match (written, e) {
+                    (0, e) => e,
+                    (written, e) => StoreError::PartialWrite {
+                        written,
+                        total: tasks.len(),
+                        source: Box::new(e),
+                    },
+                })?;
             written += chunk.len();
         }
         Ok(written)
@@ -61,7 +62,7 @@ impl Store {
                 .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
                 .send()
                 .await
-                .map_err(|e| classify("BatchWriteItem", &e))?;
+                .map_err(|e| classify("BatchWriteItem", e))?;
             self.meter.record(Op::Put, out.consumed_capacity());
             requests = out
                 .unprocessed_items
@@ -72,12 +73,10 @@ impl Store {
             }
             attempt += 1;
             if attempt > UNPROCESSED_RETRIES {
-                return Err(StoreError::Throttled {
+                return Err(StoreError::Unprocessed {
                     operation: "BatchWriteItem",
-                    message: format!(
-                        "{} items still unprocessed after {UNPROCESSED_RETRIES} retries",
-                        requests.len()
-                    ),
+                    remaining: requests.len(),
+                    retries: UNPROCESSED_RETRIES,
                 });
             }
             tokio::time::sleep(backoff(attempt)).await;
@@ -87,10 +86,7 @@ impl Store {
     /// Writes a task whose id the producer chose, only if no task has that id
     /// yet. Returns `false` when it already existed (nothing written).
     pub async fn put_if_absent(&self, task: &Task) -> Result<bool, StoreError> {
-        let item: Item = serde_dynamo::to_item(task).map_err(|e| StoreError::Malformed {
-            task_id: task.task_id.clone(),
-            reason: e.to_string(),
-        })?;
+        let item = to_item(task)?;
         let cond = expr::put_if_absent();
         let result = self
             .client
@@ -114,7 +110,7 @@ impl Store {
                 self.meter.record_rejected();
                 Ok(false)
             }
-            Err(e) => Err(classify("PutItem", &e)),
+            Err(e) => Err(classify("PutItem", e)),
         }
     }
 }

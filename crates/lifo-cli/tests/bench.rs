@@ -1,0 +1,76 @@
+//! `lifo bench` run as a user runs it, on the debug binaries. In its own
+//! test binary: it drives the process binary flat out, which would skew
+//! the timing-sensitive simulation if both ran at once.
+
+mod common;
+use common::*;
+
+use std::process::Command;
+
+#[test]
+fn bench_measures_every_part_and_says_how_to_reproduce_it() {
+    // The debug binaries next to this `lifo` (scripts/test builds them
+    // first); the figures are a debug build's, the table is the same.
+    let bin_dir = std::path::Path::new(LIFO).parent().unwrap();
+    for f in ["create", "trigger", "process", "scheduler-start"] {
+        assert!(
+            bin_dir.join(f).is_file(),
+            "{f} is not built: run `cargo build --workspace --bins` first"
+        );
+    }
+    let stdout = run_ok(
+        Command::new(LIFO)
+            .args([
+                "--json",
+                "bench",
+                "--tasks",
+                "60",
+                "--starts",
+                "1",
+                "--minutes",
+                "0.1",
+                "--ttl",
+                "3",
+                "--bin-dir",
+            ])
+            .arg(bin_dir),
+    );
+    let bench: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let f = &bench["figures"];
+    assert_eq!(f["writeUnitsPerSuccessfulTask"].as_f64(), Some(6.0), "{f}");
+    assert!(f["process"]["tasks"].as_u64().unwrap() >= 60, "{f}");
+    let rss = f["process"]["peakRssMb"].as_f64().unwrap();
+    assert!(rss > 1.0 && rss < 1024.0, "{f}");
+    assert!(f["process"]["cpuMsPerTask"].as_f64().unwrap() > 0.0, "{f}");
+    for name in ["create", "trigger", "process", "scheduler-start"] {
+        let ms = f["coldStartMedianMs"][name].as_f64().unwrap();
+        assert!(ms > 0.0 && ms < 10_000.0, "{name}: {ms}");
+        assert!(f["sizesBytes"][name].as_u64().unwrap() > 1_000_000);
+    }
+    let fresh = &f["freshness"];
+    assert!(
+        fresh["lifoP95Ms"].as_u64().unwrap() < fresh["fifoP95Ms"].as_u64().unwrap(),
+        "{fresh}"
+    );
+    // Every row says how to reproduce it, with the settings it ran with.
+    let rows = bench["rows"].as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        1 + 4 + 2 + 1 + 1,
+        "sizes, 4 cold starts, CPU, RSS, write units, freshness"
+    );
+    for r in rows {
+        let cmd = r["command"].as_str().unwrap();
+        assert!(cmd.starts_with("lifo bench --only "), "{r}");
+        assert!(
+            cmd.ends_with(&format!("--bin-dir {}", bin_dir.display())),
+            "{r}"
+        );
+    }
+    assert!(rows.iter().any(|r| {
+        r["command"]
+            .as_str()
+            .unwrap()
+            .contains("--only freshness --minutes 0.1 --ttl 3")
+    }));
+}
