@@ -6,161 +6,25 @@
 //! run) or until no claimable task is left. It claims only as many tasks as
 //! the runner has free slots, so it never claims a task just to bounce it.
 
+mod config;
+mod finish;
+mod report;
 pub mod runner;
 
-use lifo_core::config::{self, ConfigError, Source};
-use lifo_core::error::Chain;
+pub use config::ProcessConfig;
+pub use report::{ProcessReport, StopReason};
+
+use finish::run_and_finish;
 use lifo_core::{
-    Candidate, Notifier, NotifyError, Order, Step, Store, StoreError, Task, TaskStatus, Transition,
+    Candidate, Notifier, NotifyError, Step, Store, StoreError, Task, TaskStatus, Transition,
     Wakeup, now_ms,
 };
-use runner::{RunOutcome, TaskRunner};
-use serde::Serialize;
+use report::{Finished, tally};
+use runner::TaskRunner;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::task::JoinSet;
-
-/// Settings of the process function.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProcessConfig {
-    pub table_name: String,
-    pub trigger_topic_arn: String,
-    pub shard_count: u32,
-    pub max_ttl_seconds: u64,
-    /// Stop claiming after this long.
-    pub time_budget: Duration,
-    /// Safety margin kept before the invocation deadline.
-    pub deadline_margin: Duration,
-    /// How long to wait before looking again when tasks are running but no
-    /// new claimable task was found.
-    pub idle_poll: Duration,
-    /// Claims a task may get; errors burn one, "retry later" does not.
-    pub max_attempts: u32,
-    /// Added to the invocation deadline to form the lease end (clock skew
-    /// between hosts).
-    pub lease_margin: Duration,
-    /// Newest first (the default). `fifo` exists only to compare the same
-    /// pipeline as a FIFO queue (`lifo simulate --compare`).
-    pub order: Order,
-}
-
-impl ProcessConfig {
-    /// The defaults (the template's), for `table_name` and the topic the
-    /// processor tail-calls through.
-    pub fn new(table_name: impl Into<String>, trigger_topic_arn: impl Into<String>) -> Self {
-        Self {
-            table_name: table_name.into(),
-            trigger_topic_arn: trigger_topic_arn.into(),
-            shard_count: 1,
-            max_ttl_seconds: 604_800,
-            time_budget: Duration::from_secs(60),
-            deadline_margin: Duration::from_secs(2),
-            idle_poll: Duration::from_millis(250),
-            max_attempts: 3,
-            lease_margin: Duration::from_secs(2),
-            order: Order::Lifo,
-        }
-    }
-
-    pub fn from_source(src: &impl Source) -> Result<Self, ConfigError> {
-        Ok(Self {
-            table_name: config::required(src, "TABLE_NAME")?,
-            trigger_topic_arn: config::required(src, "TRIGGER_TOPIC_ARN")?,
-            shard_count: config::shard_count(src)?,
-            max_ttl_seconds: config::max_ttl_seconds(src)?,
-            time_budget: Duration::from_secs(config::parsed(
-                src,
-                "TIME_BUDGET_SECONDS",
-                60u64,
-                1..=900,
-            )?),
-            deadline_margin: Duration::from_millis(config::parsed(
-                src,
-                "DEADLINE_MARGIN_MS",
-                2_000u64,
-                0..=60_000,
-            )?),
-            idle_poll: Duration::from_millis(config::parsed(
-                src,
-                "IDLE_POLL_MS",
-                250u64,
-                10..=10_000,
-            )?),
-            max_attempts: config::parsed(src, "MAX_ATTEMPTS", 3u32, 1..=100)?,
-            lease_margin: Duration::from_millis(config::parsed(
-                src,
-                "LEASE_MARGIN_MS",
-                2_000u64,
-                0..=60_000,
-            )?),
-            order: config::value(src, "SELECTION_ORDER", Order::Lifo)?,
-        })
-    }
-}
-
-/// Why the claim loop stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StopReason {
-    /// No claimable task was left.
-    Empty,
-    /// The time budget (or the invocation deadline) was reached.
-    Budget,
-}
-
-/// What one invocation did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessReport {
-    /// Ids in the order they were claimed.
-    pub claimed: Vec<String>,
-    pub succeeded: usize,
-    pub failed: usize,
-    pub retried: usize,
-    /// Of `claimed`, tasks taken over after another claim's lease expired.
-    pub reclaimed: usize,
-    /// Tasks whose lease expired with no attempts left: ended FAILURE.
-    pub abandoned: usize,
-    /// Runs that failed with attempts left: put back.
-    pub retried_after_error: usize,
-    /// Claims lost to another worker (normal when two processors race).
-    pub conflicts: usize,
-    /// Outcomes refused because the task was claimed again meanwhile
-    /// (fencing token changed): the newer claim's outcome stands.
-    pub stale_rejected: usize,
-    /// Index entries skipped: unknown status or unparseable item.
-    pub skipped: usize,
-    /// Outcomes that could not be recorded (I/O errors after retries).
-    pub finish_errors: usize,
-    pub stop: StopReason,
-    pub tail_call: bool,
-    pub elapsed_ms: u64,
-    /// Age at start (ms) of each claimed task, for the AgeAtStartMs metric.
-    #[serde(skip)]
-    pub ages_ms: Vec<u64>,
-}
-
-impl ProcessReport {
-    /// The invocation's metrics (EMF).
-    pub fn metrics(&self) -> lifo_core::metrics::Metrics {
-        let ages: Vec<f64> = self.ages_ms.iter().map(|a| *a as f64).collect();
-        lifo_core::metrics::Metrics::new()
-            .cold_start()
-            .count("TasksClaimed", self.claimed.len())
-            .count("TasksSucceeded", self.succeeded)
-            .count("TasksFailed", self.failed + self.abandoned)
-            .count("TasksRetried", self.retried + self.retried_after_error)
-            .count("ClaimConflicts", self.conflicts)
-            .count("StaleFinishRejected", self.stale_rejected)
-            .count("TailCalls", usize::from(self.tail_call))
-            .values(
-                "AgeAtStartMs",
-                lifo_core::metrics::Unit::Milliseconds,
-                &ages,
-            )
-    }
-}
 
 /// Why an invocation failed. Lambda retries it (and then sends it to the
 /// on-failure destination); tasks already claimed were finished first.
@@ -201,16 +65,6 @@ impl From<ProcessError> for lambda_runtime::Diagnostic {
             error_message: lifo_core::error::chain(&e),
         }
     }
-}
-
-/// How one claimed task ended.
-enum Finished {
-    Succeeded,
-    Failed,
-    Retried,
-    RetriedAfterError,
-    Stale,
-    Error,
 }
 
 /// The process function's handler.
@@ -517,95 +371,6 @@ impl<R: TaskRunner> Processor<R> {
             tally(report, done);
         }
     }
-}
-
-fn tally(report: &mut ProcessReport, done: Result<Finished, tokio::task::JoinError>) {
-    match done {
-        Ok(Finished::Succeeded) => report.succeeded += 1,
-        Ok(Finished::Failed) => report.failed += 1,
-        Ok(Finished::Retried) => report.retried += 1,
-        Ok(Finished::RetriedAfterError) => report.retried_after_error += 1,
-        Ok(Finished::Stale) => report.stale_rejected += 1,
-        Ok(Finished::Error) => report.finish_errors += 1,
-        Err(e) => {
-            tracing::error!(event = "task.run_panicked", error = %e);
-            report.finish_errors += 1;
-        }
-    }
-}
-
-/// How often recording an outcome is tried before giving up.
-const FINISH_ATTEMPTS: u32 = 4;
-
-async fn run_and_finish<R: TaskRunner>(
-    store: Store,
-    runner: Arc<R>,
-    task: Task,
-    max_attempts: u32,
-) -> Finished {
-    let outcome = runner.run(&task).await;
-    let (t, reason, finished) = match &outcome {
-        RunOutcome::Success => (Transition::Succeed, "", Finished::Succeeded),
-        RunOutcome::Failure(r) if task.attempts >= max_attempts => {
-            (Transition::Fail, r.as_str(), Finished::Failed)
-        }
-        RunOutcome::Failure(r) => (
-            Transition::RetryAfterError,
-            r.as_str(),
-            Finished::RetriedAfterError,
-        ),
-        RunOutcome::RetryLater(r) => (Transition::RetryLater, r.as_str(), Finished::Retried),
-    };
-    let attempts = if t == Transition::RetryLater {
-        task.attempts.saturating_sub(1)
-    } else {
-        task.attempts
-    };
-    for attempt in 1..=FINISH_ATTEMPTS {
-        let step = Step {
-            now_ms: now_ms(),
-            token: task.token,
-            attempts,
-            lease_until: 0,
-            max_attempts,
-            reason,
-            history: &task.history,
-            ..Step::default()
-        };
-        match store
-            .record(&task.task_id, t, TaskStatus::Taken, &step)
-            .await
-        {
-            Ok(()) => {
-                tracing::info!(event = "task.finished", taskId = %task.task_id, fromStatus = "TAKEN", toStatus = %t.to(),
-                    attempt = task.attempts, token = task.token, reason);
-                return finished;
-            }
-            // An earlier try whose answer was lost (ours, or the SDK's own
-            // retry) already applied it: same token, status as we asked.
-            Err(StoreError::ConditionFailed {
-                current: Some(cur), ..
-            }) if cur.token == task.token && cur.task_status == t.to() => {
-                return finished;
-            }
-            Err(StoreError::ConditionFailed { current, .. }) => {
-                tracing::warn!(event = "task.stale_finish_rejected", taskId = %task.task_id, toStatus = %t.to(),
-                    token = task.token, currentToken = current.as_ref().map(|c| c.token),
-                    "the task was claimed again after this claim's lease expired; the newer claim's outcome stands");
-                return Finished::Stale;
-            }
-            Err(e) if attempt < FINISH_ATTEMPTS => {
-                tracing::warn!(event = "task.finish_retry", taskId = %task.task_id, attempt, error = %Chain(&e));
-                tokio::time::sleep(lifo_core::store::backoff(attempt)).await;
-            }
-            Err(e) => {
-                tracing::error!(event = "task.finish_failed", taskId = %task.task_id, toStatus = %t.to(), error = %Chain(&e),
-                    "outcome not recorded; the lease will expire and the task will be claimed again");
-                return Finished::Error;
-            }
-        }
-    }
-    Finished::Error
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use aws_sdk_dynamodb::types::error::{ConditionalCheckFailedException, InternalSe
 use aws_sdk_sns::Client as Sns;
 use aws_sdk_sns::operation::publish::PublishOutput;
 use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
+use lifo_core::Order;
 use std::collections::HashMap;
 
 fn index_entry(id: &str, at: u64) -> HashMap<String, AttributeValue> {

@@ -1,0 +1,82 @@
+//! Running a claimed task and recording its outcome, fenced by the claim's
+//! token.
+
+use crate::report::Finished;
+use crate::runner::{RunOutcome, TaskRunner};
+use lifo_core::error::Chain;
+use lifo_core::{Step, Store, StoreError, Task, TaskStatus, Transition, now_ms};
+use std::sync::Arc;
+
+/// How often recording an outcome is tried before giving up.
+const FINISH_ATTEMPTS: u32 = 4;
+
+pub(crate) async fn run_and_finish<R: TaskRunner>(
+    store: Store,
+    runner: Arc<R>,
+    task: Task,
+    max_attempts: u32,
+) -> Finished {
+    let outcome = runner.run(&task).await;
+    let (t, reason, finished) = match &outcome {
+        RunOutcome::Success => (Transition::Succeed, "", Finished::Succeeded),
+        RunOutcome::Failure(r) if task.attempts >= max_attempts => {
+            (Transition::Fail, r.as_str(), Finished::Failed)
+        }
+        RunOutcome::Failure(r) => (
+            Transition::RetryAfterError,
+            r.as_str(),
+            Finished::RetriedAfterError,
+        ),
+        RunOutcome::RetryLater(r) => (Transition::RetryLater, r.as_str(), Finished::Retried),
+    };
+    let attempts = if t == Transition::RetryLater {
+        task.attempts.saturating_sub(1)
+    } else {
+        task.attempts
+    };
+    for attempt in 1..=FINISH_ATTEMPTS {
+        let step = Step {
+            now_ms: now_ms(),
+            token: task.token,
+            attempts,
+            lease_until: 0,
+            max_attempts,
+            reason,
+            history: &task.history,
+            ..Step::default()
+        };
+        match store
+            .record(&task.task_id, t, TaskStatus::Taken, &step)
+            .await
+        {
+            Ok(()) => {
+                tracing::info!(event = "task.finished", taskId = %task.task_id, fromStatus = "TAKEN", toStatus = %t.to(),
+                    attempt = task.attempts, token = task.token, reason);
+                return finished;
+            }
+            // An earlier try whose answer was lost (ours, or the SDK's own
+            // retry) already applied it: same token, status as we asked.
+            Err(StoreError::ConditionFailed {
+                current: Some(cur), ..
+            }) if cur.token == task.token && cur.task_status == t.to() => {
+                return finished;
+            }
+            Err(StoreError::ConditionFailed { current, .. }) => {
+                tracing::warn!(event = "task.stale_finish_rejected", taskId = %task.task_id, toStatus = %t.to(),
+                    token = task.token, currentToken = current.as_ref().map(|c| c.token),
+                    "the task was claimed again after this claim's lease expired; the newer claim's outcome stands");
+                return Finished::Stale;
+            }
+            Err(e) if attempt < FINISH_ATTEMPTS => {
+                tracing::warn!(event = "task.finish_retry", taskId = %task.task_id, attempt, error = %Chain(&e));
+                tokio::time::sleep(lifo_core::store::backoff(attempt)).await;
+            }
+            Err(e) => {
+                tracing::error!(event = "task.finish_failed", taskId = %task.task_id, toStatus = %t.to(), error = %Chain(&e),
+                    "outcome not recorded; the lease will expire and the task will be claimed again");
+                return Finished::Error;
+            }
+        }
+    }
+    Finished::Error
+}

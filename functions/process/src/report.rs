@@ -1,0 +1,91 @@
+//! What one invocation did, its metrics, and how each claimed task ended.
+
+use serde::Serialize;
+
+/// Why the claim loop stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// No claimable task was left.
+    Empty,
+    /// The time budget (or the invocation deadline) was reached.
+    Budget,
+}
+
+/// What one invocation did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessReport {
+    /// Ids in the order they were claimed.
+    pub claimed: Vec<String>,
+    pub succeeded: usize,
+    pub failed: usize,
+    pub retried: usize,
+    /// Of `claimed`, tasks taken over after another claim's lease expired.
+    pub reclaimed: usize,
+    /// Tasks whose lease expired with no attempts left: ended FAILURE.
+    pub abandoned: usize,
+    /// Runs that failed with attempts left: put back.
+    pub retried_after_error: usize,
+    /// Claims lost to another worker (normal when two processors race).
+    pub conflicts: usize,
+    /// Outcomes refused because the task was claimed again meanwhile
+    /// (fencing token changed): the newer claim's outcome stands.
+    pub stale_rejected: usize,
+    /// Index entries skipped: unknown status or unparseable item.
+    pub skipped: usize,
+    /// Outcomes that could not be recorded (I/O errors after retries).
+    pub finish_errors: usize,
+    pub stop: StopReason,
+    pub tail_call: bool,
+    pub elapsed_ms: u64,
+    /// Age at start (ms) of each claimed task, for the AgeAtStartMs metric.
+    #[serde(skip)]
+    pub ages_ms: Vec<u64>,
+}
+
+impl ProcessReport {
+    /// The invocation's metrics (EMF).
+    pub fn metrics(&self) -> lifo_core::metrics::Metrics {
+        let ages: Vec<f64> = self.ages_ms.iter().map(|a| *a as f64).collect();
+        lifo_core::metrics::Metrics::new()
+            .cold_start()
+            .count("TasksClaimed", self.claimed.len())
+            .count("TasksSucceeded", self.succeeded)
+            .count("TasksFailed", self.failed + self.abandoned)
+            .count("TasksRetried", self.retried + self.retried_after_error)
+            .count("ClaimConflicts", self.conflicts)
+            .count("StaleFinishRejected", self.stale_rejected)
+            .count("TailCalls", usize::from(self.tail_call))
+            .values(
+                "AgeAtStartMs",
+                lifo_core::metrics::Unit::Milliseconds,
+                &ages,
+            )
+    }
+}
+
+/// How one claimed task ended.
+pub(crate) enum Finished {
+    Succeeded,
+    Failed,
+    Retried,
+    RetriedAfterError,
+    Stale,
+    Error,
+}
+
+pub(crate) fn tally(report: &mut ProcessReport, done: Result<Finished, tokio::task::JoinError>) {
+    match done {
+        Ok(Finished::Succeeded) => report.succeeded += 1,
+        Ok(Finished::Failed) => report.failed += 1,
+        Ok(Finished::Retried) => report.retried += 1,
+        Ok(Finished::RetriedAfterError) => report.retried_after_error += 1,
+        Ok(Finished::Stale) => report.stale_rejected += 1,
+        Ok(Finished::Error) => report.finish_errors += 1,
+        Err(e) => {
+            tracing::error!(event = "task.run_panicked", error = %e);
+            report.finish_errors += 1;
+        }
+    }
+}
