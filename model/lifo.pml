@@ -3,11 +3,14 @@
  * leases with fencing tokens, attempts, the safety sweep and tail calls.
  *
  * Checked (model/check):
- *   safety    at most one outcome is committed per task, and only by the
- *             claim that holds the task's current token (assertions);
- *   liveness  every task eventually ends SUCCESS or FAILURE, although
- *             stream events and tail calls may be lost and workers may
- *             crash at any point (LTL <> all_done, weak fairness).
+ *   safety    at most one outcome is committed per task and life (a redrive
+ *             starts a new life), only by the claim that holds the task's
+ *             current token; a deleted task never comes back (assertions);
+ *   liveness  every task eventually ends SUCCESS, FAILURE or deleted,
+ *             although stream events and tail calls may be lost, workers
+ *             may crash at any point, and an operator redrives a failed
+ *             task or deletes one at any moment, racing late finishes of
+ *             stale claims (LTL <> all_done, weak fairness).
  *
  * Abstractions: time is a lease that may expire at any moment (a slow
  * worker is a worker whose lease expired); "the sweep runs every minute"
@@ -22,24 +25,30 @@
 #define MAX_CRASHES  2
 #define MAX_DROPS    2
 #define MAX_WAKEUPS  2
+#define MAX_REDRIVES 1
+#define MAX_DELETES  1
 
-mtype = { PENDING, TAKEN, SUCCESS, FAILURE };
+mtype = { PENDING, TAKEN, SUCCESS, FAILURE, DELETED };
 
 mtype status[TASKS];
 byte  token[TASKS];      /* fencing token, +1 per claim */
 bool  lease[TASKS];      /* lease still running */
 byte  attempts[TASKS];
-byte  commits[TASKS];    /* outcomes committed */
+byte  commits[TASKS];    /* outcomes committed in this life (a redrive starts a new one) */
 bool  created[TASKS];
+bool  was_deleted;       /* task 0 was deleted by the operator */
 
 byte wakeups = 0;        /* Lambda's queue of async invocations of process */
 byte crashes = 0;
 byte drops = 0;
 byte inserts = 0;        /* stream records not yet seen by trigger */
+byte redrives = 0;
+byte deletes = 0;
 
 #define claimable(t) (created[t] && (status[t] == PENDING || (status[t] == TAKEN && !lease[t])))
 #define any_claimable (claimable(0) || claimable(1))
-#define all_done ((status[0] == SUCCESS || status[0] == FAILURE) && (status[1] == SUCCESS || status[1] == FAILURE))
+#define ended(t) (status[t] == SUCCESS || status[t] == FAILURE || status[t] == DELETED)
+#define all_done (ended(0) && ended(1))
 
 inline wake() {
   if
@@ -77,9 +86,24 @@ end:
   od
 }
 
+/* an operator, acting on task 0 (task 1 runs undisturbed beside it):
+   redrives it once it failed (FAILURE -> PENDING, attempts reset, token
+   kept: a new life, and a nudge that wakes the processor), or deletes it
+   unless it is TAKEN under a live lease (one conditional DeleteItem).
+   Either may land between a stale claim's run and its finish. */
+active proctype Operator() {
+end:
+  do
+  :: atomic { redrives < MAX_REDRIVES && status[0] == FAILURE ->
+       status[0] = PENDING; attempts[0] = 0; commits[0] = 0; redrives++; wake() }
+  :: atomic { deletes < MAX_DELETES && created[0] && status[0] != DELETED && !(status[0] == TAKEN && lease[0]) ->
+       status[0] = DELETED; lease[0] = false; was_deleted = true; deletes++ }
+  od
+}
+
 /* time: a running lease may expire at any moment. */
 active [TASKS] proctype Clock() {
-  byte t = _pid - 3;   /* Producer, StreamTrigger, Sweep come first */
+  byte t = _pid - 4;   /* Producer, StreamTrigger, Sweep, Operator come first */
 end:
   do
   :: atomic { status[t] == TAKEN && lease[t] -> lease[t] = false }
@@ -150,11 +174,13 @@ end:
   od
 }
 
-/* at most one outcome per task, whatever the interleaving */
+/* at most one outcome per task and life, and no resurrection, whatever
+   the interleaving */
 active proctype Invariant() {
 end:
   do
   :: atomic { (commits[0] > 1 || commits[1] > 1) -> assert(false) }
+  :: atomic { (was_deleted && status[0] != DELETED) -> assert(false) }
   od
 }
 

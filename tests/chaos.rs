@@ -263,6 +263,7 @@ async fn chaos_nothing_lost_nothing_stuck_nothing_committed_twice() {
                 time_budget: Duration::from_secs(1),
                 deadline_margin: Duration::from_millis(200),
                 idle_poll: Duration::from_millis(20),
+                pause_poll: Duration::from_millis(500),
                 max_attempts: 50,
                 lease_margin: Duration::from_millis(200),
                 order: lifo_core::Order::Lifo,

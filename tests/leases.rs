@@ -176,6 +176,7 @@ fn config(h: &Harness) -> ProcessConfig {
         time_budget: Duration::from_secs(10),
         deadline_margin: Duration::from_millis(500),
         idle_poll: Duration::from_millis(50),
+        pause_poll: Duration::from_millis(500),
         max_attempts: 3,
         lease_margin: Duration::from_millis(500),
         order: lifo_core::Order::Lifo,

@@ -99,6 +99,7 @@ impl Harness {
                 time_budget: budget,
                 deadline_margin: Duration::from_millis(500),
                 idle_poll: Duration::from_millis(50),
+                pause_poll: Duration::from_millis(500),
                 max_attempts: 3,
                 lease_margin: Duration::from_millis(500),
                 order: lifo_core::Order::Lifo,

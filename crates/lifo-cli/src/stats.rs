@@ -29,6 +29,8 @@ pub struct ShardStats {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stats {
+    /// Paused or running (the control item).
+    pub control: lifo_core::store::QueueControl,
     pub shards: Vec<ShardStats>,
     /// (due date, SCHEDULED tasks), dates with at least one.
     pub scheduled: Vec<(String, usize)>,
@@ -86,6 +88,7 @@ pub async fn collect(target: &Target, now: u64, days: u32) -> Result<Stats, CliE
         .filter(|(_, n)| *n > 0)
         .collect();
     Ok(Stats {
+        control: store.control(true).await?,
         shards,
         scheduled,
         days,
@@ -103,6 +106,8 @@ impl Stats {
 
     pub fn json(&self, now: u64) -> Value {
         json!({
+            "paused": self.control.paused,
+            "pausedReason": self.control.reason.as_deref().filter(|_| self.control.paused),
             "shards": self.shards.iter().map(|s| json!({
                 "shard": s.shard,
                 "pending": s.pending,
@@ -146,6 +151,21 @@ impl Stats {
             for (d, n) in &self.scheduled {
                 let _ = writeln!(out, "{d:<10} {n:>9}");
             }
+        }
+        if self.control.paused {
+            let since = self.control.changed_at.map_or(String::new(), |at| {
+                format!(" for {:.0} s", now.saturating_sub(at) as f64 / 1000.0)
+            });
+            let why = self
+                .control
+                .reason
+                .as_deref()
+                .filter(|r| !r.is_empty())
+                .map_or(String::new(), |r| format!(" ({r})"));
+            let _ = write!(
+                out,
+                "\nPAUSED{since}{why}: nothing is claimed until `lifo resume`"
+            );
         }
         let _ = write!(
             out,

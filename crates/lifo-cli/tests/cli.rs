@@ -1,28 +1,16 @@
 //! The `lifo` commands against the local stack (DynamoDB Local).
 
-use clap::{CommandFactory, Parser};
-use lifo_cli::{Cli, connect, run};
+mod common;
+use common::*;
+
+use clap::CommandFactory;
+use lifo_cli::Cli;
 use lifo_tests::{Harness, deadline};
+use std::sync::Arc;
 use std::time::Duration;
 
 async fn lifo(h: &Harness, args: &[&str]) -> Result<String, String> {
-    let endpoint = h.stack.dynamodb_local.endpoint.clone();
-    let shards = h.shards.to_string();
-    let mut argv = vec![
-        "lifo",
-        "--endpoint-url",
-        &endpoint,
-        "--table",
-        &h.stack.table,
-        "--shards",
-        &shards,
-        "--due-shards",
-        "4",
-    ];
-    argv.extend_from_slice(args);
-    let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
-    let target = connect(&cli).await.map_err(|e| e.to_string())?;
-    run(&cli, &target).await.map_err(|e| e.to_string())
+    lifo_in(h, args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,7 +156,7 @@ fn every_command_has_help_with_an_example() {
                 .get_after_help()
                 .map(|h| h.to_string())
                 .unwrap_or_default();
-            if !help.starts_with("Example: lifo") {
+            if !(help.starts_with("Example: lifo") || help.starts_with("Examples: lifo")) {
                 missing.push(path.clone());
             }
         }
@@ -237,22 +225,17 @@ async fn stack_outputs_name_the_table_and_its_settings() {
     // table itself is DynamoDB Local's, created under another name.
     let h = Harness::start(1).await;
     let moto = h.stack.moto.endpoint.clone();
-    let cfn = aws_sdk_cloudformation::Client::new(&lifo_local::stack::sdk_config(&moto).await);
-    let body = serde_json::json!({
-        "Resources": {"Marker": {"Type": "AWS::SNS::Topic"}},
-        "Outputs": {
-            "TableName": {"Value": "QueueTable"},
-            "ShardCount": {"Value": "3"},
-            "DueShardCount": {"Value": "4"},
-            "MaxTaskTtlSeconds": {"Value": "86400"}
-        }
-    });
-    cfn.create_stack()
-        .stack_name("lifo-queue")
-        .template_body(body.to_string())
-        .send()
-        .await
-        .unwrap();
+    moto_stack(
+        &h,
+        "lifo-queue",
+        &[
+            ("TableName", "QueueTable"),
+            ("ShardCount", "3"),
+            ("DueShardCount", "4"),
+            ("MaxTaskTtlSeconds", "86400"),
+        ],
+    )
+    .await;
     h.creator()
         .handle(serde_json::json!({"tasks": [{"taskId": "t1", "payload": {"n": 1}}]}))
         .await
@@ -294,4 +277,80 @@ async fn stack_outputs_name_the_table_and_its_settings() {
         err.starts_with("error: reading stack nope:") && err.lines().count() == 1,
         "{err}"
     );
+}
+
+/// `lifo --stack … tasks create` invokes the stack's CreateFunction (the
+/// real aws-sdk-lambda client against a local Invoke API running create's
+/// handler), as the console does: its validation and its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_against_a_stack_invokes_its_create_function() {
+    use lifo_local::lambda_api::{LambdaApi, Reply, handler};
+    let h = Harness::start(1).await;
+    let moto = h.stack.moto.endpoint.clone();
+    moto_stack(
+        &h,
+        "with-create",
+        &[
+            ("TableName", "QueueTable"),
+            ("ShardCount", "1"),
+            ("DueShardCount", "4"),
+            ("MaxTaskTtlSeconds", "86400"),
+            ("CreateFunctionName", "lifo-queue-CreateFunction-abc"),
+        ],
+    )
+    .await;
+    let lambda = LambdaApi::start().await.unwrap();
+    let creator = Arc::new(h.creator());
+    lambda.register(
+        "lifo-queue-CreateFunction-abc",
+        handler(move |event| {
+            let creator = creator.clone();
+            async move {
+                match creator.handle(event).await {
+                    Ok(out) => Reply::Ok(serde_json::to_value(out).unwrap_or_default()),
+                    Err(e) => {
+                        let d: lambda_runtime::Diagnostic = e.into();
+                        Reply::FunctionError {
+                            handled: true,
+                            error_type: d.error_type,
+                            error_message: d.error_message,
+                        }
+                    }
+                }
+            }
+        }),
+    );
+    let fixture = |name: &str| format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
+    let lifo = |file: String| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_lifo"))
+            .env("AWS_ENDPOINT_URL_CLOUDFORMATION", &moto)
+            .env("AWS_ENDPOINT_URL_LAMBDA", &lambda.endpoint)
+            .env("AWS_ACCESS_KEY_ID", "local")
+            .env("AWS_SECRET_ACCESS_KEY", "local")
+            .env("AWS_REGION", "us-east-1")
+            .args(["--stack", "with-create", "--endpoint-url"])
+            .arg(&h.stack.dynamodb_local.endpoint)
+            .args(["tasks", "create", "--file", &file])
+            .output()
+            .unwrap()
+    };
+    let ok = lifo(fixture("create-tasks.json"));
+    assert!(ok.status.success(), "{ok:?}");
+    let said = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        said.starts_with("created 2: ") && said.contains("order-1001"),
+        "{said}"
+    );
+    assert_eq!(lambda.invocations(), 1);
+    assert!(h.store.get("order-1001").await.unwrap().is_some());
+
+    let bad = lifo(fixture("create-invalid.json"));
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.starts_with("error: invalid request: tasks[0].payload: ")
+            && err.trim_end().ends_with("(InvalidRequest)"),
+        "{err}"
+    );
+    assert_eq!(h.tasks().await.len(), 2, "the bad request wrote nothing");
 }

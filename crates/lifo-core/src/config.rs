@@ -86,6 +86,17 @@ where
     Ok(value)
 }
 
+/// An optional duration in milliseconds (`…_MS`), `default_ms` when absent,
+/// checked against `range_ms`.
+pub fn millis(
+    src: &impl Source,
+    name: &'static str,
+    default_ms: u64,
+    range_ms: std::ops::RangeInclusive<u64>,
+) -> Result<std::time::Duration, ConfigError> {
+    parsed(src, name, default_ms, range_ms).map(std::time::Duration::from_millis)
+}
+
 /// The settings several functions share, with the template's ranges.
 /// `SHARD_COUNT`: LIFO index shards (1..=100, default 1).
 pub fn shard_count(src: &impl Source) -> Result<u32, ConfigError> {

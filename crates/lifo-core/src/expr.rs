@@ -28,6 +28,7 @@ pub mod attr {
     pub const LEASE_UNTIL: &str = "leaseUntil";
     pub const TOKEN: &str = "token";
     pub const HISTORY: &str = "history";
+    pub const FAILED_AT: &str = "failedAt";
 }
 
 /// The sparse LIFO index: hash `lifoShard`, range `claimableAt`, projecting
@@ -44,6 +45,13 @@ pub const DUE_INDEX: &str = "due-index";
 /// The sparse, keys-only user index: hash `userId`, range `taskCreated`.
 /// Neither key changes after creation, so status changes cost it nothing.
 pub const USER_INDEX: &str = "user-index";
+
+/// The sparse failed-task index: hash `lifoShard`, range `failedAt`
+/// (epoch ms), projecting `lastError` and `token`. Only FAILURE tasks carry
+/// `failedAt` (the fail and abandon moves write it, a redrive removes it),
+/// so only failures pay for this index. Newest first, by time window and
+/// `lastError` prefix, without a scan.
+pub const FAILED_INDEX: &str = "failed-index";
 
 /// Longest reason stored on an item, so items stay small.
 pub const MAX_REASON_LEN: usize = 512;
@@ -218,12 +226,13 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 ("#claimableAt", CLAIMABLE_AT),
                 ("#leaseUntil", LEASE_UNTIL),
                 ("#lastError", LAST_ERROR),
+                ("#failedAt", FAILED_AT),
             ]);
             values.insert(":reason", s(truncate(step.reason)));
             rewrite(&mut values);
             (
-                "SET #status = :to, #updated = :now, #lastError = :reason, #history = :history \
-                 REMOVE #claimableAt, #leaseUntil",
+                "SET #status = :to, #updated = :now, #lastError = :reason, #failedAt = :now, \
+                 #history = :history REMOVE #claimableAt, #leaseUntil",
                 "#status = :from AND #token = :token",
             )
         }
@@ -232,11 +241,12 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 ("#claimableAt", CLAIMABLE_AT),
                 ("#leaseUntil", LEASE_UNTIL),
                 ("#lastError", LAST_ERROR),
+                ("#failedAt", FAILED_AT),
             ]);
             values.insert(":reason", s(truncate(step.reason)));
             append(&mut values);
             (
-                "SET #status = :to, #updated = :now, #lastError = :reason, \
+                "SET #status = :to, #updated = :now, #lastError = :reason, #failedAt = :now, \
                  #history = list_append(if_not_exists(#history, :empty), :entry) \
                  REMOVE #claimableAt, #leaseUntil",
                 "#status = :from AND #token = :token AND #leaseUntil < :now",
@@ -292,6 +302,41 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 "#status = :from AND #token = :token",
             )
         }
+        Transition::Redrive => {
+            names.extend([
+                ("#readyAt", READY_AT),
+                ("#claimableAt", CLAIMABLE_AT),
+                ("#attempts", ATTEMPTS),
+                ("#expiresAt", EXPIRES_AT),
+                ("#ttl", TTL),
+                ("#ttlSeconds", TTL_SECONDS),
+                ("#leaseUntil", LEASE_UNTIL),
+                ("#startedAt", STARTED_AT),
+                ("#failedAt", FAILED_AT),
+            ]);
+            values.extend([
+                (":zero", n(0)),
+                (":nowSec", n(step.now_ms / 1000)),
+                (":defaultTtl", n(step.ttl_seconds)),
+                (
+                    ":deleteBase",
+                    n(step.now_ms / 1000 + step.retention_seconds),
+                ),
+                (":pending", status(TaskStatus::Pending)),
+                (":taken", status(TaskStatus::Taken)),
+            ]);
+            append(&mut values);
+            (
+                "SET #status = :to, #updated = :now, #readyAt = :now, #claimableAt = :now, \
+                 #attempts = :zero, \
+                 #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
+                 #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
+                 #history = list_append(if_not_exists(#history, :empty), :entry) \
+                 REMOVE #failedAt, #leaseUntil, #startedAt",
+                "#token = :token AND (#status = :from OR (#expiresAt <= :nowSec \
+                 AND (#status = :pending OR (#status = :taken AND #leaseUntil < :now))))",
+            )
+        }
         Transition::RetryAfterError => {
             names.extend([("#leaseUntil", LEASE_UNTIL), ("#lastError", LAST_ERROR)]);
             values.insert(":reason", s(truncate(step.reason)));
@@ -340,6 +385,81 @@ pub fn put_if_absent() -> Expr {
         condition: "attribute_not_exists(#taskId)".to_owned(),
         names: BTreeMap::from([("#taskId", attr::TASK_ID)]),
         values: BTreeMap::new(),
+    }
+}
+
+/// Condition of an operator's delete (`DeleteItem`): the task the operator
+/// saw (same token), unless it is running under a live lease. On a task
+/// that is gone the condition fails, so nothing is ever recreated.
+pub fn delete(token: u64, now_ms: u64) -> Expr {
+    use attr::*;
+    Expr {
+        main: String::new(),
+        condition: "#token = :token AND (#status <> :taken OR #leaseUntil < :now)".to_owned(),
+        names: BTreeMap::from([
+            ("#token", TOKEN),
+            ("#status", STATUS),
+            ("#leaseUntil", LEASE_UNTIL),
+        ]),
+        values: BTreeMap::from([
+            (":token", n(token)),
+            (":taken", status(TaskStatus::Taken)),
+            (":now", n(now_ms)),
+        ]),
+    }
+}
+
+/// Query of one shard of the failed-task index: failures in
+/// `[since_ms, until_ms]`, read newest first (`ScanIndexForward = false`),
+/// and, with a non-empty `error_prefix`, only those whose `lastError`
+/// starts with it (a filter: DynamoDB still reads the others).
+pub fn failed(shard: u32, since_ms: u64, until_ms: u64, error_prefix: &str) -> Expr {
+    use attr::*;
+    let mut e = Expr {
+        main: "#shard = :shard AND #failedAt BETWEEN :since AND :until".to_owned(),
+        condition: String::new(),
+        names: BTreeMap::from([("#shard", SHARD), ("#failedAt", FAILED_AT)]),
+        values: BTreeMap::from([
+            (":shard", n(shard)),
+            (":since", n(since_ms)),
+            (":until", n(until_ms)),
+        ]),
+    };
+    if !error_prefix.is_empty() {
+        e.condition = "begins_with(#lastError, :prefix)".to_owned();
+        e.names.insert("#lastError", LAST_ERROR);
+        e.values.insert(":prefix", s(error_prefix));
+    }
+    e
+}
+
+/// Pause or resume: the control item's update (it is created on first
+/// use; no condition, the last operator wins).
+pub fn set_paused(paused: bool, reason: &str, now_ms: u64) -> Expr {
+    Expr {
+        main: "SET #paused = :paused, #changedAt = :now, #reason = :reason".to_owned(),
+        condition: String::new(),
+        names: BTreeMap::from([
+            ("#paused", "paused"),
+            ("#changedAt", "changedAt"),
+            ("#reason", "reason"),
+        ]),
+        values: BTreeMap::from([
+            (":paused", AttributeValue::Bool(paused)),
+            (":now", n(now_ms)),
+            (":reason", s(truncate(reason))),
+        ]),
+    }
+}
+
+/// An operator's nudge: touches the control item, whose stream record wakes
+/// the processor (unless the queue is paused).
+pub fn nudge(now_ms: u64) -> Expr {
+    Expr {
+        main: "SET #nudgedAt = :now".to_owned(),
+        condition: String::new(),
+        names: BTreeMap::from([("#nudgedAt", "nudgedAt")]),
+        values: BTreeMap::from([(":now", n(now_ms))]),
     }
 }
 
@@ -551,10 +671,11 @@ mod tests {
         let e = transition(Transition::Fail, &step("HTTP 500", &h));
         assert_eq!(
             e.main,
-            "SET #status = :to, #updated = :now, #lastError = :reason, #history = :history \
-             REMOVE #claimableAt, #leaseUntil"
+            "SET #status = :to, #updated = :now, #lastError = :reason, #failedAt = :now, \
+             #history = :history REMOVE #claimableAt, #leaseUntil"
         );
         assert_eq!(e.condition, "#status = :from AND #token = :token");
+        assert_eq!(e.names["#failedAt"], "failedAt");
         assert_eq!(e.values[":reason"], AttributeValue::S("HTTP 500".into()));
         assert!(
             show(&e.values[":history"])
@@ -570,7 +691,7 @@ mod tests {
         );
         assert_eq!(
             e.main,
-            "SET #status = :to, #updated = :now, #lastError = :reason, \
+            "SET #status = :to, #updated = :now, #lastError = :reason, #failedAt = :now, \
              #history = list_append(if_not_exists(#history, :empty), :entry) \
              REMOVE #claimableAt, #leaseUntil"
         );
@@ -647,6 +768,100 @@ mod tests {
     }
 
     #[test]
+    fn redrive_makes_a_failed_or_shed_task_new_work() {
+        let mut s = step("redriven by lifo tasks retry", &[]);
+        s.attempts = 0;
+        s.ttl_seconds = 3600;
+        s.retention_seconds = 86_400;
+        let e = transition(Transition::Redrive, &s);
+        assert_eq!(
+            e.main,
+            "SET #status = :to, #updated = :now, #readyAt = :now, #claimableAt = :now, \
+             #attempts = :zero, \
+             #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
+             #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
+             #history = list_append(if_not_exists(#history, :empty), :entry) \
+             REMOVE #failedAt, #leaseUntil, #startedAt"
+        );
+        assert_eq!(
+            e.condition,
+            "#token = :token AND (#status = :from OR (#expiresAt <= :nowSec \
+             AND (#status = :pending OR (#status = :taken AND #leaseUntil < :now))))"
+        );
+        assert_eq!(
+            names(&e),
+            "#attempts=attempts #claimableAt=claimableAt #expiresAt=expiresAt #failedAt=failedAt \
+             #history=history #leaseUntil=leaseUntil #readyAt=readyAt #startedAt=startedAt \
+             #status=taskStatus #token=token #ttl=ttl #ttlSeconds=ttlSeconds #updated=taskUpdated"
+        );
+        assert_eq!(
+            values(&e),
+            ":defaultTtl=N:3600 :deleteBase=N:1764633600 :empty=[] \
+             :entry=[{a=N:0 k=N:7 r=S:redriven by lifo tasks retry s=S:PENDING t=N:1764547200123}] \
+             :from=S:FAILURE :now=N:1764547200123 :nowSec=N:1764547200 :pending=S:PENDING \
+             :taken=S:TAKEN :to=S:PENDING :token=N:7 :zero=N:0"
+        );
+    }
+
+    #[test]
+    fn delete_spares_a_running_task_and_never_recreates_one() {
+        let e = delete(7, NOW);
+        assert_eq!(e.main, "");
+        assert_eq!(
+            e.condition,
+            "#token = :token AND (#status <> :taken OR #leaseUntil < :now)"
+        );
+        assert_eq!(
+            names(&e),
+            "#leaseUntil=leaseUntil #status=taskStatus #token=token"
+        );
+        assert_eq!(values(&e), ":now=N:1764547200123 :taken=S:TAKEN :token=N:7");
+    }
+
+    #[test]
+    fn failed_query_by_window_and_error_prefix() {
+        let e = failed(2, NOW - 3_600_000, NOW, "");
+        assert_eq!(
+            e.main,
+            "#shard = :shard AND #failedAt BETWEEN :since AND :until"
+        );
+        assert_eq!(e.condition, "");
+        assert_eq!(names(&e), "#failedAt=failedAt #shard=lifoShard");
+        assert_eq!(
+            values(&e),
+            ":shard=N:2 :since=N:1764543600123 :until=N:1764547200123"
+        );
+        let e = failed(0, 0, NOW, "HTTP 5");
+        assert_eq!(e.condition, "begins_with(#lastError, :prefix)");
+        assert_eq!(
+            names(&e),
+            "#failedAt=failedAt #lastError=lastError #shard=lifoShard"
+        );
+        assert_eq!(e.values[":prefix"], AttributeValue::S("HTTP 5".into()));
+    }
+
+    #[test]
+    fn pause_resume_and_nudge_touch_only_the_control_item() {
+        let e = set_paused(true, "downstream is down", NOW);
+        assert_eq!(
+            e.main,
+            "SET #paused = :paused, #changedAt = :now, #reason = :reason"
+        );
+        assert_eq!(e.condition, "");
+        assert_eq!(
+            names(&e),
+            "#changedAt=changedAt #paused=paused #reason=reason"
+        );
+        assert_eq!(
+            values(&e),
+            ":now=N:1764547200123 :paused=Bool(true) :reason=S:downstream is down"
+        );
+        let e = nudge(NOW);
+        assert_eq!(e.main, "SET #nudgedAt = :now");
+        assert_eq!(values(&e), ":now=N:1764547200123");
+    }
+
+    #[test]
     fn retry_after_error_keeps_the_attempt() {
         let h = earlier();
         let e = transition(Transition::RetryAfterError, &step("HTTP 500", &h));
@@ -662,18 +877,26 @@ mod tests {
     fn every_transition_is_fenced_by_the_token_and_the_from_status() {
         for t in Transition::ALL {
             let e = transition(t, &step("r", &[]));
-            assert!(
-                e.condition
-                    .starts_with("#status = :from AND #token = :token"),
-                "{t}"
-            );
+            if t == Transition::Redrive {
+                assert!(
+                    e.condition
+                        .starts_with("#token = :token AND (#status = :from OR")
+                );
+            } else {
+                assert!(
+                    e.condition
+                        .starts_with("#status = :from AND #token = :token"),
+                    "{t}"
+                );
+            }
             assert_eq!(
                 e.values[":from"],
                 AttributeValue::S(t.from().as_str().into())
             );
             assert_eq!(e.values[":to"], AttributeValue::S(t.to().as_str().into()));
             // The LIFO index key goes exactly when a claimed task finishes,
-            // and appears exactly when a scheduled task starts.
+            // and is set anew exactly when a task becomes new work (a
+            // scheduled task starts, a failed or shed task is redriven).
             assert_eq!(
                 e.main.contains("REMOVE #claimableAt"),
                 t.to().is_terminal() && t.from() == TaskStatus::Taken,
@@ -681,7 +904,18 @@ mod tests {
             );
             assert_eq!(
                 e.main.contains("#claimableAt = :now"),
-                t == Transition::Start,
+                matches!(t, Transition::Start | Transition::Redrive),
+                "{t}"
+            );
+            // The failed index key exists exactly while FAILURE.
+            assert_eq!(
+                e.main.contains("#failedAt = :now"),
+                t.to() == TaskStatus::Failure,
+                "{t}"
+            );
+            assert_eq!(
+                e.main.contains("REMOVE #failedAt"),
+                t.from() == TaskStatus::Failure,
                 "{t}"
             );
             // The due index key goes exactly when a task leaves SCHEDULED.
@@ -696,6 +930,44 @@ mod tests {
                 t.to() == TaskStatus::Taken,
                 "{t}"
             );
+        }
+    }
+
+    /// DynamoDB refuses a request whose names or values include one the
+    /// expressions do not use, and one that uses a placeholder it lacks.
+    #[test]
+    fn every_placeholder_is_defined_and_used() {
+        let mut all: Vec<(String, Expr)> = Transition::ALL
+            .iter()
+            .map(|t| (t.to_string(), transition(*t, &step("r", &earlier()))))
+            .collect();
+        all.extend([
+            ("delete".into(), delete(1, NOW)),
+            ("failed".into(), failed(0, 0, NOW, "")),
+            ("failed prefix".into(), failed(0, 0, NOW, "x")),
+            ("claimable".into(), claimable(0, NOW, 0)),
+            ("leased".into(), leased(0, NOW, 0)),
+            ("expired".into(), expired_since(0, 0, NOW, 0)),
+            ("due".into(), due_partition("d#1")),
+            ("user".into(), user_history("u")),
+            ("put".into(), put_if_absent()),
+            ("pause".into(), set_paused(true, "r", NOW)),
+            ("nudge".into(), nudge(NOW)),
+        ]);
+        for (what, e) in all {
+            let text = format!("{} {}", e.main, e.condition);
+            let used = |sigil: char| -> std::collections::BTreeSet<String> {
+                text.split(|c: char| !(c.is_alphanumeric() || c == sigil || c == '_'))
+                    .filter(|w| w.starts_with(sigil) && w.len() > 1)
+                    .map(str::to_owned)
+                    .collect()
+            };
+            let names: std::collections::BTreeSet<String> =
+                e.names.keys().map(|k| (*k).to_owned()).collect();
+            let values: std::collections::BTreeSet<String> =
+                e.values.keys().map(|k| (*k).to_owned()).collect();
+            assert_eq!(used('#'), names, "{what}: names");
+            assert_eq!(used(':'), values, "{what}: values");
         }
     }
 

@@ -126,9 +126,14 @@ pub struct Task {
     /// Due index hash key `<dueDate>#<shard>`; present only while SCHEDULED.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub due_key: Option<String>,
-    /// Time to live applied when a scheduled task is started, seconds.
+    /// The task's time to live, seconds: counted from creation, from the
+    /// start of a scheduled task, and from a redrive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds: Option<u64>,
+    /// When the task failed, epoch ms; present only while FAILURE (the
+    /// range key of the sparse failed-task index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<u64>,
 }
 
 /// How long finished, expired and cancelled tasks stay readable by default.
@@ -184,7 +189,8 @@ impl Task {
             user_id: None,
             due_date: None,
             due_key: None,
-            ttl_seconds: None,
+            ttl_seconds: Some(ttl_seconds),
+            failed_at: None,
         }
     }
 

@@ -6,18 +6,32 @@
 //!      | start (due date reached)
 //!      v         claim                      succeed
 //!   PENDING --------------> TAKEN ------------------------> SUCCESS
-//!      ^                    |  ^ \      fail (last attempt)
-//!      |  retry later       |  |  +-----------------------> FAILURE
-//!      +--------------------+  |  abandon (lease expired,      ^
-//!      |  retry after error    |  no attempts left) ----------+
-//!      +-----------------------+
-//!                       reclaim (lease expired)
+//!   ^  ^  ^                 |  ^ \      fail (last attempt)
+//!   |  |  |  retry later    |  |  +-----------------------> FAILURE
+//!   |  |  +-----------------+  |  abandon (lease expired,      ^  |
+//!   |  |  |  retry after error |  no attempts left) ----------+  |
+//!   |  |  +------------------+ |                                |
+//!   |  |                reclaim (lease expired)                  |
+//!   |  +--- redrive (operator): a failed task ------------------+
+//!   +------ redrive (operator): a shed task (PENDING, or TAKEN with a lapsed
+//!           lease, past expiresAt)
+//!
+//!   delete (operator): any task, except TAKEN under a live lease
 //! ```
 //!
 //! A claim grants a lease and a new fencing token. Every later move of that
 //! claim is conditional on the token, so a worker whose lease expired and
 //! whose task was claimed again cannot record an outcome over the newer one.
-//! Every move is one conditional `UpdateItem` (see [`crate::expr`]).
+//! Every move is one conditional `UpdateItem` (see [`crate::expr`]); delete
+//! is one conditional `DeleteItem`.
+//!
+//! The processor's outcomes are final: SUCCESS, FAILURE and CANCELLED take
+//! no processor move. An operator may *redrive* a FAILURE (or a task shed by
+//! expiry): it becomes PENDING again with its attempts reset, a new expiry,
+//! and the newest position in the LIFO order, as new work. A redrive keeps
+//! the token, and every finish needs `TAKEN` with the finishing claim's
+//! token, so a late finish of a claim from before the redrive is refused:
+//! it can neither resurrect the task nor commit a second outcome.
 
 use crate::model::TaskStatus;
 use std::fmt;
@@ -43,10 +57,14 @@ pub enum Transition {
     Start,
     /// SCHEDULED → CANCELLED: an administrator cancels a task not yet started.
     Cancel,
+    /// FAILURE → PENDING, or a shed task (PENDING, or TAKEN with a lapsed
+    /// lease, past its expiry) → PENDING: an operator runs it again as new
+    /// work (attempts reset, new expiry, newest in the LIFO order).
+    Redrive,
 }
 
 impl Transition {
-    pub const ALL: [Transition; 9] = [
+    pub const ALL: [Transition; 10] = [
         Self::Claim,
         Self::Reclaim,
         Self::Succeed,
@@ -56,13 +74,27 @@ impl Transition {
         Self::RetryAfterError,
         Self::Start,
         Self::Cancel,
+        Self::Redrive,
     ];
 
+    /// The status the move starts from (for a redrive, the main one: see
+    /// [`Transition::sources`]).
     pub fn from(self) -> TaskStatus {
         match self {
             Self::Claim => TaskStatus::Pending,
             Self::Start | Self::Cancel => TaskStatus::Scheduled,
+            Self::Redrive => TaskStatus::Failure,
             _ => TaskStatus::Taken,
+        }
+    }
+
+    /// Every status the move may start from.
+    pub fn sources(self) -> &'static [TaskStatus] {
+        match self {
+            Self::Claim => &[TaskStatus::Pending],
+            Self::Start | Self::Cancel => &[TaskStatus::Scheduled],
+            Self::Redrive => &[TaskStatus::Failure, TaskStatus::Pending, TaskStatus::Taken],
+            _ => &[TaskStatus::Taken],
         }
     }
 
@@ -71,7 +103,9 @@ impl Transition {
             Self::Claim | Self::Reclaim => TaskStatus::Taken,
             Self::Succeed => TaskStatus::Success,
             Self::Fail | Self::Abandon => TaskStatus::Failure,
-            Self::RetryLater | Self::RetryAfterError | Self::Start => TaskStatus::Pending,
+            Self::RetryLater | Self::RetryAfterError | Self::Start | Self::Redrive => {
+                TaskStatus::Pending
+            }
             Self::Cancel => TaskStatus::Cancelled,
         }
     }
@@ -79,6 +113,12 @@ impl Transition {
     /// True for the moves that start a claim (new lease, new token).
     pub fn is_claim(self) -> bool {
         matches!(self, Self::Claim | Self::Reclaim)
+    }
+
+    /// True for the moves an operator makes (the CLI, the console), not a
+    /// processor: they are not fenced by a claim's token.
+    pub fn is_operator_move(self) -> bool {
+        matches!(self, Self::Cancel | Self::Redrive)
     }
 
     /// Name used in logs.
@@ -93,6 +133,7 @@ impl Transition {
             Self::RetryAfterError => "retry-after-error",
             Self::Start => "start",
             Self::Cancel => "cancel",
+            Self::Redrive => "redrive",
         }
     }
 }
@@ -111,19 +152,23 @@ pub fn is_legal(from: TaskStatus, to: TaskStatus) -> bool {
     matches!(
         (from, to),
         (Pending, Taken)
+            | (Pending, Pending)
             | (Taken, Taken)
             | (Taken, Success)
             | (Taken, Failure)
             | (Taken, Pending)
             | (Scheduled, Pending)
             | (Scheduled, Cancelled)
+            | (Failure, Pending)
     )
 }
 
 /// The single legality check: `t` may be applied to a task whose status is
-/// `current`. Callers go through this before sending any request.
+/// `current`. Callers go through this before sending any request. (The
+/// store's conditions add what a status alone cannot say: the token, the
+/// lease, the expiry.)
 pub fn check(t: Transition, current: TaskStatus) -> Result<(), IllegalTransition> {
-    if t.from() == current && is_legal(current, t.to()) {
+    if t.sources().contains(&current) && is_legal(current, t.to()) {
         Ok(())
     } else {
         Err(IllegalTransition {
@@ -131,6 +176,24 @@ pub fn check(t: Transition, current: TaskStatus) -> Result<(), IllegalTransition
             current,
         })
     }
+}
+
+/// Whether a redrive may take a task in `current`: a FAILURE always; a
+/// PENDING task, or a TAKEN one whose lease lapsed, only once it is past
+/// its expiry (shed). A running or still-claimable task is not redriven.
+pub fn may_redrive(current: TaskStatus, expired: bool, lease_live: bool) -> bool {
+    match current {
+        TaskStatus::Failure => true,
+        TaskStatus::Pending => expired,
+        TaskStatus::Taken => expired && !lease_live,
+        _ => false,
+    }
+}
+
+/// Whether an operator may delete a task in `current`: any status, except
+/// TAKEN under a live lease (its worker is running it right now).
+pub fn may_delete(current: TaskStatus, lease_live: bool) -> bool {
+    !(current == TaskStatus::Taken && lease_live)
 }
 
 impl fmt::Display for Transition {
@@ -148,14 +211,39 @@ mod tests {
     #[test]
     fn every_transition_is_an_edge_of_the_graph() {
         for t in Transition::ALL {
-            assert!(is_legal(t.from(), t.to()), "{t}");
-            assert!(check(t, t.from()).is_ok());
+            for s in t.sources() {
+                assert!(is_legal(*s, t.to()), "{t} from {s}");
+                assert!(check(t, *s).is_ok());
+            }
+            assert!(t.sources().contains(&t.from()));
         }
+        // Only an operator's redrive leaves an outcome.
         for s in TaskStatus::ALL {
-            assert!(
-                !is_legal(Success, s) && !is_legal(Failure, s),
-                "terminal statuses absorb"
-            );
+            for t in Transition::ALL {
+                if t.sources().iter().any(|f| f.is_terminal()) {
+                    assert_eq!(t, Transition::Redrive);
+                }
+            }
+            assert!(!is_legal(Success, s) && !is_legal(Cancelled, s));
+            assert_eq!(is_legal(Failure, s), s == Pending);
+        }
+    }
+
+    #[test]
+    fn redrive_and_delete_guards() {
+        assert!(may_redrive(Failure, false, false));
+        assert!(!may_redrive(Pending, false, false), "still claimable");
+        assert!(may_redrive(Pending, true, false), "shed");
+        assert!(!may_redrive(Taken, true, true), "running");
+        assert!(
+            may_redrive(Taken, true, false),
+            "held by a dead claim, and shed"
+        );
+        assert!(!may_redrive(Success, true, false) && !may_redrive(Cancelled, true, false));
+        assert!(!may_redrive(Scheduled, true, false));
+        assert!(!may_delete(Taken, true));
+        for s in TaskStatus::ALL {
+            assert!(may_delete(s, false));
         }
     }
 
@@ -173,6 +261,7 @@ mod tests {
         for s in TaskStatus::ALL {
             assert!(diagram.contains(s.as_str()), "the diagram lacks {s}");
         }
+        assert!(diagram.contains("delete"));
     }
 
     #[test]
@@ -182,45 +271,75 @@ mod tests {
             err.to_string(),
             "illegal transition succeed (TAKEN -> SUCCESS) from PENDING"
         );
+        assert!(check(Transition::Redrive, Success).is_err());
     }
 
     /// A model task driven by random moves, applied as the store applies
-    /// them (check first, then move), with leases and tokens.
+    /// them (check first, then the store's condition), with leases, tokens,
+    /// expiry, and an operator who redrives and deletes.
     #[derive(Debug)]
     struct Model {
+        exists: bool,
         status: TaskStatus,
         token: u64,
         attempts: u32,
         lease_live: bool,
+        expired: bool,
+        /// Outcomes committed since the last redrive.
         outcomes: u32,
+        /// Redrives so far: each starts a new life of the task.
+        epochs: u32,
     }
 
     const MAX_ATTEMPTS: u32 = 3;
+    /// Operator's delete, as one more move index.
+    const DELETE: usize = Transition::ALL.len();
 
     proptest! {
-        /// Random walks never leave the graph; terminal statuses absorb; one
-        /// outcome at most; attempts never exceed the maximum; the token only
-        /// grows and grows on every claim.
+        /// Random walks never leave the graph; only a redrive leaves an
+        /// outcome; at most one outcome per life; attempts never exceed the
+        /// maximum; the token only grows and grows on every claim; a
+        /// deleted task takes no move at all, and a running one is never
+        /// deleted or redriven.
         #[test]
-        fn random_walks_stay_legal(moves in proptest::collection::vec((0usize..9, any::<bool>()), 0..80), scheduled in any::<bool>()) {
+        fn random_walks_stay_legal(
+            moves in proptest::collection::vec((0usize..=DELETE, any::<bool>(), any::<bool>()), 0..100),
+            scheduled in any::<bool>(),
+        ) {
             let start = if scheduled { Scheduled } else { Pending };
-            let mut m = Model { status: start, token: 0, attempts: 0, lease_live: false, outcomes: 0 };
-            for (i, expire) in moves {
-                if expire { m.lease_live = false; }
+            let mut m = Model {
+                exists: true, status: start, token: 0, attempts: 0, lease_live: false,
+                expired: false, outcomes: 0, epochs: 0,
+            };
+            for (i, lapse, expire) in moves {
+                if lapse { m.lease_live = false; }
+                if expire { m.expired = true; }
+                if !m.exists {
+                    // Every conditional write on a missing item fails.
+                    continue;
+                }
+                if i == DELETE {
+                    if may_delete(m.status, m.lease_live) {
+                        prop_assert!(!(m.status == Taken && m.lease_live));
+                        m.exists = false;
+                    }
+                    continue;
+                }
                 let t = Transition::ALL[i];
-                // The store's guards on top of the status check (conditions).
+                // The store's conditions on top of the status check.
                 let guard = match t {
-                    Transition::Claim => true,
-                    Transition::Reclaim => !m.lease_live && m.attempts < MAX_ATTEMPTS,
+                    Transition::Claim => !m.expired,
+                    Transition::Reclaim => !m.lease_live && m.attempts < MAX_ATTEMPTS && !m.expired,
                     Transition::Abandon => !m.lease_live && m.attempts >= MAX_ATTEMPTS,
                     Transition::Fail => m.attempts >= MAX_ATTEMPTS,
                     Transition::RetryAfterError => m.attempts < MAX_ATTEMPTS,
+                    Transition::Redrive => may_redrive(m.status, m.expired, m.lease_live),
                     _ => true,
                 };
                 if check(t, m.status).is_err() || !guard {
                     continue;
                 }
-                prop_assert!(!m.status.is_terminal());
+                prop_assert!(!m.status.is_terminal() || t == Transition::Redrive);
                 let before = m.token;
                 if t.is_claim() {
                     m.token += 1;
@@ -229,6 +348,14 @@ mod tests {
                 }
                 if t == Transition::RetryLater {
                     m.attempts -= 1;
+                }
+                if t == Transition::Redrive {
+                    prop_assert!(!(m.status == Taken && m.lease_live), "a running task is never redriven");
+                    m.attempts = 0;
+                    m.expired = false;
+                    m.lease_live = false;
+                    m.outcomes = 0;
+                    m.epochs += 1;
                 }
                 m.status = t.to();
                 if m.status.is_terminal() { m.outcomes += 1; }

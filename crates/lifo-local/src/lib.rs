@@ -3,6 +3,8 @@
 //! that feeds the real handlers the events Lambda would.
 
 pub mod filter;
+pub mod lambda_api;
+pub mod loopback;
 pub mod pipeline;
 pub mod report;
 pub mod runtime_api;

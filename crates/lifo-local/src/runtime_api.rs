@@ -41,20 +41,14 @@ pub struct RuntimeApi {
     events: mpsc::Sender<(String, Value)>,
     answers: mpsc::Receiver<(Option<String>, Answer)>,
     first_next: watch::Receiver<Option<Instant>>,
-    server: tokio::task::JoinHandle<()>,
+    // Kept for its Drop: stops the server.
+    _server: crate::loopback::Loopback,
     next_id: u64,
 }
 
 impl RuntimeApi {
     /// Starts the API; each invocation gets `deadline` to run.
     pub async fn start(deadline: Duration) -> Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .context("binding the runtime API")?;
-        let address = listener
-            .local_addr()
-            .context("runtime API address")?
-            .to_string();
         let (events_tx, events_rx) = mpsc::channel(1);
         let (answers_tx, answers_rx) = mpsc::channel(16);
         let (first_tx, first_rx) = watch::channel(None);
@@ -64,30 +58,17 @@ impl RuntimeApi {
             first_next: first_tx,
             deadline,
         });
-        let server = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let shared = shared.clone();
-                        async move { Ok::<_, std::convert::Infallible>(serve(&shared, req).await) }
-                    });
-                    let io = hyper_util::rt::TokioIo::new(stream);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, service)
-                        .await;
-                });
-            }
-        });
+        let server = crate::loopback::serve("runtime API", shared, |shared, req| async move {
+            serve(&shared, req).await
+        })
+        .await?;
+        let address = server.address.clone();
         Ok(Self {
             address,
             events: events_tx,
             answers: answers_rx,
             first_next: first_rx,
-            server,
+            _server: server,
             next_id: 0,
         })
     }
@@ -133,12 +114,6 @@ impl RuntimeApi {
         })
         .await
         .context(format!("no answer within {limit:?}"))?
-    }
-}
-
-impl Drop for RuntimeApi {
-    fn drop(&mut self) {
-        self.server.abort();
     }
 }
 

@@ -163,6 +163,7 @@ pub async fn run(
             max_ttl_seconds: max_ttl,
             time_budget: workload.budget,
             idle_poll: Duration::from_millis(100),
+            pause_poll: Duration::from_millis(500),
             lease_margin: Duration::from_millis(500),
             order,
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())

@@ -250,7 +250,8 @@ impl LocalStack {
         lifo_core::Store::new(self.ddb.clone(), &self.table)
     }
 
-    /// Every item of the table (a full scan; for reports and tests).
+    /// Every task of the table (a full scan, without the control item; for
+    /// reports and tests).
     pub async fn scan_tasks(&self) -> Result<Vec<lifo_core::Task>> {
         let mut tasks = Vec::new();
         let mut start = None;
@@ -265,7 +266,11 @@ impl LocalStack {
                 .await
                 .context("scanning the table")?;
             for item in out.items.unwrap_or_default() {
-                tasks.push(serde_dynamo::from_item(item).context("parsing a task")?);
+                let control = matches!(item.get(lifo_core::expr::attr::TASK_ID),
+                    Some(aws_sdk_dynamodb::types::AttributeValue::S(id)) if lifo_core::store::is_control_id(id));
+                if !control {
+                    tasks.push(serde_dynamo::from_item(item).context("parsing a task")?);
+                }
             }
             start = out.last_evaluated_key;
             if start.is_none() {

@@ -362,7 +362,7 @@ mod tests {
         let s = t.stream_source(crate::stack::TRIGGER_STREAM).unwrap();
         assert_eq!(
             (s.batch_size, s.batching_window_seconds, s.filters.len()),
-            (10, 10, 2)
+            (10, 10, 3)
         );
         assert_eq!(t.parameter_default("ShardCount").unwrap(), "1");
         assert_eq!(t.parameter_default("RunnerFailureRate").unwrap(), "0");
@@ -405,6 +405,7 @@ mod tests {
                         "dynamodb:Query",
                         "!Sub ${QueueTable.Arn}/index/claimable-index",
                     ),
+                    ("dynamodb:GetItem", table),
                     ("kms:GenerateDataKey", key),
                     ("kms:Decrypt", key),
                     ("dynamodb:DescribeStream", "!GetAtt QueueTable.StreamArn"),
@@ -422,6 +423,7 @@ mod tests {
                         "!Sub ${QueueTable.Arn}/index/claimable-index",
                     ),
                     ("dynamodb:UpdateItem", table),
+                    ("dynamodb:GetItem", table),
                     ("sns:Publish", "!Ref TriggerTopic"),
                     ("kms:GenerateDataKey", key),
                     ("kms:Decrypt", key),
@@ -530,5 +532,22 @@ mod tests {
                 serde_json::json!({"type": "User", "principalId": "someone"});
             assert!(!passes(&ttl_delete));
         }
+        // The control item passes (pause, resume, nudge); a task's MODIFY
+        // does not.
+        let control = serde_json::json!({"eventName": "MODIFY", "eventSource": "aws:dynamodb",
+            "dynamodb": {"Keys": {"taskId": {"S": lifo_core::store::CONTROL_ID}},
+                         "NewImage": {"paused": {"BOOL": false}}}});
+        assert!(
+            s.filters
+                .iter()
+                .any(|f| crate::filter::matches(f, &control))
+        );
+        let mut task_modify = control.clone();
+        task_modify["dynamodb"]["Keys"]["taskId"]["S"] = "order-1".into();
+        assert!(
+            !s.filters
+                .iter()
+                .any(|f| crate::filter::matches(f, &task_modify))
+        );
     }
 }

@@ -18,6 +18,10 @@ pub struct ProcessConfig {
     /// How long to wait before looking again when tasks are running but no
     /// new claimable task was found.
     pub idle_poll: Duration,
+    /// How often a running invocation reads the control item (paused or
+    /// not). Each read is one eventually consistent GetItem (0.5 read
+    /// units): 6 read units a minute at the default 5 s.
+    pub pause_poll: Duration,
     /// Claims a task may get; errors burn one, "retry later" does not.
     pub max_attempts: u32,
     /// Added to the invocation deadline to form the lease end (clock skew
@@ -40,6 +44,7 @@ impl ProcessConfig {
             time_budget: Duration::from_secs(60),
             deadline_margin: Duration::from_secs(2),
             idle_poll: Duration::from_millis(250),
+            pause_poll: Duration::from_secs(5),
             max_attempts: 3,
             lease_margin: Duration::from_secs(2),
             order: Order::Lifo,
@@ -58,25 +63,11 @@ impl ProcessConfig {
                 60u64,
                 1..=900,
             )?),
-            deadline_margin: Duration::from_millis(config::parsed(
-                src,
-                "DEADLINE_MARGIN_MS",
-                2_000u64,
-                0..=60_000,
-            )?),
-            idle_poll: Duration::from_millis(config::parsed(
-                src,
-                "IDLE_POLL_MS",
-                250u64,
-                10..=10_000,
-            )?),
+            deadline_margin: config::millis(src, "DEADLINE_MARGIN_MS", 2_000, 0..=60_000)?,
+            idle_poll: config::millis(src, "IDLE_POLL_MS", 250, 10..=10_000)?,
+            pause_poll: config::millis(src, "PAUSE_POLL_MS", 5_000, 100..=60_000)?,
             max_attempts: config::parsed(src, "MAX_ATTEMPTS", 3u32, 1..=100)?,
-            lease_margin: Duration::from_millis(config::parsed(
-                src,
-                "LEASE_MARGIN_MS",
-                2_000u64,
-                0..=60_000,
-            )?),
+            lease_margin: config::millis(src, "LEASE_MARGIN_MS", 2_000, 0..=60_000)?,
             order: config::value(src, "SELECTION_ORDER", Order::Lifo)?,
         })
     }

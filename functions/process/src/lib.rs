@@ -157,6 +157,14 @@ impl<R: TaskRunner> Processor<R> {
         };
         let mut running: JoinSet<Finished> = JoinSet::new();
         let capacity = self.runner.capacity().max(1);
+        // Paused: claim nothing, and no tail call (resume wakes the queue).
+        if self.store.control(false).await?.paused {
+            report.stop = StopReason::Paused;
+            tracing::info!(
+                event = "process.paused",
+                "the queue is paused; claiming nothing"
+            );
+        }
         let outcome = self
             .claim_loop(
                 &mut report,
@@ -212,13 +220,35 @@ impl<R: TaskRunner> Processor<R> {
         // Index entries this invocation will not try again: they cannot be
         // claimed (unknown status, unparseable item) or were just lost.
         let mut skip: HashSet<String> = HashSet::new();
+        let mut control_read = Instant::now();
         loop {
+            if report.stop == StopReason::Paused {
+                return Ok(());
+            }
             while let Some(done) = running.try_join_next() {
                 tally(report, done);
             }
             if Instant::now() >= stop_claiming_at {
                 report.stop = StopReason::Budget;
                 return Ok(());
+            }
+            if control_read.elapsed() >= self.config.pause_poll {
+                control_read = Instant::now();
+                match self.store.control(false).await {
+                    Ok(c) if c.paused => {
+                        tracing::info!(
+                            event = "process.paused",
+                            "the queue was paused; finishing what runs, claiming nothing more"
+                        );
+                        report.stop = StopReason::Paused;
+                        return Ok(());
+                    }
+                    Ok(_) => {}
+                    // Claims go on; the next read may see a pause.
+                    Err(e) => {
+                        tracing::warn!(event = "process.control_read_failed", error = %lifo_core::error::Chain(&e))
+                    }
+                }
             }
             let free = capacity - running.len().min(capacity);
             if free == 0 {

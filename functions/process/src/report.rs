@@ -10,6 +10,9 @@ pub enum StopReason {
     Empty,
     /// The time budget (or the invocation deadline) was reached.
     Budget,
+    /// The queue is paused (`lifo pause`): nothing more is claimed, what
+    /// runs is finished, and there is no tail call.
+    Paused,
 }
 
 /// What one invocation did.

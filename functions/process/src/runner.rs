@@ -186,24 +186,14 @@ impl AnyRunner {
         match src.get("RUNNER").unwrap_or_default().trim() {
             "" | "simulated" => Ok(Self::Simulated(SimulatedRunner::new(
                 capacity,
-                Duration::from_millis(config::parsed(
-                    src,
-                    "RUNNER_LATENCY_MS",
-                    15_000u64,
-                    0..=240_000,
-                )?),
+                config::millis(src, "RUNNER_LATENCY_MS", 15_000, 0..=240_000)?,
                 config::parsed(src, "RUNNER_FAILURE_RATE", 0.0f64, 0.0..=1.0)?,
                 config::parsed(src, "RUNNER_BUSY_RATE", 0.0f64, 0.0..=1.0)?,
             ))),
             "http" => Ok(Self::Http(HttpRunner::new(
                 config::required(src, "RUNNER_URL")?,
                 capacity,
-                Duration::from_millis(config::parsed(
-                    src,
-                    "RUNNER_TIMEOUT_MS",
-                    10_000u64,
-                    100..=240_000,
-                )?),
+                config::millis(src, "RUNNER_TIMEOUT_MS", 10_000, 100..=240_000)?,
             )?)),
             other => Err(ConfigError::Invalid {
                 name: "RUNNER",

@@ -1,6 +1,7 @@
 use super::*;
 use crate::runner::SimulatedRunner;
 use aws_sdk_dynamodb::Client as Ddb;
+use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
 use aws_sdk_dynamodb::operation::query::QueryOutput;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -90,8 +91,34 @@ fn publish() -> Rule {
         .build()
 }
 
+/// The control item as GetItem answers it: absent (not paused), or paused.
+fn control_read(paused: bool) -> GetItemOutput {
+    let item = HashMap::from([
+        ("taskId".to_owned(), AttributeValue::S("#control".into())),
+        ("paused".to_owned(), AttributeValue::Bool(true)),
+    ]);
+    GetItemOutput::builder()
+        .set_item(paused.then_some(item))
+        .build()
+}
+
+fn control(paused: bool) -> Rule {
+    mock!(Ddb::get_item).then_output(move || control_read(paused))
+}
+
 fn processor(ddb: &[&Rule], sns: &Rule, budget: Duration) -> Processor<SimulatedRunner> {
-    let ddb = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, ddb, |c| {
+    processor_with(ddb, &control(false), sns, budget)
+}
+
+fn processor_with(
+    ddb: &[&Rule],
+    control: &Rule,
+    sns: &Rule,
+    budget: Duration,
+) -> Processor<SimulatedRunner> {
+    let mut rules: Vec<&Rule> = ddb.to_vec();
+    rules.push(control);
+    let ddb = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, &rules, |c| {
         c.retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
     });
     let sns = mock_client!(aws_sdk_sns, RuleMode::MatchAny, [sns]);
@@ -103,6 +130,7 @@ fn processor(ddb: &[&Rule], sns: &Rule, budget: Duration) -> Processor<Simulated
         time_budget: budget,
         deadline_margin: Duration::from_millis(10),
         idle_poll: Duration::from_millis(10),
+        pause_poll: Duration::from_millis(20),
         max_attempts: 3,
         lease_margin: Duration::from_millis(100),
         order: lifo_core::Order::Lifo,
@@ -499,5 +527,69 @@ fn unset_settings_are_the_defaults_of_new() {
     assert_eq!(
         ProcessConfig::from_source(&fifo).unwrap().order,
         Order::Fifo
+    );
+}
+
+#[tokio::test]
+async fn a_paused_queue_claims_nothing_and_makes_no_tail_call() {
+    let query = one_page(&[("b", 20), ("a", 10)]);
+    let (claim, finish) = updates();
+    let sns = publish();
+    let report = processor_with(
+        &[&query, &claim, &finish],
+        &control(true),
+        &sns,
+        Duration::from_secs(10),
+    )
+    .handle(1, deadline())
+    .await
+    .unwrap();
+    assert_eq!(report.stop, StopReason::Paused);
+    assert!(report.claimed.is_empty() && !report.tail_call);
+    assert_eq!(
+        (query.num_calls(), claim.num_calls(), sns.num_calls()),
+        (0, 0, 0)
+    );
+}
+
+#[tokio::test]
+async fn a_pause_seen_mid_invocation_stops_claiming_and_finishes_what_runs() {
+    // An endless queue: every refill finds two more tasks.
+    let query = mock!(Ddb::query)
+        .sequence()
+        .output(|| {
+            QueryOutput::builder()
+                .items(index_entry("x", 20))
+                .items(index_entry("y", 10))
+                .build()
+        })
+        .repeatedly()
+        .build();
+    let (claim, finish) = updates();
+    let sns = publish();
+    // Not paused when the invocation starts, paused from the second read.
+    let control = mock!(Ddb::get_item)
+        .sequence()
+        .output(|| control_read(false))
+        .output(|| control_read(true))
+        .repeatedly()
+        .build();
+    let started = Instant::now();
+    let report = processor_with(
+        &[&query, &claim, &finish],
+        &control,
+        &sns,
+        Duration::from_secs(10),
+    )
+    .handle(1, deadline())
+    .await
+    .unwrap();
+    assert_eq!(report.stop, StopReason::Paused);
+    assert!(!report.claimed.is_empty(), "it claimed before the pause");
+    assert_eq!(report.succeeded, report.claimed.len(), "and finished those");
+    assert!(!report.tail_call && sns.num_calls() == 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stopped long before the budget"
     );
 }

@@ -52,12 +52,7 @@ impl SchedulerConfig {
             parallelism: config::parsed(src, "PARALLELISM", 32usize, 1..=256)?,
             default_ttl_seconds: config::task_ttl_seconds(src, config::max_ttl_seconds(src)?)?,
             retention_seconds: config::retention_seconds(src)?,
-            deadline_margin: Duration::from_millis(config::parsed(
-                src,
-                "DEADLINE_MARGIN_MS",
-                5_000u64,
-                0..=120_000,
-            )?),
+            deadline_margin: config::millis(src, "DEADLINE_MARGIN_MS", 5_000, 0..=120_000)?,
         })
     }
 }

@@ -69,6 +69,8 @@ pub struct TriggerOutcome {
     pub expired: usize,
     /// The sweep's count of claimable tasks (the queue depth).
     pub depth: Option<usize>,
+    /// The sweep's reading of the control item: the queue is paused.
+    pub paused: Option<bool>,
 }
 
 /// What the sweep reads.
@@ -224,6 +226,25 @@ impl Trigger {
                 .pointer("/dynamodb/SequenceNumber")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
+            // The control item: resume and an operator's nudge wake the
+            // processor; a pause wakes nobody.
+            if raw
+                .pointer("/dynamodb/Keys/taskId/S")
+                .and_then(Value::as_str)
+                == Some(lifo_core::store::CONTROL_ID)
+            {
+                let paused =
+                    raw.pointer("/dynamodb/NewImage/paused/BOOL") == Some(&Value::Bool(true));
+                if paused {
+                    tracing::info!(event = "queue.paused", reason = ?raw.pointer("/dynamodb/NewImage/reason/S"), "the queue is paused; no wake-up");
+                    outcome.ignored += 1;
+                } else {
+                    tracing::info!(event = "queue.resumed", reason = ?raw.pointer("/dynamodb/NewImage/reason/S"), "the queue runs: waking the processor");
+                    outcome.signals += 1;
+                    signal_sequence_numbers.extend(sequence_number);
+                }
+                continue;
+            }
             match serde_json::from_value::<EventRecord>(raw) {
                 // The event source mapping's filter already drops everything
                 // else; checking again keeps the function correct without it.
@@ -282,7 +303,8 @@ impl Trigger {
         let now = now_ms();
         let horizon = now.saturating_sub(sweep.max_ttl_seconds * 1000);
         // One COUNT query per shard answers both "does anything wait?" and
-        // "how deep is the queue?".
+        // "how deep is the queue?"; the control item says whether to wake.
+        let paused = sweep.store.control(false).await?.paused;
         let depth = sweep
             .store
             .claimable_depth(sweep.shard_count, now, horizon)
@@ -290,15 +312,17 @@ impl Trigger {
         let mut outcome = TriggerOutcome {
             signals: usize::from(depth > 0),
             depth: Some(depth),
+            paused: Some(paused),
             ..TriggerOutcome::default()
         };
-        if depth > 0 {
+        if depth > 0 && !paused {
             self.publish("sweep", 1).await?;
             outcome.published = true;
         }
         tracing::info!(
             event = "sweep.end",
             depth = outcome.depth,
+            paused,
             published = outcome.published
         );
         Ok(outcome)
@@ -313,6 +337,10 @@ impl Trigger {
             .count("TasksExpired", outcome.expired);
         let metrics = match outcome.depth {
             Some(depth) => metrics.count("QueueDepth", depth),
+            None => metrics,
+        };
+        let metrics = match outcome.paused {
+            Some(paused) => metrics.count("QueuePaused", usize::from(paused)),
             None => metrics,
         };
         metrics.emit();

@@ -1,4 +1,5 @@
 use super::*;
+use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
 use aws_sdk_dynamodb::operation::query::QueryOutput;
 use aws_sdk_sns::Client;
 use aws_sdk_sns::operation::publish::PublishOutput;
@@ -133,8 +134,31 @@ async fn a_failed_tail_call_publish_fails_the_invocation() {
     assert_eq!(diag.error_type, "PublishFailed");
 }
 
+/// The control item: absent (running), or paused.
+fn control(paused: bool) -> Rule {
+    mock!(aws_sdk_dynamodb::Client::get_item).then_output(move || {
+        let item = std::collections::HashMap::from([
+            (
+                "taskId".to_owned(),
+                aws_sdk_dynamodb::types::AttributeValue::S("#control".into()),
+            ),
+            (
+                "paused".to_owned(),
+                aws_sdk_dynamodb::types::AttributeValue::Bool(true),
+            ),
+        ]);
+        GetItemOutput::builder()
+            .set_item(paused.then_some(item))
+            .build()
+    })
+}
+
 fn sweeping(rule: &Rule, query: &Rule) -> Trigger {
-    let ddb = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [query]);
+    sweeping_with(rule, query, &control(false))
+}
+
+fn sweeping_with(rule: &Rule, query: &Rule, control: &Rule) -> Trigger {
+    let ddb = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [query, control]);
     let sweep = Sweep {
         store: Store::new(ddb, "t"),
         shard_count: 2,
@@ -166,20 +190,13 @@ async fn the_sweep_wakes_only_when_claimable_tasks_exist() {
         .match_requests(|r| r.select() == Some(&aws_sdk_dynamodb::types::Select::Count))
         .then_output(|| QueryOutput::builder().count(7).scanned_count(7).build());
     let rule = ok_publish();
-    let ddb = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&count]);
-    let sweep = Sweep {
-        store: Store::new(ddb, "t"),
-        shard_count: 2,
-        max_ttl_seconds: 3600,
-    };
-    let out = trigger(&rule)
-        .with_sweep(sweep)
+    let out = sweeping(&rule, &count)
         .handle_outcome(scheduled())
         .await
         .unwrap();
     assert_eq!(
-        (out.signals, out.published, out.depth),
-        (1, true, Some(14)),
+        (out.signals, out.published, out.depth, out.paused),
+        (1, true, Some(14), Some(false)),
         "depth sums the shards"
     );
     assert_eq!(rule.num_calls(), 1);
@@ -235,5 +252,51 @@ async fn ttl_deletions_of_never_started_tasks_count_as_expired() {
     let rule = ok_publish();
     let out = trigger(&rule).handle_outcome(event).await.unwrap();
     assert_eq!((out.expired, out.ignored, out.published), (1, 1, false));
+    assert_eq!(rule.num_calls(), 0);
+}
+
+#[tokio::test]
+async fn a_paused_queue_is_counted_but_not_woken_by_the_sweep() {
+    let count = mock!(aws_sdk_dynamodb::Client::query)
+        .then_output(|| QueryOutput::builder().count(3).scanned_count(3).build());
+    let rule = ok_publish();
+    let out = sweeping_with(&rule, &count, &control(true))
+        .handle_outcome(scheduled())
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.published, out.depth, out.paused),
+        (false, Some(6), Some(true))
+    );
+    assert_eq!(rule.num_calls(), 0);
+}
+
+/// A stream record of the control item, as the event source mapping's
+/// filter passes it.
+fn control_record(paused: bool) -> Value {
+    json!({"eventID": "c1", "eventName": "MODIFY", "eventVersion": "1.1", "eventSource": "aws:dynamodb",
+           "awsRegion": "us-east-1", "eventSourceARN": "arn:aws:dynamodb:us-east-1:1:table/t/stream/x",
+           "dynamodb": {"Keys": {"taskId": {"S": "#control"}}, "SequenceNumber": "900",
+                        "NewImage": {"taskId": {"S": "#control"}, "paused": {"BOOL": paused},
+                                     "reason": {"S": "test"}},
+                        "SizeBytes": 40, "StreamViewType": "NEW_AND_OLD_IMAGES"}})
+}
+
+#[tokio::test]
+async fn resume_and_nudges_wake_the_processor_and_a_pause_does_not() {
+    let rule = ok_publish();
+    let out = trigger(&rule)
+        .handle_outcome(json!({"Records": [control_record(false)]}))
+        .await
+        .unwrap();
+    assert_eq!((out.signals, out.published), (1, true));
+    assert_eq!(rule.num_calls(), 1);
+
+    let rule = ok_publish();
+    let out = trigger(&rule)
+        .handle_outcome(json!({"Records": [control_record(true)]}))
+        .await
+        .unwrap();
+    assert_eq!((out.signals, out.ignored, out.published), (0, 1, false));
     assert_eq!(rule.num_calls(), 0);
 }

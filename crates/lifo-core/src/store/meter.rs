@@ -23,6 +23,8 @@ pub enum Op {
     Read,
     /// SCHEDULED → PENDING (scheduler-start).
     Start,
+    /// An operator's writes: redrive, delete, pause and resume, nudge.
+    Operate,
     /// Conditional writes whose condition failed. DynamoDB still charges
     /// them (1 write unit for an item under 1 KB) but returns no
     /// ConsumedCapacity with the error, so the meter books 1 unit each.
@@ -33,13 +35,14 @@ pub enum Op {
 const REJECTED_WRITE_UNITS: f64 = 1.0;
 
 impl Op {
-    pub const ALL: [Op; 7] = [
+    pub const ALL: [Op; 8] = [
         Op::Put,
         Op::Claim,
         Op::Finish,
         Op::Requeue,
         Op::Read,
         Op::Start,
+        Op::Operate,
         Op::Rejected,
     ];
     fn index(self) -> usize {
@@ -53,6 +56,7 @@ impl Op {
             }
             Transition::Start => Op::Start,
             Transition::RetryLater | Transition::RetryAfterError => Op::Requeue,
+            Transition::Redrive => Op::Operate,
         }
     }
 }
@@ -60,8 +64,8 @@ impl Op {
 /// Capacity consumed, by kind of request. Shared by clones of a [`Store`].
 #[derive(Debug, Default)]
 pub struct CapacityMeter {
-    requests: [AtomicU64; 7],
-    milli_units: [AtomicU64; 7],
+    requests: [AtomicU64; 8],
+    milli_units: [AtomicU64; 8],
 }
 
 impl CapacityMeter {
@@ -99,6 +103,7 @@ impl CapacityMeter {
             Op::Finish,
             Op::Requeue,
             Op::Start,
+            Op::Operate,
             Op::Rejected,
         ]
         .into_iter()

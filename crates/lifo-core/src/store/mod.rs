@@ -1,23 +1,30 @@
 //! A small async API over the queue table, one file per concern:
 //! writes ([`write`]), the claim query ([`claim`]), state moves
-//! ([`transition`]), scheduled tasks ([`schedule`]), reads ([`read`]), COUNT
-//! queries ([`counts`]), errors ([`error`]) and the capacity meter
-//! ([`meter`]).
+//! ([`transition`]), an operator's redrive and delete ([`operate`]), the
+//! failed-task index ([`failed`]), pause and resume ([`control`]), scheduled
+//! tasks ([`schedule`]), reads ([`read`]), COUNT queries ([`counts`]), errors
+//! ([`error`]) and the capacity meter ([`meter`]).
 //!
 //! Every request asks for `ReturnConsumedCapacity = INDEXES` and adds what it
 //! spent to a [`CapacityMeter`], so the cost per task is measured, not guessed.
 
 mod claim;
+mod control;
 mod counts;
 mod error;
+mod failed;
 mod meter;
+mod operate;
 mod read;
 mod schedule;
 mod transition;
 mod write;
 
+pub use control::{CONTROL_ID, QueueControl, is_control_id};
 pub use error::{CancelError, StoreError};
+pub use failed::{Failed, FailedQuery};
 pub use meter::{CapacityMeter, Op, Spent};
+pub use operate::{OperateError, RedriveSettings};
 pub use write::BATCH_WRITE_MAX;
 
 use crate::expr;

@@ -1,0 +1,99 @@
+//! `lifo local up`: the local stack and its pipeline, until Ctrl-C.
+
+use anyhow::Context as _;
+use lifo_core::Notifier;
+use lifo_local::stack::StackOptions;
+use lifo_local::{LocalStack, Pipeline, PipelineOptions};
+use process::runner::AnyRunner;
+use process::{ProcessConfig, Processor};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What `lifo local up` was asked for.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub shards: u32,
+    pub scheduler_every: Duration,
+    pub data_dir: Option<PathBuf>,
+    pub process_timeout: Option<Duration>,
+}
+
+/// Starts the local stack and the pipeline, prints the endpoints, and
+/// waits for Ctrl-C (or SIGTERM); then stops everything it started.
+/// If this process is killed outright, the servers die with it.
+pub async fn up(options: UpOptions) -> anyhow::Result<()> {
+    let shards = options.shards;
+    let stack = LocalStack::start_with(StackOptions {
+        data_dir: options.data_dir.clone(),
+    })
+    .await?;
+    let store = stack.store();
+    let max_ttl: u64 = stack
+        .template
+        .parameter_default("MaxTaskTtlSeconds")?
+        .parse()
+        .context("template parameter MaxTaskTtlSeconds")?;
+    let trigger = Arc::new(stack.trigger(store.clone(), shards, max_ttl));
+    // The runner from the same environment variables as in Lambda
+    // (RUNNER, RUNNER_MAX_CONCURRENCY, RUNNER_LATENCY_MS, …).
+    let runner = Arc::new(AnyRunner::from_source(&lifo_core::config::Env)?);
+    let processor = Arc::new(Processor::new(
+        store.clone(),
+        Notifier::new(stack.sns.clone(), &stack.trigger_topic_arn),
+        runner,
+        ProcessConfig {
+            shard_count: shards,
+            max_ttl_seconds: max_ttl,
+            ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
+        },
+    ));
+    let pipeline_options = PipelineOptions {
+        process_timeout: options.process_timeout,
+        ..PipelineOptions::default()
+    };
+    let mut pipeline = Pipeline::start(&stack, trigger, processor, pipeline_options).await?;
+    let scheduler = stack.scheduler(store.clone())?;
+    let timeout = stack.template.function_timeout("SchedulerStartFunction")?;
+    pipeline.run_scheduler(
+        Arc::new(scheduler),
+        options.scheduler_every,
+        Duration::from_secs(timeout),
+    );
+    println!(
+        "DynamoDB Local  {}  (pid {})",
+        stack.dynamodb_local.endpoint,
+        stack.dynamodb_local.pid()
+    );
+    println!(
+        "moto (SNS/SQS)  {}  (pid {})",
+        stack.moto.endpoint,
+        stack.moto.pid()
+    );
+    match &options.data_dir {
+        Some(dir) => println!(
+            "table           {} (kept in {})",
+            stack.table,
+            dir.display()
+        ),
+        None => println!("table           {} (in memory)", stack.table),
+    }
+    println!("process topic   {}", stack.process_topic_arn);
+    println!("trigger topic   {}", stack.trigger_topic_arn);
+    let lifo = format!(
+        "lifo --endpoint-url {} --shards {shards}",
+        stack.dynamodb_local.endpoint
+    );
+    println!("Try: {lifo} tasks create --count 5");
+    println!("     {lifo} stats");
+    println!("     {lifo} tasks list --failed --since 1h");
+    println!(
+        "scheduler-start runs every {} s (in AWS: hourly, 00:00-05:00 UTC).",
+        options.scheduler_every.as_secs()
+    );
+    println!("Ctrl-C stops the pipeline, DynamoDB Local and moto.");
+    lifo_local::interrupted().await;
+    pipeline.stop().await;
+    println!("stopped");
+    Ok(())
+}

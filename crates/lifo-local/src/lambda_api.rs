@@ -1,0 +1,243 @@
+//! A local AWS Lambda *Invoke* API, so the real `aws-sdk-lambda` client is
+//! exercised against functions that run here: the create handler behind
+//! `lifo --stack … tasks create`, a worker Lambda behind process's lambda
+//! runner (a Rust closure, or a Python handler run by [`python_handler`]).
+//!
+//! Served: `POST /2015-03-31/functions/{FunctionName}/invocations` with
+//! `X-Amz-Invocation-Type: RequestResponse`, answered as Lambda answers:
+//! - the function's result: 200 and its JSON;
+//! - an error raised by the function: 200, `X-Amz-Function-Error: Unhandled`
+//!   (or `Handled`) and `{"errorType", "errorMessage"}`; a timeout is one of
+//!   these too (`Sandbox.Timedout`, "Task timed out after N seconds");
+//! - Lambda's own refusals, as a non-2xx status with `x-amzn-ErrorType`:
+//!   429 `TooManyRequestsException` (throttled), 502
+//!   `ResourceNotReadyException`, 500 `ServiceException`, 404
+//!   `ResourceNotFoundException` (no such function).
+
+use anyhow::Result;
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What an invocation answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// The function returned this.
+    Ok(Value),
+    /// The function raised an error (`handled`: it returned an error object
+    /// itself, as the Go and Rust runtimes do; otherwise the runtime caught
+    /// it).
+    FunctionError {
+        handled: bool,
+        error_type: String,
+        error_message: String,
+    },
+    /// The function ran longer than its timeout (`seconds`).
+    TimedOut { seconds: u64 },
+    /// Lambda throttled the invocation (429 TooManyRequestsException).
+    Throttled,
+    /// Lambda refused with this status and error code, e.g. (502,
+    /// "ResourceNotReadyException") or (500, "ServiceException").
+    Refused { status: u16, code: String },
+}
+
+/// A function: takes the event, answers a [`Reply`].
+pub type Handler = Arc<dyn Fn(Value) -> BoxFuture<'static, Reply> + Send + Sync>;
+
+/// Wraps an async closure as a [`Handler`].
+pub fn handler<F, Fut>(f: F) -> Handler
+where
+    F: Fn(Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Reply> + Send + 'static,
+{
+    Arc::new(move |event| Box::pin(f(event)))
+}
+
+#[derive(Default)]
+struct Functions {
+    by_name: Mutex<HashMap<String, Handler>>,
+    invocations: AtomicUsize,
+}
+
+/// A running Invoke API on 127.0.0.1 (a free port). Stops when dropped.
+pub struct LambdaApi {
+    /// `http://127.0.0.1:PORT`: the Lambda client's `endpoint_url`.
+    pub endpoint: String,
+    functions: Arc<Functions>,
+    // Kept for its Drop: stops the server.
+    _server: crate::loopback::Loopback,
+}
+
+impl LambdaApi {
+    pub async fn start() -> Result<Self> {
+        let functions = Arc::new(Functions::default());
+        let server = crate::loopback::serve(
+            "Lambda Invoke API",
+            functions.clone(),
+            |functions, req| async move { serve(&functions, req).await },
+        )
+        .await?;
+        let endpoint = format!("http://{}", server.address);
+        Ok(Self {
+            endpoint,
+            functions,
+            _server: server,
+        })
+    }
+
+    /// Serves `name` (a function name; invocations by ARN find it too).
+    pub fn register(&self, name: &str, handler: Handler) {
+        if let Ok(mut map) = self.functions.by_name.lock() {
+            map.insert(name.to_owned(), handler);
+        }
+    }
+
+    /// Invocations received so far (all functions, refusals included).
+    pub fn invocations(&self) -> usize {
+        self.functions.invocations.load(Ordering::Relaxed)
+    }
+}
+
+/// `my-fn`, from `my-fn`, `arn:aws:lambda:r:a:function:my-fn[:qualifier]`
+/// or `a:function:my-fn`.
+fn function_name(path_segment: &str) -> String {
+    let decoded = percent_encoding::percent_decode_str(path_segment)
+        .decode_utf8_lossy()
+        .into_owned();
+    match decoded.split_once("function:") {
+        Some((_, rest)) => rest.split(':').next().unwrap_or(rest).to_owned(),
+        None => decoded,
+    }
+}
+
+fn reply(status: StatusCode, headers: &[(&str, String)], body: Value) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    for (name, value) in headers {
+        if let (Ok(n), Ok(v)) = (
+            hyper::header::HeaderName::from_bytes(name.as_bytes()),
+            hyper::header::HeaderValue::from_str(value),
+        ) {
+            h.insert(n, v);
+        }
+    }
+    r
+}
+
+fn refusal(status: u16, code: &str, message: &str) -> Response<Full<Bytes>> {
+    reply(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &[("x-amzn-ErrorType", code.to_owned())],
+        json!({"Type": if status < 500 { "User" } else { "Service" }, "message": message}),
+    )
+}
+
+async fn serve(functions: &Functions, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = req.uri().path().to_owned();
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (&Method::POST, ["2015-03-31", "functions", name, "invocations"]) =
+        (req.method(), parts.as_slice())
+    else {
+        return refusal(404, "UnknownOperationException", "unknown operation");
+    };
+    functions.invocations.fetch_add(1, Ordering::Relaxed);
+    let name = function_name(name);
+    let handler = functions
+        .by_name
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&name).cloned());
+    let Some(handler) = handler else {
+        return refusal(
+            404,
+            "ResourceNotFoundException",
+            &format!("Function not found: arn:aws:lambda:us-east-1:000000000000:function:{name}"),
+        );
+    };
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let event: Value = if body.is_empty() {
+        Value::Null
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(_) => {
+                return refusal(
+                    400,
+                    "InvalidRequestContentException",
+                    "Could not parse request body into json",
+                );
+            }
+        }
+    };
+    let executed = ("X-Amz-Executed-Version", "$LATEST".to_owned());
+    match handler(event).await {
+        Reply::Ok(v) => reply(StatusCode::OK, &[executed], v),
+        Reply::FunctionError {
+            handled,
+            error_type,
+            error_message,
+        } => reply(
+            StatusCode::OK,
+            &[
+                executed,
+                (
+                    "X-Amz-Function-Error",
+                    if handled { "Handled" } else { "Unhandled" }.to_owned(),
+                ),
+            ],
+            json!({"errorType": error_type, "errorMessage": error_message}),
+        ),
+        Reply::TimedOut { seconds } => reply(
+            StatusCode::OK,
+            &[executed, ("X-Amz-Function-Error", "Unhandled".to_owned())],
+            json!({"errorType": "Sandbox.Timedout",
+                   "errorMessage": format!("RequestId: local Error: Task timed out after {seconds}.00 seconds")}),
+        ),
+        Reply::Throttled => reply(
+            StatusCode::TOO_MANY_REQUESTS,
+            &[("x-amzn-ErrorType", "TooManyRequestsException".to_owned())],
+            json!({"Reason": "ReservedFunctionConcurrentInvocationLimitExceeded",
+                   "Type": "User", "message": "Rate Exceeded."}),
+        ),
+        Reply::Refused { status, code } => {
+            refusal(status, &code, "refused by the local Lambda API")
+        }
+    }
+}
+
+/// Waits `d`, for handlers that simulate work.
+pub async fn work(d: Duration) {
+    tokio::time::sleep(d).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_names_come_from_names_and_arns() {
+        assert_eq!(function_name("my-fn"), "my-fn");
+        assert_eq!(
+            function_name("arn%3Aaws%3Alambda%3Aus-east-1%3A123456789012%3Afunction%3Amy-fn"),
+            "my-fn"
+        );
+        assert_eq!(
+            function_name("arn:aws:lambda:us-east-1:123456789012:function:my-fn:live"),
+            "my-fn"
+        );
+    }
+}
