@@ -33,6 +33,9 @@ validate-only:
 	.tools/sam/bin/sam validate --lint --template template.yaml
 	.tools/checkov/bin/checkov -f template.yaml --quiet --compact --skip-download
 	scripts/check-sam-translation
+	.tools/venv/bin/cfn-lint examples/python-worker/template.yaml
+	.tools/sam/bin/sam validate --lint --template examples/python-worker/template.yaml
+	.tools/checkov/bin/checkov -f examples/python-worker/template.yaml --quiet --compact --skip-download
 
 ## Build the four Lambda binaries for arm64 the way `sam deploy` ships them.
 sam-build: tools-sam

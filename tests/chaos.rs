@@ -264,6 +264,8 @@ async fn chaos_nothing_lost_nothing_stuck_nothing_committed_twice() {
                 deadline_margin: Duration::from_millis(200),
                 idle_poll: Duration::from_millis(20),
                 pause_poll: Duration::from_millis(500),
+                retry: lifo_core::retry::RetryPolicy::default(),
+                rate_limit: None,
                 max_attempts: 50,
                 lease_margin: Duration::from_millis(200),
                 order: lifo_core::Order::Lifo,

@@ -75,14 +75,14 @@ fn run_all(event: Value) {
         let _ = process::wakeups_in(event.clone());
     });
     // task items: any map that parses must round-trip
-    if let Value::Object(m) = &event {
-        if let Ok(item) = serde_dynamo::to_item::<_, serde_dynamo::Item>(m) {
-            if let Ok(task) = serde_dynamo::from_item::<_, Task>(item.clone()) {
-                let back: serde_dynamo::Item = serde_dynamo::to_item(&task).unwrap();
-                assert_eq!(serde_dynamo::from_item::<_, Task>(back).unwrap(), task);
-            }
-            let _ = serde_dynamo::from_item::<_, Candidate>(item);
+    if let Value::Object(m) = &event
+        && let Ok(item) = serde_dynamo::to_item::<_, serde_dynamo::Item>(m)
+    {
+        if let Ok(task) = serde_dynamo::from_item::<_, Task>(item.clone()) {
+            let back: serde_dynamo::Item = serde_dynamo::to_item(&task).unwrap();
+            assert_eq!(serde_dynamo::from_item::<_, Task>(back).unwrap(), task);
         }
+        let _ = serde_dynamo::from_item::<_, Candidate>(item);
     }
 }
 

@@ -177,6 +177,8 @@ fn config(h: &Harness) -> ProcessConfig {
         deadline_margin: Duration::from_millis(500),
         idle_poll: Duration::from_millis(50),
         pause_poll: Duration::from_millis(500),
+        retry: lifo_core::retry::RetryPolicy::default(),
+        rate_limit: None,
         max_attempts: 3,
         lease_margin: Duration::from_millis(500),
         order: lifo_core::Order::Lifo,

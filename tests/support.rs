@@ -100,6 +100,8 @@ impl Harness {
                 deadline_margin: Duration::from_millis(500),
                 idle_poll: Duration::from_millis(50),
                 pause_poll: Duration::from_millis(500),
+                retry: lifo_core::retry::RetryPolicy::default(),
+                rate_limit: None,
                 max_attempts: 3,
                 lease_margin: Duration::from_millis(500),
                 order: lifo_core::Order::Lifo,
@@ -127,6 +129,28 @@ impl Harness {
 
     pub async fn tasks(&self) -> Vec<Task> {
         self.stack.scan_tasks().await.expect("scan")
+    }
+
+    /// The table's tasks once `done` holds for them, polled every 200 ms;
+    /// panics naming `what` (with the tasks) after `limit`.
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        limit: Duration,
+        done: impl Fn(&[Task]) -> bool,
+    ) -> Vec<Task> {
+        let started = std::time::Instant::now();
+        loop {
+            let tasks = self.tasks().await;
+            if done(&tasks) {
+                return tasks;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "{what}: not after {limit:?}: {tasks:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     pub async fn count(&self, status: TaskStatus) -> usize {

@@ -17,6 +17,10 @@ pub struct UpOptions {
     pub scheduler_every: Duration,
     pub data_dir: Option<PathBuf>,
     pub process_timeout: Option<Duration>,
+    /// The downstream's rate limit (`RunnerMaxPerSecond`, `RunnerBurst`).
+    pub rate_limit: Option<process::RateLimit>,
+    /// `RetryBackoffSeconds`.
+    pub retry_backoff: Duration,
 }
 
 /// Starts the local stack and the pipeline, prints the endpoints, and
@@ -36,8 +40,10 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         .context("template parameter MaxTaskTtlSeconds")?;
     let trigger = Arc::new(stack.trigger(store.clone(), shards, max_ttl));
     // The runner from the same environment variables as in Lambda
-    // (RUNNER, RUNNER_MAX_CONCURRENCY, RUNNER_LATENCY_MS, …).
-    let runner = Arc::new(AnyRunner::from_source(&lifo_core::config::Env)?);
+    // (RUNNER, RUNNER_MAX_CONCURRENCY, RUNNER_LATENCY_MS, WORKER_FUNCTION_ARN
+    // with AWS_ENDPOINT_URL_LAMBDA, …).
+    let aws = aws_config::load_from_env().await;
+    let runner = Arc::new(AnyRunner::from_source(&lifo_core::config::Env, &aws)?);
     let processor = Arc::new(Processor::new(
         store.clone(),
         Notifier::new(stack.sns.clone(), &stack.trigger_topic_arn),
@@ -45,6 +51,10 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         ProcessConfig {
             shard_count: shards,
             max_ttl_seconds: max_ttl,
+            rate_limit: options.rate_limit,
+            retry: lifo_core::retry::RetryPolicy {
+                base: options.retry_backoff,
+            },
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         },
     ));

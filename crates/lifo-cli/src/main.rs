@@ -18,11 +18,14 @@ async fn main() -> std::process::ExitCode {
             scheduler_every,
             data_dir,
             process_timeout,
+            pacing,
         }) => lifo_cli::local::up(lifo_cli::local::UpOptions {
             shards: cli.shards,
             scheduler_every: Duration::from_secs(*scheduler_every),
             data_dir: data_dir.clone(),
             process_timeout: process_timeout.map(Duration::from_secs),
+            rate_limit: pacing.rate_limit(),
+            retry_backoff: Duration::from_secs(pacing.retry_backoff),
         })
         .await
         .map(|()| None),

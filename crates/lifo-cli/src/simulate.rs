@@ -44,6 +44,8 @@ pub struct SimulateArgs {
     /// Where the plot goes: PATH.svg and PATH.png.
     #[arg(long, default_value = "target/lifo-simulate.svg")]
     pub plot: PathBuf,
+    #[command(flatten)]
+    pub pacing: crate::Pacing,
 }
 
 impl SimulateArgs {
@@ -57,6 +59,10 @@ impl SimulateArgs {
             shards,
             budget: Duration::from_secs(self.budget),
             seed: self.seed,
+            rate_limit: self.pacing.rate_limit(),
+            retry: lifo_core::retry::RetryPolicy {
+                base: Duration::from_secs(self.pacing.retry_backoff),
+            },
         }
     }
 

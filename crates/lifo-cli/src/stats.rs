@@ -21,6 +21,8 @@ pub struct ShardStats {
     pub pending: usize,
     /// TAKEN under a live lease.
     pub running: usize,
+    /// PENDING, resting before a retry (not claimable yet).
+    pub backing_off: usize,
     /// Shed by expiry in the last hour.
     pub expired_last_hour: usize,
     pub newest_claimable_at: Option<u64>,
@@ -43,9 +45,10 @@ pub async fn collect(target: &Target, now: u64, days: u32) -> Result<Stats, CliE
     let horizon = now.saturating_sub(max_ttl_ms);
     let hour_ago = now.saturating_sub(3_600_000);
     let shards = futures::future::try_join_all((0..target.shards.max(1)).map(|shard| async move {
-        let (pending, running, expired, newest, oldest) = futures::try_join!(
+        let (pending, running, backing_off, expired, newest, oldest) = futures::try_join!(
             store.claimable_depth_in(shard, now, horizon),
             store.leased_in(shard, now, horizon),
+            store.backing_off_in(shard, now, horizon),
             store.expired_in(shard, hour_ago, now, max_ttl_ms),
             store.edge_claimable(shard, now, horizon, false),
             store.edge_claimable(shard, now, horizon, true),
@@ -54,6 +57,7 @@ pub async fn collect(target: &Target, now: u64, days: u32) -> Result<Stats, CliE
             shard,
             pending,
             running,
+            backing_off,
             expired_last_hour: expired,
             newest_claimable_at: newest,
             oldest_claimable_at: oldest,
@@ -112,6 +116,7 @@ impl Stats {
                 "shard": s.shard,
                 "pending": s.pending,
                 "running": s.running,
+                "backingOff": s.backing_off,
                 "expiredLastHour": s.expired_last_hour,
                 "newestAgeMs": age_ms(s.newest_claimable_at, now),
                 "oldestAgeMs": age_ms(s.oldest_claimable_at, now),
@@ -120,6 +125,7 @@ impl Stats {
             "totals": {
                 "pending": self.total(|s| s.pending),
                 "running": self.total(|s| s.running),
+                "backingOff": self.total(|s| s.backing_off),
                 "expiredLastHour": self.total(|s| s.expired_last_hour),
                 "scheduled": self.scheduled.iter().map(|(_, n)| n).sum::<usize>(),
             },
@@ -131,16 +137,23 @@ impl Stats {
             age_ms(at, now).map_or("-".to_owned(), |a| format!("{:.1} s", a as f64 / 1000.0))
         };
         let mut out = format!(
-            "{:>5} {:>9} {:>9} {:>15} {:>12} {:>12}\n",
-            "SHARD", "PENDING", "RUNNING", "EXPIRED (1 H)", "NEWEST AGE", "OLDEST AGE"
+            "{:>5} {:>9} {:>9} {:>11} {:>15} {:>12} {:>12}\n",
+            "SHARD",
+            "PENDING",
+            "RUNNING",
+            "BACKING OFF",
+            "EXPIRED (1 H)",
+            "NEWEST AGE",
+            "OLDEST AGE"
         );
         for s in &self.shards {
             let _ = writeln!(
                 out,
-                "{:>5} {:>9} {:>9} {:>15} {:>12} {:>12}",
+                "{:>5} {:>9} {:>9} {:>11} {:>15} {:>12} {:>12}",
                 s.shard,
                 s.pending,
                 s.running,
+                s.backing_off,
                 s.expired_last_hour,
                 show(s.newest_claimable_at),
                 show(s.oldest_claimable_at)
@@ -169,10 +182,11 @@ impl Stats {
         }
         let _ = write!(
             out,
-            "\n{} pending, {} running, {} shed by expiry in the last hour, \
+            "\n{} pending, {} running, {} backing off, {} shed by expiry in the last hour, \
              {} scheduled (due from {} days ago to {} days ahead) in table {table}",
             self.total(|s| s.pending),
             self.total(|s| s.running),
+            self.total(|s| s.backing_off),
             self.total(|s| s.expired_last_hour),
             self.scheduled.iter().map(|(_, n)| n).sum::<usize>(),
             PAST_DAYS,

@@ -52,12 +52,15 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
         fresh["lifoP95Ms"].as_u64().unwrap() < fresh["fifoP95Ms"].as_u64().unwrap(),
         "{fresh}"
     );
+    // The rate limit (10/s, burst 1) held in every second of the run.
+    let most = f["rateLimitMaxStartsPerSecond"].as_u64().unwrap();
+    assert!(most > 0 && most <= 11, "{f}");
     // Every row says how to reproduce it, with the settings it ran with.
     let rows = bench["rows"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        1 + 4 + 2 + 1 + 1,
-        "sizes, 4 cold starts, CPU, RSS, write units, freshness"
+        1 + 4 + 2 + 1 + 1 + 1,
+        "sizes, 4 cold starts, CPU, RSS, write units, rate limit, freshness"
     );
     for r in rows {
         let cmd = r["command"].as_str().unwrap();

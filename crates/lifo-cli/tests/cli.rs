@@ -30,7 +30,7 @@ async fn admin_commands_against_the_local_stack() {
     let stats = lifo(&h, &["stats"]).await.unwrap();
     assert!(
         stats.ends_with(
-            "1 pending, 0 running, 0 shed by expiry in the last hour, \
+            "1 pending, 0 running, 0 backing off, 0 shed by expiry in the last hour, \
              2 scheduled (due from 7 days ago to 7 days ahead) in table QueueTable"
         ),
         "{stats}"
@@ -40,7 +40,7 @@ async fn admin_commands_against_the_local_stack() {
     assert_eq!(stats["shards"].as_array().unwrap().len(), 2);
     assert_eq!(
         stats["totals"],
-        serde_json::json!({"pending": 1, "running": 0, "expiredLastHour": 0, "scheduled": 2})
+        serde_json::json!({"pending": 1, "running": 0, "backingOff": 0, "expiredLastHour": 0, "scheduled": 2})
     );
     let due = |days: i64| {
         (chrono::Utc::now().date_naive() + chrono::Duration::days(days))
@@ -183,8 +183,11 @@ async fn stats_counts_running_and_recently_shed_tasks_per_shard() {
     let old = Task::new_pending("old".into(), payload(), now - 10_800_000, 3_600, 1);
     let running = Task::new_pending("running".into(), payload(), now - 1_000, 3_600, 1);
     let waiting = Task::new_pending("waiting".into(), payload(), now - 500, 3_600, 1);
+    // Failed once, resting until a minute from now.
+    let mut resting = Task::new_pending("resting".into(), payload(), now - 800, 3_600, 1);
+    resting.retry_at = Some(now + 60_000);
     h.store
-        .put_new(&[shed, old, running, waiting])
+        .put_new(&[shed, old, running, waiting, resting])
         .await
         .unwrap();
     let step = Step {
@@ -208,7 +211,7 @@ async fn stats_counts_running_and_recently_shed_tasks_per_shard() {
         serde_json::from_str(&lifo(&h, &["--json", "stats"]).await.unwrap()).unwrap();
     assert_eq!(
         stats["totals"],
-        serde_json::json!({"pending": 1, "running": 1, "expiredLastHour": 1, "scheduled": 0})
+        serde_json::json!({"pending": 1, "running": 1, "backingOff": 1, "expiredLastHour": 1, "scheduled": 0})
     );
     let shard = &stats["shards"][0];
     let newest = shard["newestAgeMs"].as_u64().unwrap();

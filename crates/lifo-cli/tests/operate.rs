@@ -14,7 +14,7 @@ use process::runner::{RunOutcome, TaskRunner};
 use process::{ProcessConfig, Processor};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 async fn lifo(h: &Harness, args: &[&str]) -> Result<String, String> {
     lifo_in(h, args).await
@@ -43,18 +43,7 @@ impl TaskRunner for Flaky {
 }
 
 async fn wait_for(h: &Harness, what: &str, done: impl Fn(&[Task]) -> bool) -> Vec<Task> {
-    let started = Instant::now();
-    loop {
-        let tasks = h.tasks().await;
-        if done(&tasks) {
-            return tasks;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(90),
-            "{what}: not after 90 s"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    h.wait_for(what, Duration::from_secs(90), done).await
 }
 
 fn count(tasks: &[Task], status: TaskStatus) -> usize {

@@ -85,3 +85,77 @@ async fn an_event_nested_too_deeply_gets_each_functions_own_error() {
         assert!(got.starts_with(message), "{function}: {got}");
     }
 }
+
+/// The Rust runner example (`examples/rust-runner`: a team's own
+/// `TaskRunner` behind `process::serve`) runs as Lambda runs it, against
+/// DynamoDB Local and moto: it claims the tasks, runs them with its own
+/// code, and records what its code said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_runner_example_is_a_complete_process_function() {
+    let h = lifo_tests::Harness::start(1).await;
+    h.creator()
+        .handle(serde_json::json!({"tasks": [
+            {"taskId": "inv-1", "payload": {"invoiceId": "2026-0001"}},
+            {"taskId": "inv-2", "payload": {"invoiceId": "2026-0002"}},
+            {"taskId": "no-id", "payload": {"customer": "c-9"}},
+            {"taskId": "over-quota", "payload": {"invoiceId": "2026-0003", "quotaExceeded": true}}
+        ]}))
+        .await
+        .unwrap();
+    let mut api = RuntimeApi::start(Duration::from_secs(30)).await.unwrap();
+    let mut child = tokio::process::Command::new(binary("lifo-example-rust-runner"))
+        .envs(lambda_env(&api, "process"))
+        .envs([
+            ("TABLE_NAME", h.stack.table.as_str()),
+            ("TRIGGER_TOPIC_ARN", h.stack.trigger_topic_arn.as_str()),
+            (
+                "AWS_ENDPOINT_URL_DYNAMODB",
+                h.stack.dynamodb_local.endpoint.as_str(),
+            ),
+            ("AWS_ENDPOINT_URL_SNS", h.stack.moto.endpoint.as_str()),
+            ("MAX_ATTEMPTS", "1"),
+            ("TIME_BUDGET_SECONDS", "5"),
+        ])
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let event: serde_json::Value =
+        serde_json::from_str(include_str!("../../../events/process-wakeup.json")).unwrap();
+    let answer = api.invoke(event, Duration::from_secs(25)).await.unwrap();
+    let _ = child.kill().await;
+    let Answer::Response(report) = answer else {
+        panic!("expected a report, got {answer:?}");
+    };
+    assert_eq!(report["succeeded"], 2, "{report}");
+    assert_eq!(report["failed"], 1, "{report}");
+    assert_eq!(report["retried"], 1, "{report}");
+    let get = |id: &'static str| {
+        let store = h.store.clone();
+        async move { store.get(id).await.unwrap().unwrap() }
+    };
+    assert_eq!(
+        get("inv-1").await.task_status,
+        lifo_core::TaskStatus::Success
+    );
+    let no_id = get("no-id").await;
+    assert_eq!(
+        (no_id.task_status, no_id.last_error.as_deref()),
+        (
+            lifo_core::TaskStatus::Failure,
+            Some("payload has no invoiceId")
+        )
+    );
+    // Refused as busy: back to PENDING with no attempt burned, resting 2 s
+    // (the runner's own hint) before it is claimable again.
+    let quota = get("over-quota").await;
+    assert_eq!(
+        (quota.task_status, quota.attempts),
+        (lifo_core::TaskStatus::Pending, 0)
+    );
+    assert!(
+        quota
+            .retry_at
+            .is_some_and(|at| at >= quota.task_updated + 2_000)
+    );
+}

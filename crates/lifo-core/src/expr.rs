@@ -29,6 +29,7 @@ pub mod attr {
     pub const TOKEN: &str = "token";
     pub const HISTORY: &str = "history";
     pub const FAILED_AT: &str = "failedAt";
+    pub const RETRY_AT: &str = "retryAt";
 }
 
 /// The sparse LIFO index: hash `lifoShard`, range `claimableAt`, projecting
@@ -131,6 +132,8 @@ pub struct Step<'a> {
     pub ttl_seconds: u64,
     /// Start: how long the task stays readable after it expires.
     pub retention_seconds: u64,
+    /// Retries: the task is not claimable before this (epoch ms; 0: at once).
+    pub retry_at: u64,
 }
 
 impl Step<'_> {
@@ -195,14 +198,16 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 (":nowSec", n(step.now_ms / 1000)),
             ]);
             append(&mut values);
+            names.insert("#retryAt", RETRY_AT);
             let update = "SET #status = :to, #updated = :now, #startedAt = :now, #leaseUntil = :lease, \
                  #token = :newToken, #attempts = :attempts, \
-                 #history = list_append(if_not_exists(#history, :empty), :entry)";
+                 #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #retryAt";
             if t == Transition::Claim {
                 names.insert("#claimableAt", CLAIMABLE_AT);
                 (
                     update,
-                    "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #expiresAt > :nowSec",
+                    "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #expiresAt > :nowSec \
+                     AND (attribute_not_exists(#retryAt) OR #retryAt <= :now)",
                 )
             } else {
                 values.insert(":maxAttempts", n(step.max_attempts));
@@ -258,12 +263,14 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 ("#leaseUntil", LEASE_UNTIL),
                 ("#lastError", LAST_ERROR),
             ]);
+            names.insert("#retryAt", RETRY_AT);
             values.insert(":attempts", n(step.attempts));
             values.insert(":reason", s(truncate(step.reason)));
+            values.insert(":retryAt", n(step.retry_at));
             rewrite(&mut values);
             (
                 "SET #status = :to, #updated = :now, #attempts = :attempts, #lastError = :reason, \
-                 #history = :history REMOVE #leaseUntil",
+                 #retryAt = :retryAt, #history = :history REMOVE #leaseUntil",
                 "#status = :from AND #token = :token",
             )
         }
@@ -313,6 +320,7 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 ("#leaseUntil", LEASE_UNTIL),
                 ("#startedAt", STARTED_AT),
                 ("#failedAt", FAILED_AT),
+                ("#retryAt", RETRY_AT),
             ]);
             values.extend([
                 (":zero", n(0)),
@@ -332,18 +340,23 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                  #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
                  #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
                  #history = list_append(if_not_exists(#history, :empty), :entry) \
-                 REMOVE #failedAt, #leaseUntil, #startedAt",
+                 REMOVE #failedAt, #leaseUntil, #startedAt, #retryAt",
                 "#token = :token AND (#status = :from OR (#expiresAt <= :nowSec \
                  AND (#status = :pending OR (#status = :taken AND #leaseUntil < :now))))",
             )
         }
         Transition::RetryAfterError => {
-            names.extend([("#leaseUntil", LEASE_UNTIL), ("#lastError", LAST_ERROR)]);
+            names.extend([
+                ("#leaseUntil", LEASE_UNTIL),
+                ("#lastError", LAST_ERROR),
+                ("#retryAt", RETRY_AT),
+            ]);
             values.insert(":reason", s(truncate(step.reason)));
+            values.insert(":retryAt", n(step.retry_at));
             rewrite(&mut values);
             (
-                "SET #status = :to, #updated = :now, #lastError = :reason, #history = :history \
-                 REMOVE #leaseUntil",
+                "SET #status = :to, #updated = :now, #lastError = :reason, #retryAt = :retryAt, \
+                 #history = :history REMOVE #leaseUntil",
                 "#status = :from AND #token = :token",
             )
         }
@@ -490,18 +503,36 @@ fn shard_query(
 /// `horizon_ms` bounds the range key from below: a task that became
 /// claimable before it has certainly expired (ttl ≤ readyAt + the largest TTL
 /// allowed), so expired leftovers are never even read. The filter drops
-/// tasks whose own ttl has passed before DynamoDB deleted them, and TAKEN
-/// tasks whose lease is still running.
+/// tasks whose own ttl has passed before DynamoDB deleted them, TAKEN tasks
+/// whose lease is still running, and tasks backing off after a failed run
+/// (`retryAt` in the future): everything else keeps its order.
 pub fn claimable(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
     shard_query(
         shard,
         horizon_ms,
-        "#expiresAt > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)",
+        "#expiresAt > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now) \
+         AND (attribute_not_exists(#retryAt) OR #retryAt <= :now)",
         &[
             ("#expiresAt", attr::EXPIRES_AT),
             ("#leaseUntil", attr::LEASE_UNTIL),
+            ("#retryAt", attr::RETRY_AT),
         ],
         vec![(":nowSec", n(now_ms / 1000)), (":now", n(now_ms))],
+    )
+}
+
+/// Tasks of one shard backing off after a failed run (PENDING, not
+/// claimable before their `retryAt`; a COUNT query for `lifo stats`).
+pub fn backing_off(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
+    shard_query(
+        shard,
+        horizon_ms,
+        "#retryAt > :now AND #expiresAt > :nowSec",
+        &[
+            ("#retryAt", attr::RETRY_AT),
+            ("#expiresAt", attr::EXPIRES_AT),
+        ],
+        vec![(":now", n(now_ms)), (":nowSec", n(now_ms / 1000))],
     )
 }
 
@@ -612,16 +643,17 @@ mod tests {
             e.main,
             "SET #status = :to, #updated = :now, #startedAt = :now, #leaseUntil = :lease, \
              #token = :newToken, #attempts = :attempts, \
-             #history = list_append(if_not_exists(#history, :empty), :entry)"
+             #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #retryAt"
         );
         assert_eq!(
             e.condition,
-            "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #expiresAt > :nowSec"
+            "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #expiresAt > :nowSec \
+             AND (attribute_not_exists(#retryAt) OR #retryAt <= :now)"
         );
         assert_eq!(
             names(&e),
             "#attempts=attempts #claimableAt=claimableAt #expiresAt=expiresAt #history=history #leaseUntil=leaseUntil \
-             #startedAt=startedAt #status=taskStatus #token=token #updated=taskUpdated"
+             #retryAt=retryAt #startedAt=startedAt #status=taskStatus #token=token #updated=taskUpdated"
         );
         assert_eq!(
             values(&e),
@@ -711,15 +743,20 @@ mod tests {
         assert_eq!(
             e.main,
             "SET #status = :to, #updated = :now, #attempts = :attempts, #lastError = :reason, \
-             #history = :history REMOVE #leaseUntil"
+             #retryAt = :retryAt, #history = :history REMOVE #leaseUntil"
         );
         assert_eq!(e.condition, "#status = :from AND #token = :token");
         assert_eq!(
             names(&e),
             "#attempts=attempts #history=history #lastError=lastError #leaseUntil=leaseUntil \
-             #status=taskStatus #token=token #updated=taskUpdated"
+             #retryAt=retryAt #status=taskStatus #token=token #updated=taskUpdated"
         );
         assert_eq!(e.values[":attempts"], AttributeValue::N("0".into()));
+        assert_eq!(
+            e.values[":retryAt"],
+            AttributeValue::N("0".into()),
+            "no rest asked"
+        );
         assert_eq!(e.values[":to"], AttributeValue::S("PENDING".into()));
     }
 
@@ -781,7 +818,7 @@ mod tests {
              #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
              #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
              #history = list_append(if_not_exists(#history, :empty), :entry) \
-             REMOVE #failedAt, #leaseUntil, #startedAt"
+             REMOVE #failedAt, #leaseUntil, #startedAt, #retryAt"
         );
         assert_eq!(
             e.condition,
@@ -791,7 +828,7 @@ mod tests {
         assert_eq!(
             names(&e),
             "#attempts=attempts #claimableAt=claimableAt #expiresAt=expiresAt #failedAt=failedAt \
-             #history=history #leaseUntil=leaseUntil #readyAt=readyAt #startedAt=startedAt \
+             #history=history #leaseUntil=leaseUntil #readyAt=readyAt #retryAt=retryAt #startedAt=startedAt \
              #status=taskStatus #token=token #ttl=ttl #ttlSeconds=ttlSeconds #updated=taskUpdated"
         );
         assert_eq!(
@@ -862,15 +899,21 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_error_keeps_the_attempt() {
+    fn retry_after_error_keeps_the_attempt_and_rests_until_its_backoff_ends() {
         let h = earlier();
-        let e = transition(Transition::RetryAfterError, &step("HTTP 500", &h));
+        let mut st = step("HTTP 500", &h);
+        st.retry_at = NOW + 10_000;
+        let e = transition(Transition::RetryAfterError, &st);
         assert_eq!(
             e.main,
-            "SET #status = :to, #updated = :now, #lastError = :reason, #history = :history \
-             REMOVE #leaseUntil"
+            "SET #status = :to, #updated = :now, #lastError = :reason, #retryAt = :retryAt, \
+             #history = :history REMOVE #leaseUntil"
         );
         assert!(!e.names.contains_key("#attempts"));
+        assert_eq!(
+            e.values[":retryAt"],
+            AttributeValue::N("1764547210123".into())
+        );
     }
 
     #[test]
@@ -948,6 +991,7 @@ mod tests {
             ("claimable".into(), claimable(0, NOW, 0)),
             ("leased".into(), leased(0, NOW, 0)),
             ("expired".into(), expired_since(0, 0, NOW, 0)),
+            ("backing off".into(), backing_off(0, NOW, 0)),
             ("due".into(), due_partition("d#1")),
             ("user".into(), user_history("u")),
             ("put".into(), put_if_absent()),
@@ -1026,16 +1070,21 @@ mod tests {
         assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
         assert_eq!(
             e.condition,
-            "#expiresAt > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)"
+            "#expiresAt > :nowSec AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now) \
+             AND (attribute_not_exists(#retryAt) OR #retryAt <= :now)"
         );
         assert_eq!(
             names(&e),
-            "#claimableAt=claimableAt #expiresAt=expiresAt #leaseUntil=leaseUntil #shard=lifoShard"
+            "#claimableAt=claimableAt #expiresAt=expiresAt #leaseUntil=leaseUntil #retryAt=retryAt \
+             #shard=lifoShard"
         );
         assert_eq!(
             values(&e),
             ":horizon=N:1763942400123 :now=N:1764547200123 :nowSec=N:1764547200 :shard=N:3"
         );
+        let e = backing_off(3, NOW, NOW - 604_800_000);
+        assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
+        assert_eq!(e.condition, "#retryAt > :now AND #expiresAt > :nowSec");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod logging;
 pub mod metrics;
 pub mod model;
 pub mod notify;
+pub mod retry;
 pub mod state;
 pub mod store;
 

@@ -134,6 +134,10 @@ pub struct Task {
     /// range key of the sparse failed-task index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_at: Option<u64>,
+    /// A task put back after a failed (or refused) run is not claimable
+    /// before this, epoch ms (see [`crate::retry`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<u64>,
 }
 
 /// How long finished, expired and cancelled tasks stay readable by default.
@@ -191,6 +195,7 @@ impl Task {
             due_key: None,
             ttl_seconds: Some(ttl_seconds),
             failed_at: None,
+            retry_at: None,
         }
     }
 

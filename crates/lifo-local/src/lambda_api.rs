@@ -1,7 +1,8 @@
 //! A local AWS Lambda *Invoke* API, so the real `aws-sdk-lambda` client is
 //! exercised against functions that run here: the create handler behind
 //! `lifo --stack … tasks create`, a worker Lambda behind process's lambda
-//! runner (a Rust closure, or a Python handler run by [`python_handler`]).
+//! runner (a Rust closure, or a Python handler run by [`python_handler`],
+//! such as `examples/python-worker`).
 //!
 //! Served: `POST /2015-03-31/functions/{FunctionName}/invocations` with
 //! `X-Amz-Invocation-Type: RequestResponse`, answered as Lambda answers:
@@ -219,9 +220,93 @@ async fn serve(functions: &Functions, req: Request<Incoming>) -> Response<Full<B
     }
 }
 
-/// Waits `d`, for handlers that simulate work.
-pub async fn work(d: Duration) {
-    tokio::time::sleep(d).await;
+/// The Python runtime's loop, reduced to one event: imports the handler's
+/// module from its file, calls it with the event (stdin) and a context, and
+/// prints what it returned, or the error as Lambda's Python runtime reports
+/// it, `{"errorType", "errorMessage", "stackTrace"}`, exiting 1.
+const PYTHON_RUNTIME: &str = r#"
+import importlib.util, json, sys, time, traceback, uuid
+path, name = sys.argv[1], sys.argv[2]
+spec = importlib.util.spec_from_file_location("worker", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+class Context:
+    aws_request_id = str(uuid.uuid4())
+    function_name = "worker"
+    memory_limit_in_mb = 256
+    _deadline = time.time() + float(sys.argv[3])
+    def get_remaining_time_in_millis(self):
+        return int(max(0.0, self._deadline - time.time()) * 1000)
+try:
+    result = getattr(module, name)(json.load(sys.stdin), Context())
+    print(json.dumps(result))
+except Exception as e:
+    print(json.dumps({"errorType": type(e).__name__, "errorMessage": str(e),
+                      "stackTrace": traceback.format_tb(e.__traceback__)}))
+    sys.exit(1)
+"#;
+
+/// A Python handler (`file`'s function `function`) run as Lambda's Python
+/// runtime would: one `python3` per invocation, `timeout` as the function's
+/// Timeout (past it: `Sandbox.Timedout`).
+pub fn python_handler(file: std::path::PathBuf, function: &str, timeout: Duration) -> Handler {
+    let function = function.to_owned();
+    handler(move |event| {
+        let (file, function) = (file.clone(), function.clone());
+        async move {
+            let child = tokio::process::Command::new("python3")
+                .arg("-c")
+                .arg(PYTHON_RUNTIME)
+                .arg(&file)
+                .arg(&function)
+                .arg(timeout.as_secs_f64().to_string())
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::inherit())
+                .kill_on_drop(true)
+                .spawn();
+            let mut child = match child {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "python3 did not run");
+                    return Reply::Refused {
+                        status: 500,
+                        code: "ServiceException".into(),
+                    };
+                }
+            };
+            if let Some(mut stdin) = child.stdin.take() {
+                use tokio::io::AsyncWriteExt;
+                let _ = stdin.write_all(event.to_string().as_bytes()).await;
+            }
+            let out = match tokio::time::timeout(timeout, child.wait_with_output()).await {
+                Ok(Ok(out)) => out,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "python3 failed");
+                    return Reply::Refused {
+                        status: 500,
+                        code: "ServiceException".into(),
+                    };
+                }
+                Err(_) => {
+                    return Reply::TimedOut {
+                        seconds: timeout.as_secs(),
+                    };
+                }
+            };
+            let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            if out.status.success() {
+                Reply::Ok(answer)
+            } else {
+                let text = |k: &str| answer[k].as_str().unwrap_or_default().to_owned();
+                Reply::FunctionError {
+                    handled: false,
+                    error_type: text("errorType"),
+                    error_message: text("errorMessage"),
+                }
+            }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -444,15 +444,15 @@ async fn poll_queue<F, Fut>(
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, receives, "invocation failed");
             }
-            if result.is_ok() || receives >= 3 {
-                if let Some(h) = m.receipt_handle() {
-                    let _ = sqs
-                        .delete_message()
-                        .queue_url(&url)
-                        .receipt_handle(h)
-                        .send()
-                        .await;
-                }
+            if (result.is_ok() || receives >= 3)
+                && let Some(h) = m.receipt_handle()
+            {
+                let _ = sqs
+                    .delete_message()
+                    .queue_url(&url)
+                    .receipt_handle(h)
+                    .send()
+                    .await;
             }
         }
     }

@@ -35,6 +35,10 @@ pub struct Workload {
     pub budget: Duration,
     /// Seed of the arrival sequence: the same seed, the same arrivals.
     pub seed: u64,
+    /// The downstream's rate limit (`RunnerMaxPerSecond`), if any.
+    pub rate_limit: Option<process::RateLimit>,
+    /// Rests before retries (`RetryBackoffSeconds`).
+    pub retry: lifo_core::retry::RetryPolicy,
 }
 
 impl Workload {
@@ -124,6 +128,22 @@ pub struct Outcome {
     pub elapsed: Duration,
 }
 
+impl Outcome {
+    /// The most tasks that started in any one second (a sliding window
+    /// `[t, t + 1 s)` over every start).
+    pub fn max_starts_in_a_second(&self) -> usize {
+        let mut most = 0;
+        let mut first = 0;
+        for (i, s) in self.starts.iter().enumerate() {
+            while s.at_s - self.starts[first].at_s >= 1.0 {
+                first += 1;
+            }
+            most = most.max(i + 1 - first);
+        }
+        most
+    }
+}
+
 /// Runs `workload` in `order` on a fresh local stack (the servers stop
 /// when it returns) with the arrival offsets `arrivals`.
 pub async fn run(
@@ -164,6 +184,8 @@ pub async fn run(
             time_budget: workload.budget,
             idle_poll: Duration::from_millis(100),
             pause_poll: Duration::from_millis(500),
+            retry: workload.retry,
+            rate_limit: workload.rate_limit,
             lease_margin: Duration::from_millis(500),
             order,
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
@@ -355,6 +377,8 @@ mod tests {
             shards: 4,
             budget: Duration::from_secs(10),
             seed,
+            rate_limit: None,
+            retry: lifo_core::retry::RetryPolicy::default(),
         }
     }
 

@@ -301,12 +301,28 @@ impl Template {
                 "{function} has a policy that is not an inline statement list: {policy}"
             ))?;
             for st in list(Some(statements)) {
+                // `!If [Condition, statement, !Ref AWS::NoValue]`: granted
+                // only under that condition, which the resource shows.
+                let (st, condition) = match st.get("!If").and_then(Value::as_array) {
+                    Some(branches) if branches.len() == 3 => {
+                        if branches[2] != serde_json::json!({"!Ref": "AWS::NoValue"}) {
+                            return Err(anyhow!(
+                                "{function} has a conditional statement with an else branch: {st}"
+                            ));
+                        }
+                        (
+                            branches[1].clone(),
+                            format!("(if {}) ", render(&branches[0])),
+                        )
+                    }
+                    _ => (st, String::new()),
+                };
                 if st.get("Effect").and_then(Value::as_str) != Some("Allow") {
                     continue;
                 }
                 for action in list(st.get("Action")) {
                     for resource in list(st.get("Resource")) {
-                        out.push((render(&action), render(&resource)));
+                        out.push((render(&action), format!("{condition}{}", render(&resource))));
                     }
                 }
             }
@@ -349,7 +365,8 @@ mod tests {
                 lifo_core::expr::attr::EXPIRES_AT,
                 lifo_core::expr::attr::LEASE_UNTIL,
                 lifo_core::expr::attr::TOKEN,
-                lifo_core::expr::attr::ATTEMPTS
+                lifo_core::expr::attr::ATTEMPTS,
+                lifo_core::expr::attr::RETRY_AT
             ]
         );
         assert_eq!(
@@ -425,6 +442,10 @@ mod tests {
                     ("dynamodb:UpdateItem", table),
                     ("dynamodb:GetItem", table),
                     ("sns:Publish", "!Ref TriggerTopic"),
+                    (
+                        "lambda:InvokeFunction",
+                        "(if IsLambdaRunner) !Ref WorkerFunctionArn",
+                    ),
                     ("kms:GenerateDataKey", key),
                     ("kms:Decrypt", key),
                 ]),
@@ -440,6 +461,10 @@ mod tests {
                 ]),
             ),
         ];
+        assert_eq!(
+            t.doc["Conditions"]["IsLambdaRunner"],
+            serde_json::json!({"!Equals": [{"!Ref": "RunnerKind"}, "lambda"]})
+        );
         for (function, want) in expected {
             assert_eq!(
                 t.function_permissions(function).unwrap(),

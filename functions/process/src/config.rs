@@ -2,6 +2,8 @@
 
 use lifo_core::Order;
 use lifo_core::config::{self, ConfigError, Source};
+use lifo_core::retry::RetryPolicy;
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 /// Settings of the process function.
@@ -24,6 +26,13 @@ pub struct ProcessConfig {
     pub pause_poll: Duration,
     /// Claims a task may get; errors burn one, "retry later" does not.
     pub max_attempts: u32,
+    /// How long a task put back rests before it is claimable again
+    /// (`RETRY_BACKOFF_SECONDS`, doubling per failed attempt).
+    pub retry: RetryPolicy,
+    /// The downstream's rate limit: at most this many tasks started per
+    /// second (`RUNNER_MAX_PER_SECOND`; `None`: no limit), with this burst
+    /// (`RUNNER_BURST`): in any one second, at most rate + burst start.
+    pub rate_limit: Option<RateLimit>,
     /// Added to the invocation deadline to form the lease end (clock skew
     /// between hosts).
     pub lease_margin: Duration,
@@ -46,6 +55,10 @@ impl ProcessConfig {
             idle_poll: Duration::from_millis(250),
             pause_poll: Duration::from_secs(5),
             max_attempts: 3,
+            retry: RetryPolicy {
+                base: Duration::from_secs(10),
+            },
+            rate_limit: None,
             lease_margin: Duration::from_secs(2),
             order: Order::Lifo,
         }
@@ -67,8 +80,37 @@ impl ProcessConfig {
             idle_poll: config::millis(src, "IDLE_POLL_MS", 250, 10..=10_000)?,
             pause_poll: config::millis(src, "PAUSE_POLL_MS", 5_000, 100..=60_000)?,
             max_attempts: config::parsed(src, "MAX_ATTEMPTS", 3u32, 1..=100)?,
+            retry: RetryPolicy {
+                base: Duration::from_secs(config::parsed(
+                    src,
+                    "RETRY_BACKOFF_SECONDS",
+                    10u64,
+                    0..=3600,
+                )?),
+            },
+            rate_limit: RateLimit::from_source(src)?,
             lease_margin: config::millis(src, "LEASE_MARGIN_MS", 2_000, 0..=60_000)?,
             order: config::value(src, "SELECTION_ORDER", Order::Lifo)?,
         })
+    }
+}
+
+/// A downstream's rate limit (a GCRA token bucket, `governor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub per_second: NonZeroU32,
+    pub burst: NonZeroU32,
+}
+
+impl RateLimit {
+    /// `RUNNER_MAX_PER_SECOND` (0 = off, up to 10000) and `RUNNER_BURST`
+    /// (1 to 1000, default 1).
+    pub fn from_source(src: &impl Source) -> Result<Option<Self>, ConfigError> {
+        let per_second: u32 = config::parsed(src, "RUNNER_MAX_PER_SECOND", 0u32, 0..=10_000)?;
+        let burst: u32 = config::parsed(src, "RUNNER_BURST", 1u32, 1..=1000)?;
+        Ok(NonZeroU32::new(per_second).map(|per_second| Self {
+            per_second,
+            burst: NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN),
+        }))
     }
 }

@@ -4,30 +4,55 @@
 use crate::report::Finished;
 use crate::runner::{RunOutcome, TaskRunner};
 use lifo_core::error::Chain;
+use lifo_core::retry::RetryPolicy;
 use lifo_core::{Step, Store, StoreError, Task, TaskStatus, Transition, now_ms};
 use std::sync::Arc;
 
 /// How often recording an outcome is tried before giving up.
 const FINISH_ATTEMPTS: u32 = 4;
 
+/// What a finish needs besides the task: the attempt limit and the rests.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FinishPolicy {
+    pub max_attempts: u32,
+    pub retry: RetryPolicy,
+}
+
 pub(crate) async fn run_and_finish<R: TaskRunner>(
     store: Store,
     runner: Arc<R>,
     task: Task,
-    max_attempts: u32,
+    policy: FinishPolicy,
 ) -> Finished {
     let outcome = runner.run(&task).await;
-    let (t, reason, finished) = match &outcome {
-        RunOutcome::Success => (Transition::Succeed, "", Finished::Succeeded),
+    let max_attempts = policy.max_attempts;
+    let now = now_ms();
+    // When a task put back may be claimed again (0: at once).
+    let (t, reason, finished, retry_at) = match &outcome {
+        RunOutcome::Success => (Transition::Succeed, "", Finished::Succeeded, 0),
         RunOutcome::Failure(r) if task.attempts >= max_attempts => {
-            (Transition::Fail, r.as_str(), Finished::Failed)
+            (Transition::Fail, r.as_str(), Finished::Failed, 0)
         }
         RunOutcome::Failure(r) => (
             Transition::RetryAfterError,
             r.as_str(),
             Finished::RetriedAfterError,
+            policy
+                .retry
+                .after_failure(task.attempts, now, task.expires_at),
         ),
-        RunOutcome::RetryLater(r) => (Transition::RetryLater, r.as_str(), Finished::Retried),
+        RunOutcome::RetryLater(r) => (
+            Transition::RetryLater,
+            r.as_str(),
+            Finished::Retried,
+            policy.retry.after_busy(None, now, task.expires_at),
+        ),
+        RunOutcome::RetryAfter(r, hint) => (
+            Transition::RetryLater,
+            r.as_str(),
+            Finished::Retried,
+            policy.retry.after_busy(Some(*hint), now, task.expires_at),
+        ),
     };
     let attempts = if t == Transition::RetryLater {
         task.attempts.saturating_sub(1)
@@ -43,6 +68,7 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
             max_attempts,
             reason,
             history: &task.history,
+            retry_at,
             ..Step::default()
         };
         match store

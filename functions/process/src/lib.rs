@@ -10,11 +10,13 @@ mod config;
 mod finish;
 mod report;
 pub mod runner;
+mod serve;
 
-pub use config::ProcessConfig;
+pub use config::{ProcessConfig, RateLimit};
 pub use report::{ProcessReport, StopReason};
+pub use serve::{serve, serve_with};
 
-use finish::run_and_finish;
+use finish::{FinishPolicy, run_and_finish};
 use lifo_core::{
     Candidate, Notifier, NotifyError, Step, Store, StoreError, Task, TaskStatus, Transition,
     Wakeup, now_ms,
@@ -36,6 +38,14 @@ pub enum ProcessError {
     TailCall(#[from] NotifyError),
     #[error("malformed SNS event: {0}")]
     Malformed(String),
+    /// The runner's longest run does not fit in the invocation: raise the
+    /// function's Timeout or lower RunnerTimeoutMs / the runner's
+    /// max_duration.
+    #[error(
+        "no run fits before the deadline: a run may take {max_run:?}, {left:?} are left \
+         (minus the deadline margin); raise the function's Timeout or lower the runner's"
+    )]
+    NoTimeToRun { max_run: Duration, left: Duration },
 }
 
 /// [`wakeups_in`] for the event as the runtime hands it over.
@@ -59,6 +69,7 @@ impl From<ProcessError> for lambda_runtime::Diagnostic {
             ProcessError::Store(_) => "StoreError",
             ProcessError::TailCall(_) => "TailCallFailed",
             ProcessError::Malformed(_) => "MalformedEvent",
+            ProcessError::NoTimeToRun { .. } => "NoTimeToRun",
         };
         lambda_runtime::Diagnostic {
             error_type: error_type.into(),
@@ -73,17 +84,39 @@ pub struct Processor<R> {
     tail: Notifier,
     runner: Arc<R>,
     config: ProcessConfig,
+    /// The downstream's rate limit, shared by the invocations of this
+    /// sandbox (a warm Lambda keeps its bucket).
+    limiter: Option<governor::DefaultDirectRateLimiter>,
 }
 
 impl<R: TaskRunner> Processor<R> {
     /// `tail` publishes to the trigger topic.
     pub fn new(store: Store, tail: Notifier, runner: Arc<R>, config: ProcessConfig) -> Self {
+        let limiter = config.rate_limit.map(|l| {
+            governor::RateLimiter::direct(
+                governor::Quota::per_second(l.per_second).allow_burst(l.burst),
+            )
+        });
         Self {
             store,
             tail,
             runner,
             config,
+            limiter,
         }
+    }
+
+    /// Takes one start from the rate limit: `Ok` (or no limit), or how long
+    /// until one is free. A claim is sent only with a start in hand, so no
+    /// task is ever claimed and then kept waiting for its turn.
+    fn take_start(&self) -> Result<(), Duration> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        limiter.check().map_err(|not_until| {
+            use governor::clock::Clock;
+            not_until.wait_time_from(governor::clock::DefaultClock::default().now())
+        })
     }
 
     pub fn store(&self) -> &Store {
@@ -127,6 +160,14 @@ impl<R: TaskRunner> Processor<R> {
         let last_useful = until_deadline
             .saturating_sub(self.config.deadline_margin)
             .saturating_sub(self.runner.max_duration());
+        if last_useful.is_zero() {
+            // No run started now could end before the deadline: claiming
+            // nothing and tail-calling would loop forever.
+            return Err(ProcessError::NoTimeToRun {
+                max_run: self.runner.max_duration(),
+                left: until_deadline,
+            });
+        }
         let stop_claiming_at = started + self.config.time_budget.min(last_useful);
         tracing::info!(
             event = "process.start",
@@ -179,7 +220,13 @@ impl<R: TaskRunner> Processor<R> {
             tally(&mut report, done);
         }
         outcome?;
-        if report.stop == StopReason::Budget && !self.first_in_order(1).await?.is_empty() {
+        // A tail call only after claiming something (as in model/lifo.pml):
+        // an invocation that could claim nothing hands over to the sweep
+        // instead of looping.
+        if report.stop == StopReason::Budget
+            && !report.claimed.is_empty()
+            && !self.first_in_order(1).await?.is_empty()
+        {
             let wakeup = Wakeup {
                 source: "process".into(),
                 reason: "tail-call".into(),
@@ -256,9 +303,23 @@ impl<R: TaskRunner> Processor<R> {
                     .await;
                 continue;
             }
+            // A slot is free; a start from the rate limit too, or wait for
+            // one (or for a running task to end).
+            if let Err(wait) = self.take_start() {
+                self.wait_for_one(report, running, stop_claiming_at, Some(wait))
+                    .await;
+                continue;
+            }
             let mut candidates = self.first_in_order(free + skip.len()).await?;
             candidates.retain(|c| !skip.contains(&c.task_id));
             candidates.truncate(free);
+            // One start is in hand; each further claim needs its own.
+            let mut starts: u32 = 1;
+            candidates.retain(|_| {
+                let ok = starts > 0 || self.take_start().is_ok();
+                starts = starts.saturating_sub(1);
+                ok
+            });
             if candidates.is_empty() {
                 if running.is_empty() {
                     report.stop = StopReason::Empty;
@@ -287,13 +348,14 @@ impl<R: TaskRunner> Processor<R> {
                         report.reclaimed += usize::from(reclaim);
                         report.ages_ms.push(age_ms);
                         report.claimed.push(task.task_id.clone());
-                        let (store, runner, max) = (
-                            self.store.clone(),
-                            Arc::clone(&self.runner),
-                            self.config.max_attempts,
+                        let (store, runner) = (self.store.clone(), Arc::clone(&self.runner));
+                        let policy = FinishPolicy {
+                            max_attempts: self.config.max_attempts,
+                            retry: self.config.retry,
+                        };
+                        running.spawn(
+                            async move { run_and_finish(store, runner, task, policy).await },
                         );
-                        running
-                            .spawn(async move { run_and_finish(store, runner, task, max).await });
                     }
                     Ok(None) => {
                         report.abandoned += 1;

@@ -131,6 +131,8 @@ fn processor_with(
         deadline_margin: Duration::from_millis(10),
         idle_poll: Duration::from_millis(10),
         pause_poll: Duration::from_millis(20),
+        retry: lifo_core::retry::RetryPolicy::default(),
+        rate_limit: None,
         max_attempts: 3,
         lease_margin: Duration::from_millis(100),
         order: lifo_core::Order::Lifo,
@@ -372,13 +374,20 @@ async fn never_claims_past_the_deadline() {
     let query = mock!(Ddb::query)
         .then_compute_output(|_| QueryOutput::builder().items(index_entry("x", 1)).build());
     let sns = publish();
-    // Deadline already inside the margin + longest run: nothing is claimed.
-    let report = processor(&[&query], &sns, Duration::from_secs(60))
+    // Deadline already inside the margin + longest run: nothing is claimed,
+    // and no tail call either (it would find the same too-short time, and
+    // loop): an error that says why, so Lambda retries once and the
+    // processor-errors alarm fires.
+    let err = processor(&[&query], &sns, Duration::from_secs(60))
         .handle(1, SystemTime::now() + Duration::from_millis(5))
         .await
-        .unwrap();
-    assert!(report.claimed.is_empty());
-    assert!(report.tail_call, "work remains, so it hands over");
+        .unwrap_err();
+    assert!(matches!(err, ProcessError::NoTimeToRun { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("no run fits before the deadline")
+    );
+    assert_eq!((query.num_calls(), sns.num_calls()), (0, 0));
 }
 
 #[test]

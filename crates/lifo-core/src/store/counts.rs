@@ -46,6 +46,17 @@ impl Store {
             .await
     }
 
+    /// Tasks of one shard resting before a retry ([`expr::backing_off`]).
+    pub async fn backing_off_in(
+        &self,
+        shard: u32,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<usize, StoreError> {
+        self.count(LIFO_INDEX, &expr::backing_off(shard, now_ms, horizon_ms))
+            .await
+    }
+
     /// Tasks of one shard shed by expiry since `since_ms`
     /// ([`expr::expired_since`]); `max_ttl_ms` bounds what is read.
     pub async fn expired_in(

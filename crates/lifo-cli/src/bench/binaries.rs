@@ -1,0 +1,198 @@
+//! The measures that run the release Lambda binaries: CPU and memory of
+//! process, cold starts, sizes.
+
+use super::{Bench, BenchArgs, FUNCTIONS, Part, Row};
+use anyhow::Context as _;
+use lifo_core::{Task, now_ms};
+use lifo_local::LocalStack;
+use lifo_local::runtime_api::{Answer, RuntimeApi, Usage, lambda_env, offline_function_env};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Runs the `process` binary against DynamoDB Local + moto until `tasks`
+/// tasks succeeded; CPU is counted from its first request for an event.
+pub(super) async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+    let binary = args.binary("process")?;
+    let stack = LocalStack::start().await?;
+    let store = stack.store();
+    let now = now_ms();
+    let tasks: Vec<Task> = (0..args.tasks)
+        .map(|i| {
+            let payload = json!({"n": i}).as_object().cloned().unwrap_or_default();
+            Task::new_pending(lifo_core::new_task_id(), payload, now + i as u64, 3600, 1)
+        })
+        .collect();
+    store.put_new(&tasks).await?;
+    let concurrency = stack.template.parameter_default("RunnerMaxConcurrency")?;
+    let mut api = RuntimeApi::start(Duration::from_secs(60)).await?;
+    let mut child = tokio::process::Command::new(&binary)
+        .envs(lambda_env(&api, "process"))
+        .envs([
+            ("TABLE_NAME", stack.table.as_str()),
+            ("TRIGGER_TOPIC_ARN", stack.trigger_topic_arn.as_str()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", &stack.dynamodb_local.endpoint),
+            ("AWS_ENDPOINT_URL_SNS", &stack.moto.endpoint),
+            ("RUNNER", "simulated"),
+            ("RUNNER_LATENCY_MS", "0"),
+            ("RUNNER_MAX_CONCURRENCY", concurrency.as_str()),
+            ("TIME_BUDGET_SECONDS", "50"),
+        ])
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    let pid = child.id().context("the process binary exited at once")?;
+    let result = async {
+        first_request(&mut api, &mut child, "process").await?;
+        let init = Usage::of(pid)?;
+        let event: Value =
+            serde_json::from_str(include_str!("../../../../events/process-wakeup.json"))?;
+        let started = Instant::now();
+        let mut succeeded = 0u64;
+        let mut invocations = 0;
+        while succeeded < args.tasks as u64 {
+            invocations += 1;
+            if invocations > 50 {
+                return Err(anyhow::anyhow!(
+                    "only {succeeded} tasks succeeded in 50 invocations"
+                ));
+            }
+            match api.invoke(event.clone(), Duration::from_secs(90)).await? {
+                Answer::Response(report) => {
+                    succeeded += report["succeeded"].as_u64().unwrap_or(0);
+                }
+                other => return Err(anyhow::anyhow!("process failed: {other:?}")),
+            }
+        }
+        let wall = started.elapsed();
+        let end = Usage::of(pid)?;
+        Ok::<_, anyhow::Error>((init, end, wall, succeeded, invocations))
+    }
+    .await;
+    let _ = child.kill().await;
+    let (init, end, wall, succeeded, invocations) = result?;
+    let per_task = (end.cpu - init.cpu).as_secs_f64() * 1000.0 / succeeded as f64;
+    let rss_mb = end.peak_rss_bytes as f64 / 1_048_576.0;
+    bench.figures.insert(
+        "process".into(),
+        json!({
+            "tasks": succeeded, "invocations": invocations,
+            "cpuMsPerTask": per_task, "initCpuMs": init.cpu.as_millis() as u64,
+            "peakRssMb": rss_mb, "wallMs": wall.as_millis() as u64,
+        }),
+    );
+    bench.rows.push(Row {
+        measure: format!(
+            "process binary, {succeeded} tasks (runner latency 0, {concurrency} at a time): CPU per task"
+        ),
+        result: format!(
+            "{per_task:.3} ms ({:.0} ms CPU in init; {:.1} s wall, {invocations} invocations)",
+            init.cpu.as_secs_f64() * 1000.0,
+            wall.as_secs_f64()
+        ),
+        target: "< 1 ms".into(),
+        met: Some(per_task < 1.0),
+        command: args.command(Part::Process, &format!(" --tasks {}", args.tasks)),
+    });
+    bench.rows.push(Row {
+        measure: format!("process binary, {succeeded} tasks: peak RSS"),
+        result: format!("{rss_mb:.1} MB"),
+        target: "< 64 MB".into(),
+        met: Some(rss_mb < 64.0),
+        command: args.command(Part::Process, &format!(" --tasks {}", args.tasks)),
+    });
+    Ok(())
+}
+
+/// Exec to first `next` request, once.
+async fn cold_start_once(binary: &Path, name: &str) -> anyhow::Result<Duration> {
+    let mut api = RuntimeApi::start(Duration::from_secs(30)).await?;
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new(binary)
+        .envs(lambda_env(&api, name))
+        .envs(offline_function_env())
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    let first = first_request(&mut api, &mut child, name).await;
+    let _ = child.kill().await;
+    first.map(|at| at.duration_since(started))
+}
+
+/// When the function first asked for an event; an error naming why not
+/// (it exited, reported an init error, or stayed silent for 10 s).
+async fn first_request(
+    api: &mut RuntimeApi,
+    child: &mut tokio::process::Child,
+    name: &str,
+) -> anyhow::Result<Instant> {
+    tokio::select! {
+        first = api.first_request(Duration::from_secs(10)) => match first {
+            Ok(Some(at)) => Ok(at),
+            Ok(None) => Err(anyhow::anyhow!("{name} never asked for an event")),
+            Err(init) => Err(anyhow::anyhow!("{name} failed to start: {init}")),
+        },
+        status = child.wait() => Err(match status {
+            Ok(s) => anyhow::anyhow!("{name} exited before asking for an event ({s})"),
+            Err(e) => anyhow::Error::new(e).context(name.to_owned()),
+        }),
+    }
+}
+
+pub(super) async fn cold_starts(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+    let mut figures = serde_json::Map::new();
+    for name in FUNCTIONS {
+        let binary = args.binary(name)?;
+        let mut times = Vec::new();
+        for _ in 0..args.starts.max(1) {
+            times.push(cold_start_once(&binary, name).await?);
+        }
+        times.sort_unstable();
+        let median = times[times.len() / 2];
+        let max = times[times.len() - 1];
+        figures.insert(name.into(), json!(median.as_secs_f64() * 1000.0));
+        bench.rows.push(Row {
+            measure: format!("Cold start of {name} (exec → first request for an event)"),
+            result: format!(
+                "{:.1} ms median, {:.1} ms max of {}",
+                median.as_secs_f64() * 1000.0,
+                max.as_secs_f64() * 1000.0,
+                times.len()
+            ),
+            target: "< 50 ms".into(),
+            met: Some(median < Duration::from_millis(50)),
+            command: args.command(Part::ColdStart, &format!(" --starts {}", args.starts)),
+        });
+    }
+    bench
+        .figures
+        .insert("coldStartMedianMs".into(), Value::Object(figures));
+    Ok(())
+}
+
+pub(super) fn sizes(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+    let mut figures = serde_json::Map::new();
+    let mut parts = Vec::new();
+    for name in FUNCTIONS {
+        let binary = args.binary(name)?;
+        let bytes = std::fs::metadata(&binary)
+            .with_context(|| format!("{}", binary.display()))?
+            .len();
+        figures.insert(name.into(), json!(bytes));
+        parts.push(format!("{name} {:.1} MB", bytes as f64 / 1_048_576.0));
+    }
+    bench
+        .figures
+        .insert("sizesBytes".into(), Value::Object(figures));
+    bench.rows.push(Row {
+        measure: format!("Binary sizes ({})", args.bin_dir.display()),
+        result: parts.join(", "),
+        target: "-".into(),
+        met: None,
+        command: args.command(Part::Sizes, ""),
+    });
+    Ok(())
+}

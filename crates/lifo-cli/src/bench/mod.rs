@@ -1,0 +1,201 @@
+//! `lifo bench`: the figures the README quotes, each with the command line
+//! that reproduces it, as a Markdown table.
+//!
+//! - write units per successful task (DynamoDB Local's ConsumedCapacity);
+//! - freshness under 2× overload, LIFO vs FIFO (p95 age at start, per minute);
+//! - CPU and peak RSS of the release `process` binary for N tasks, run
+//!   against a local Lambda Runtime API ([`lifo_local::runtime_api`]);
+//! - cold start of each release binary: from exec to its first request for
+//!   an invocation;
+//! - release binary sizes;
+//! - the downstream rate limit under 5× overload (starts in any second).
+
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+mod binaries;
+mod overload;
+
+/// The four Lambda binaries.
+pub const FUNCTIONS: [&str; 4] = ["create", "trigger", "process", "scheduler-start"];
+
+/// What to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Part {
+    WriteUnits,
+    Freshness,
+    Process,
+    ColdStart,
+    Sizes,
+    RateLimit,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Measure only these (comma-separated; default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<Part>,
+    /// Minutes of 2× overload for the freshness comparison (each order).
+    #[arg(long, default_value_t = 10.0)]
+    pub minutes: f64,
+    /// Task TTL of the freshness runs, seconds.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub ttl: u64,
+    /// Tasks the process binary runs for its CPU and memory figures.
+    #[arg(long, default_value_t = 1000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub tasks: usize,
+    /// Cold starts per binary (the median is reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100))]
+    pub starts: usize,
+    /// Directory of the Lambda binaries (`cargo build --release` puts them
+    /// in target/release).
+    #[arg(long, default_value = "target/release")]
+    pub bin_dir: PathBuf,
+}
+
+/// One line of the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub measure: String,
+    pub result: String,
+    pub target: String,
+    /// Whether the target is met (None: no target).
+    pub met: Option<bool>,
+    pub command: String,
+}
+
+/// The table plus the raw figures (for `--json` and tests).
+#[derive(Debug, Default)]
+pub struct Bench {
+    pub rows: Vec<Row>,
+    pub figures: serde_json::Map<String, Value>,
+}
+
+impl BenchArgs {
+    /// Refuses a `--minutes` clap cannot range-check (a float), naming the
+    /// flag; the integer flags are range-checked by clap.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if !(self.minutes.is_finite() && self.minutes > 0.0 && self.minutes <= 1440.0) {
+            return Err(anyhow::anyhow!(
+                "--minutes must be in (0, 1440], got {}",
+                self.minutes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Seconds of the write-units run: 20, or `--minutes` if shorter.
+    fn write_units_seconds(&self) -> f64 {
+        (self.minutes * 60.0).clamp(1.0, 20.0)
+    }
+
+    fn wants(&self, part: Part) -> bool {
+        self.only.is_empty() || self.only.contains(&part)
+    }
+
+    /// The command line that measures `part` alone with these settings.
+    fn command(&self, part: Part, extra: &str) -> String {
+        let name = clap::ValueEnum::to_possible_value(&part)
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default();
+        let bin_dir = if self.bin_dir == Path::new("target/release") {
+            String::new()
+        } else {
+            format!(" --bin-dir {}", self.bin_dir.display())
+        };
+        format!("lifo bench --only {name}{extra}{bin_dir}")
+    }
+
+    fn binary(&self, name: &str) -> anyhow::Result<PathBuf> {
+        let path = self.bin_dir.join(name);
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(anyhow::anyhow!(
+                "no binary {}: build them with `make bench` or \
+                 `cargo build --release -p create -p trigger -p process -p scheduler-start`",
+                path.display()
+            ))
+        }
+    }
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.2} s", ms as f64 / 1000.0)
+}
+
+/// Runs the selected measurements in order.
+pub async fn run(args: &BenchArgs) -> anyhow::Result<Bench> {
+    args.check()?;
+    let mut bench = Bench::default();
+    let step = |what: &str| eprintln!("bench: {what}…");
+    if args.wants(Part::Sizes) {
+        binaries::sizes(args, &mut bench)?;
+    }
+    if args.wants(Part::ColdStart) {
+        step("cold starts");
+        binaries::cold_starts(args, &mut bench).await?;
+    }
+    if args.wants(Part::Process) {
+        step(&format!("process binary, {} tasks", args.tasks));
+        binaries::process_cost(args, &mut bench).await?;
+    }
+    if args.wants(Part::WriteUnits) {
+        step("write units (a LIFO overload run)");
+        overload::write_units(args, &mut bench).await?;
+    }
+    if args.wants(Part::RateLimit) {
+        step("rate limit: 5× overload against RunnerMaxPerSecond=10");
+        overload::rate_limit(args, &mut bench).await?;
+    }
+    if args.wants(Part::Freshness) {
+        step(&format!(
+            "freshness: {} min of 2× overload, LIFO then FIFO",
+            args.minutes
+        ));
+        overload::freshness(args, &mut bench).await?;
+    }
+    Ok(bench)
+}
+
+impl Bench {
+    pub fn markdown(&self) -> String {
+        let mut out = String::from(
+            "| Measure | Result | Target | Met | Reproduce |\n|---|---|---|---|---|\n",
+        );
+        for r in &self.rows {
+            let met = match r.met {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "-",
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | `{}` |",
+                r.measure, r.result, r.target, met, r.command
+            );
+        }
+        out
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "rows": self.rows.iter().map(|r| json!({
+                "measure": r.measure, "result": r.result, "target": r.target,
+                "met": r.met, "command": r.command,
+            })).collect::<Vec<_>>(),
+            "figures": self.figures,
+        })
+    }
+}
+
+/// `lifo bench`.
+pub async fn command(args: &BenchArgs, as_json: bool) -> anyhow::Result<String> {
+    let bench = run(args).await?;
+    Ok(if as_json {
+        bench.json().to_string()
+    } else {
+        bench.markdown()
+    })
+}

@@ -1,0 +1,110 @@
+//! When a task that was put back may be claimed again.
+//!
+//! - A run that **failed** with attempts left rests for
+//!   `base × 2^(attempt − 1)`, plus up to half of that again at random (so
+//!   tasks that failed together do not come back together), and never past
+//!   the task's expiry. Without it, a downstream outage burns every attempt
+//!   in seconds.
+//! - A run the downstream **refused as busy** ("retry later": the attempt
+//!   is given back) rests for the downstream's own hint (`Retry-After`, a
+//!   Lambda throttle's `retryAfterSeconds`), else for `base`, with the same
+//!   jitter and cap, and no exponent: its attempt count does not grow, and
+//!   a busy downstream gains nothing from an immediate retry.
+//!
+//! The rest is the task's `retryAt`: the claim query skips the task until
+//! then (everything else keeps its LIFO order), and the claim condition
+//! refuses it. A `base` of zero turns both rests off.
+
+use std::time::Duration;
+
+/// The rests of a queue (`RetryBackoffSeconds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetryPolicy {
+    pub base: Duration,
+}
+
+/// Longest rest, whatever the attempt: one hour.
+pub const MAX_REST: Duration = Duration::from_secs(3600);
+
+impl RetryPolicy {
+    /// `retryAt` (epoch ms; 0 for none) after a failed run that was the
+    /// task's `attempt`-th, at `now_ms`, for a task expiring at
+    /// `expires_at` (epoch s).
+    pub fn after_failure(&self, attempt: u32, now_ms: u64, expires_at: u64) -> u64 {
+        let rest = self
+            .base
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
+        self.rest_until(rest, now_ms, expires_at, fastrand::f64())
+    }
+
+    /// `retryAt` after the downstream answered "busy", with its `hint`.
+    pub fn after_busy(&self, hint: Option<Duration>, now_ms: u64, expires_at: u64) -> u64 {
+        if self.base.is_zero() && hint.is_none() {
+            return 0;
+        }
+        self.rest_until(
+            hint.unwrap_or(self.base),
+            now_ms,
+            expires_at,
+            fastrand::f64(),
+        )
+    }
+
+    /// `now + rest × (1 + jitter / 2)`, `jitter` in [0, 1), capped by
+    /// [`MAX_REST`] and by the expiry.
+    fn rest_until(&self, rest: Duration, now_ms: u64, expires_at: u64, jitter: f64) -> u64 {
+        if rest.is_zero() {
+            return 0;
+        }
+        let rest = rest.min(MAX_REST).as_millis() as f64 * (1.0 + jitter.clamp(0.0, 1.0) / 2.0);
+        (now_ms + rest as u64).min(expires_at.saturating_mul(1000))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_000_000_000;
+    const LATER: u64 = NOW / 1000 + 86_400;
+
+    #[test]
+    fn failures_rest_twice_as_long_each_attempt_with_up_to_half_again() {
+        let p = RetryPolicy {
+            base: Duration::from_secs(10),
+        };
+        for (attempt, rest) in [(1u32, 10_000u64), (2, 20_000), (3, 40_000)] {
+            assert_eq!(
+                p.rest_until(p.base * (1 << (attempt - 1)), NOW, LATER, 0.0),
+                NOW + rest
+            );
+            assert_eq!(
+                p.rest_until(p.base * (1 << (attempt - 1)), NOW, LATER, 0.999_999),
+                NOW + rest * 3 / 2 - 1
+            );
+            let drawn = p.after_failure(attempt, NOW, LATER);
+            assert!(
+                (NOW + rest..NOW + rest * 3 / 2).contains(&drawn),
+                "{attempt}: {drawn}"
+            );
+        }
+        // Capped by the expiry and by an hour.
+        assert_eq!(p.after_failure(3, NOW, NOW / 1000 + 5), NOW + 5_000);
+        assert!(p.after_failure(30, NOW, LATER) <= NOW + 5_400_000);
+    }
+
+    #[test]
+    fn busy_rests_for_the_hint_or_the_base_and_zero_is_off() {
+        let p = RetryPolicy {
+            base: Duration::from_secs(2),
+        };
+        let hinted = p.after_busy(Some(Duration::from_secs(30)), NOW, LATER);
+        assert!((NOW + 30_000..NOW + 45_000).contains(&hinted));
+        let plain = p.after_busy(None, NOW, LATER);
+        assert!((NOW + 2_000..NOW + 3_000).contains(&plain));
+        let off = RetryPolicy::default();
+        assert_eq!(off.after_failure(2, NOW, LATER), 0);
+        assert_eq!(off.after_busy(None, NOW, LATER), 0);
+        assert!(off.after_busy(Some(Duration::from_secs(1)), NOW, LATER) >= NOW + 1_000);
+    }
+}

@@ -1,0 +1,179 @@
+//! Every answer mapping of the worker Lambda runner, against the real SDK
+//! client with mocked responses (aws-smithy-mocks).
+
+use super::*;
+use aws_sdk_lambda::Client;
+use aws_sdk_lambda::operation::invoke::InvokeOutput;
+use aws_sdk_lambda::types::error::{
+    ResourceNotFoundException, ResourceNotReadyException, ServiceException,
+    TooManyRequestsException,
+};
+use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
+
+fn task() -> Task {
+    let mut payload = Map::new();
+    payload.insert("orderId".into(), Value::from(1001));
+    let mut t = Task::new_pending("order-1001".into(), payload, 1_764_547_200_000, 3600, 1);
+    t.attempts = 2;
+    t.user_id = Some("u-7".into());
+    t
+}
+
+async fn run(rule: &Rule) -> RunOutcome {
+    let client = mock_client!(aws_sdk_lambda, RuleMode::MatchAny, [rule]);
+    LambdaRunner::with_client(client, "worker".into(), 4, Duration::from_secs(30))
+        .run(&task())
+        .await
+}
+
+fn answer(function_error: Option<&'static str>, body: &'static str) -> Rule {
+    mock!(Client::invoke).then_output(move || {
+        InvokeOutput::builder()
+            .status_code(200)
+            .set_function_error(function_error.map(str::to_owned))
+            .payload(Blob::new(body))
+            .build()
+    })
+}
+
+#[tokio::test]
+async fn the_request_is_the_documented_one() {
+    let fixture: Value =
+        serde_json::from_str(include_str!("../../../../../events/worker-request.json")).unwrap();
+    let rule = mock!(Client::invoke)
+        .match_requests(move |r| {
+            r.function_name() == Some("worker")
+                && r.invocation_type() == Some(&InvocationType::RequestResponse)
+                && r.payload()
+                    .and_then(|p| serde_json::from_slice::<Value>(p.as_ref()).ok())
+                    .as_ref()
+                    == Some(&fixture)
+        })
+        .then_output(|| InvokeOutput::builder().status_code(200).build());
+    assert_eq!(run(&rule).await, RunOutcome::Success);
+    assert_eq!(rule.num_calls(), 1);
+}
+
+#[tokio::test]
+async fn a_normal_answer_is_success() {
+    for body in [
+        "{\"thumbnail\": \"s3://b/k\"}",
+        "null",
+        "",
+        "{\"outcome\": \"success\"}",
+        "42",
+    ] {
+        assert_eq!(
+            run(&answer(None, body)).await,
+            RunOutcome::Success,
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn retry_later_gives_the_attempt_back_with_the_workers_hint() {
+    assert_eq!(
+        run(&answer(None, r#"{"outcome": "retry-later"}"#)).await,
+        RunOutcome::RetryLater("worker asked to retry later".into())
+    );
+    assert_eq!(
+        run(&answer(
+            None,
+            r#"{"outcome": "retry-later", "reason": "quota", "retryAfterSeconds": 30}"#
+        ))
+        .await,
+        RunOutcome::RetryAfter("quota".into(), Duration::from_secs(30))
+    );
+    assert_eq!(
+        run(&answer(None, r#"{"outcome": "done"}"#)).await,
+        RunOutcome::Failure(
+            "worker answered outcome \"done\"; expected \"success\" or \"retry-later\"".into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_function_error_is_a_failed_run_with_its_type_and_message() {
+    assert_eq!(
+        run(&answer(
+            Some("Unhandled"),
+            r#"{"errorType": "ValueError", "errorMessage": "no such order", "stackTrace": []}"#
+        ))
+        .await,
+        RunOutcome::Failure("ValueError: no such order".into())
+    );
+    assert_eq!(
+        run(&answer(Some("Handled"), r#"{"errorMessage": "bad input"}"#)).await,
+        RunOutcome::Failure("Handled error: bad input".into())
+    );
+    let long = format!(
+        r#"{{"errorType": "E", "errorMessage": "{}"}}"#,
+        "x".repeat(5000)
+    );
+    let body: &'static str = Box::leak(long.into_boxed_str());
+    let RunOutcome::Failure(m) = run(&answer(Some("Unhandled"), body)).await else {
+        panic!("a failure")
+    };
+    assert_eq!(m.len(), ERROR_SNIPPET);
+}
+
+#[tokio::test]
+async fn a_timed_out_worker_is_a_failed_run() {
+    assert_eq!(
+        run(&answer(
+            Some("Unhandled"),
+            r#"{"errorType": "Sandbox.Timedout", "errorMessage": "RequestId: r Error: Task timed out after 3.00 seconds"}"#
+        ))
+        .await,
+        RunOutcome::Failure(
+            "worker timed out: RequestId: r Error: Task timed out after 3.00 seconds".into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn lambdas_refusals_burn_no_attempt_unless_they_are_permanent() {
+    let throttled = mock!(Client::invoke).then_error(|| {
+        InvokeError::TooManyRequestsException(
+            TooManyRequestsException::builder()
+                .message("Rate Exceeded.")
+                .retry_after_seconds("7")
+                .build(),
+        )
+    });
+    assert_eq!(
+        run(&throttled).await,
+        RunOutcome::RetryAfter(
+            "Lambda TooManyRequestsException: Rate Exceeded.".into(),
+            Duration::from_secs(7)
+        )
+    );
+    let not_ready = mock!(Client::invoke).then_error(|| {
+        InvokeError::ResourceNotReadyException(
+            ResourceNotReadyException::builder()
+                .message("Functions creating")
+                .build(),
+        )
+    });
+    assert!(
+        matches!(run(&not_ready).await, RunOutcome::RetryLater(m) if m.contains("ResourceNotReadyException"))
+    );
+    let service = mock!(Client::invoke).then_error(|| {
+        InvokeError::ServiceException(ServiceException::builder().message("oops").build())
+    });
+    assert!(
+        matches!(run(&service).await, RunOutcome::RetryLater(m) if m.contains("ServiceException"))
+    );
+    let gone = mock!(Client::invoke).then_error(|| {
+        InvokeError::ResourceNotFoundException(
+            ResourceNotFoundException::builder()
+                .message("Function not found")
+                .build(),
+        )
+    });
+    assert_eq!(
+        run(&gone).await,
+        RunOutcome::Failure("Lambda ResourceNotFoundException: Function not found".into())
+    );
+}

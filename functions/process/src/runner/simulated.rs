@@ -1,0 +1,103 @@
+//! The reference demo's legacy system: a fixed number of tasks at once,
+//! each taking a fixed time, failing or answering "busy" at set rates.
+
+use super::{RunOutcome, TaskRunner};
+use lifo_core::Task;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// A simulated legacy system: at most `max_concurrency` tasks at once (more
+/// are answered "busy"), each taking `latency`, failing with probability
+/// `failure_rate` and answering "busy" with probability `busy_rate`.
+#[derive(Debug)]
+pub struct SimulatedRunner {
+    pub max_concurrency: usize,
+    pub latency: Duration,
+    pub failure_rate: f64,
+    pub busy_rate: f64,
+    in_flight: AtomicUsize,
+}
+
+impl SimulatedRunner {
+    pub fn new(
+        max_concurrency: usize,
+        latency: Duration,
+        failure_rate: f64,
+        busy_rate: f64,
+    ) -> Self {
+        Self {
+            max_concurrency,
+            latency,
+            failure_rate,
+            busy_rate,
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+}
+
+struct Slot<'a>(&'a AtomicUsize);
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl TaskRunner for SimulatedRunner {
+    fn capacity(&self) -> usize {
+        self.max_concurrency
+    }
+
+    fn max_duration(&self) -> Duration {
+        self.latency
+    }
+
+    async fn run(&self, _task: &Task) -> RunOutcome {
+        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let _slot = Slot(&self.in_flight);
+        if before >= self.max_concurrency {
+            return RunOutcome::RetryLater(format!("busy: {} tasks already running", before));
+        }
+        if fastrand::f64() < self.busy_rate {
+            return RunOutcome::RetryLater("busy: downstream asked to retry later".into());
+        }
+        tokio::time::sleep(self.latency).await;
+        if fastrand::f64() < self.failure_rate {
+            return RunOutcome::Failure("simulated failure".into());
+        }
+        RunOutcome::Success
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task() -> Task {
+        Task::new_pending("t".into(), Default::default(), 0, 60, 1)
+    }
+
+    #[tokio::test]
+    async fn simulated_runner_answers_busy_beyond_its_capacity() {
+        let r = std::sync::Arc::new(SimulatedRunner::new(2, Duration::from_millis(50), 0.0, 0.0));
+        let t = task();
+        let outs = futures::future::join_all((0..3).map(|_| r.run(&t))).await;
+        assert_eq!(
+            outs.iter().filter(|o| **o == RunOutcome::Success).count(),
+            2
+        );
+        assert!(matches!(outs[2], RunOutcome::RetryLater(ref m) if m.starts_with("busy")));
+        // slots are released afterwards
+        assert_eq!(r.run(&t).await, RunOutcome::Success);
+    }
+
+    #[tokio::test]
+    async fn simulated_failure_and_busy_rates_apply() {
+        let fail = SimulatedRunner::new(1, Duration::ZERO, 1.0, 0.0);
+        assert_eq!(
+            fail.run(&task()).await,
+            RunOutcome::Failure("simulated failure".into())
+        );
+        let busy = SimulatedRunner::new(1, Duration::ZERO, 0.0, 1.0);
+        assert!(matches!(busy.run(&task()).await, RunOutcome::RetryLater(_)));
+    }
+}

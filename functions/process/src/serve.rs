@@ -1,0 +1,64 @@
+//! A complete process function around any [`TaskRunner`]: what the
+//! `process` binary's `main` does, for a team whose work is Rust code of
+//! its own.
+//!
+//! ```no_run
+//! use lifo_core::Task;
+//! use process::runner::{RunOutcome, TaskRunner};
+//! use std::time::Duration;
+//!
+//! struct Thumbnails;
+//!
+//! impl TaskRunner for Thumbnails {
+//!     fn capacity(&self) -> usize { 8 }
+//!     fn max_duration(&self) -> Duration { Duration::from_secs(30) }
+//!     async fn run(&self, task: &Task) -> RunOutcome {
+//!         match task.payload.get("imageUrl") {
+//!             Some(_) => RunOutcome::Success,
+//!             None => RunOutcome::Failure("no imageUrl".into()),
+//!         }
+//!     }
+//! }
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), lambda_runtime::Error> {
+//!     process::serve(Thumbnails).await
+//! }
+//! ```
+
+use crate::runner::TaskRunner;
+use crate::{ProcessConfig, Processor, wakeups_in_raw};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use lifo_core::config::{ConfigError, Env};
+use lifo_core::event::RawEvent;
+use lifo_core::{Notifier, Store};
+use std::sync::Arc;
+
+/// Serves `runner` as the process function: JSON logs, settings from the
+/// environment (`TABLE_NAME`, `TRIGGER_TOPIC_ARN`, `SHARD_COUNT`, …, as in
+/// template.yaml), the SDK clients, then the Lambda runtime loop.
+pub async fn serve<R: TaskRunner>(runner: R) -> Result<(), Error> {
+    serve_with(move |_, _| Ok(runner)).await
+}
+
+/// [`serve`], for a runner built from the environment and the SDK
+/// configuration (the built-in runners: `AnyRunner::from_source`).
+pub async fn serve_with<R, F>(make_runner: F) -> Result<(), Error>
+where
+    R: TaskRunner,
+    F: FnOnce(&Env, &aws_config::SdkConfig) -> Result<R, ConfigError>,
+{
+    lifo_core::logging::init();
+    let config = ProcessConfig::from_source(&Env)?;
+    let aws = aws_config::load_from_env().await;
+    let runner = Arc::new(make_runner(&Env, &aws)?);
+    let store = Store::new(aws_sdk_dynamodb::Client::new(&aws), &config.table_name);
+    let tail = Notifier::new(aws_sdk_sns::Client::new(&aws), &config.trigger_topic_arn);
+    let processor = Processor::new(store, tail, runner, config);
+    let processor = &processor;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
+        let wakeups = wakeups_in_raw(&event.payload)?;
+        processor.handle(wakeups, event.context.deadline()).await
+    }))
+    .await
+}
