@@ -12,8 +12,9 @@ demo: tools
 test:
 	scripts/test
 
-## The README's bench table: release binaries, then `lifo bench` (~35 min with the
-## 10-minute freshness runs; ARGS="--only process,cold-start,sizes" for a quick one).
+## The README's bench table: release binaries, then `lifo bench` (~50 min with the
+## 10-minute freshness runs and the 15-minute throughput grid; ARGS="--only process,cold-start,sizes"
+## for a quick one).
 bench: tools
 	cargo build --release --locked -p create -p trigger -p process -p scheduler-start -p lifo-cli
 	target/release/lifo bench $(ARGS)

@@ -12,6 +12,14 @@
  *             task or deletes one at any moment, racing late finishes of
  *             stale claims (LTL <> all_done, weak fairness).
  *
+ * With more than one processor (ProcessorCount) an invocation first takes
+ * its shard group's lease (a fenced item of its own); if it is held, the
+ * invocation does nothing and makes no tail call (Held). Here both workers
+ * contend for the one group that holds both tasks. Task safety must not
+ * rest on the group lease, so the model lets it expire at any moment too
+ * (then two invocations claim from one group at once), and a crashed
+ * holder keeps it until it expires.
+ *
  * Abstractions: time is a lease that may expire at any moment (a slow
  * worker is a worker whose lease expired); "the sweep runs every minute"
  * is a process that may publish a wake-up whenever a claimable task exists;
@@ -22,11 +30,21 @@
 #define TASKS        2
 #define WORKERS      2
 #define MAX_ATTEMPTS 2
-#define MAX_CRASHES  2
-#define MAX_DROPS    2
 #define MAX_WAKEUPS  2
+#define NOBODY       255
+/* model/check also runs the model with -DGROUP_LEASE and smaller bounds */
+#ifndef MAX_CRASHES
+#define MAX_CRASHES  2
+#endif
+#ifndef MAX_DROPS
+#define MAX_DROPS    2
+#endif
+#ifndef MAX_REDRIVES
 #define MAX_REDRIVES 1
+#endif
+#ifndef MAX_DELETES
 #define MAX_DELETES  1
+#endif
 
 mtype = { PENDING, TAKEN, SUCCESS, FAILURE, DELETED };
 
@@ -37,6 +55,7 @@ byte  attempts[TASKS];
 byte  commits[TASKS];    /* outcomes committed in this life (a redrive starts a new one) */
 bool  created[TASKS];
 bool  was_deleted;       /* task 0 was deleted by the operator */
+byte  gholder = NOBODY;  /* the worker holding the shard group's lease */
 
 byte wakeups = 0;        /* Lambda's queue of async invocations of process */
 byte crashes = 0;
@@ -110,13 +129,35 @@ end:
   od
 }
 
+#ifdef GROUP_LEASE
+/* the group lease may expire at any moment: its holder is slow or dead. */
+active proctype GroupClock() {
+end:
+  do
+  :: atomic { gholder != NOBODY -> gholder = NOBODY }
+  od
+}
+#define group_free (gholder == NOBODY)
+#define take_group gholder = _pid; crashed = false
+#define crash_holding crashed = true
+#define release_group if :: !crashed && gholder == _pid -> gholder = NOBODY :: else -> skip fi
+#else
+#define group_free true
+#define take_group skip
+#define crash_holding skip
+#define release_group skip
+#endif
+
 /* process: each worker takes invocations off the queue. */
 active [WORKERS] proctype Process() {
   byte t, mine;
-  bool claimed_any;
+  bool claimed_any, crashed;
 end:
   do
-  :: atomic { wakeups > 0 -> wakeups--; claimed_any = false };
+  :: atomic { wakeups > 0 && !group_free -> wakeups-- }   /* group held: Held, no tail call */
+  :: atomic { wakeups > 0 && group_free ->
+       wakeups--; claimed_any = false;
+       take_group };   /* conditional on free or expired (one processor: a no-op) */
      /* one invocation: claim, run, finish, until nothing is claimable */
      do
      :: atomic {
@@ -138,7 +179,7 @@ end:
         if
         :: mine != 255 ->
              if
-             :: crashes < MAX_CRASHES -> crashes++; break   /* killed after claim or during run */
+             :: crashes < MAX_CRASHES -> crashes++; crash_holding; break   /* killed after claim or during run */
              :: true ->
                   /* finish: conditional on status TAKEN and our token */
                   atomic {
@@ -170,7 +211,9 @@ end:
           :: wake()
           fi };
         break
-     od
+     od;
+     /* release the group lease: conditional on still holding it (its token) */
+     atomic { release_group }
   od
 }
 

@@ -144,7 +144,10 @@ async fn worker(p: Arc<Processor<Witness>>, counts: Arc<Counts>, stop: Arc<Atomi
                 counts
                     .stale_rejected
                     .fetch_add(report.stale_rejected, Ordering::Relaxed);
-                if report.stop == process::StopReason::Empty {
+                if matches!(
+                    report.stop,
+                    process::StopReason::Empty | process::StopReason::Held
+                ) {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
@@ -220,8 +223,21 @@ async fn stream_changes(
     out
 }
 
+/// One processor (reserved concurrency 1), with two invocations racing it
+/// anyway: what a misconfigured concurrency or a duplicated wake-up does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_nothing_lost_nothing_stuck_nothing_committed_twice() {
+    chaos(1, 2).await;
+}
+
+/// Three processors (ProcessorCount 3, shard group leases) and four
+/// invocations racing for the groups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_with_three_processors_nothing_lost_nothing_stuck_nothing_committed_twice() {
+    chaos(3, 4).await;
+}
+
+async fn chaos(processors: u32, workers: usize) {
     let h = Harness::start(4).await;
     let created = h
         .creator()
@@ -266,16 +282,16 @@ async fn chaos_nothing_lost_nothing_stuck_nothing_committed_twice() {
                 pause_poll: Duration::from_millis(500),
                 retry: lifo_core::retry::RetryPolicy::default(),
                 rate_limit: None,
+                processors,
                 max_attempts: 50,
                 lease_margin: Duration::from_millis(200),
                 order: lifo_core::Order::Lifo,
             },
         ))
     };
-    let workers = [
-        tokio::spawn(worker(processor(), counts.clone(), stop.clone())),
-        tokio::spawn(worker(processor(), counts.clone(), stop.clone())),
-    ];
+    let workers: Vec<_> = (0..workers)
+        .map(|_| tokio::spawn(worker(processor(), counts.clone(), stop.clone())))
+        .collect();
 
     let started = Instant::now();
     loop {
@@ -370,7 +386,7 @@ async fn chaos_nothing_lost_nothing_stuck_nothing_committed_twice() {
         .count();
 
     println!(
-        "chaos: tasks {TASKS}, succeeded {succeeded}, failed {failed}, faults injected {}, invocations {}, \
+        "chaos: processors {processors}, tasks {TASKS}, succeeded {succeeded}, failed {failed}, faults injected {}, invocations {}, \
          aborted {} (claims cut before run {cut_before_run}, during run {cut_during_run}, before finish {cut_before_finish}), \
          invocation errors {}, stalled runs {}, reclaims {reclaims}, rejected stale finishes {}, re-runs {reruns}, \
          stuck {stuck}, duplicates {duplicates}, stale commits {stale_commits}, lost {lost}, in {:.1} s",

@@ -179,6 +179,7 @@ fn config(h: &Harness) -> ProcessConfig {
         pause_poll: Duration::from_millis(500),
         retry: lifo_core::retry::RetryPolicy::default(),
         rate_limit: None,
+        processors: 1,
         max_attempts: 3,
         lease_margin: Duration::from_millis(500),
         order: lifo_core::Order::Lifo,

@@ -291,6 +291,100 @@ async fn the_fifo_comparison_order_claims_oldest_first_across_shards() {
     assert_eq!(claimed, oldest_first);
 }
 
+/// Runs tasks in 10 ms; when it starts its `at`-th run, it creates one
+/// task newer than every other (and remembers its id).
+struct InsertsMidRun {
+    store: lifo_core::Store,
+    shards: u32,
+    at: usize,
+    runs: std::sync::atomic::AtomicUsize,
+    inserted: std::sync::Mutex<Option<String>>,
+}
+
+impl process::runner::TaskRunner for InsertsMidRun {
+    fn capacity(&self) -> usize {
+        4
+    }
+    fn max_duration(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+    async fn run(&self, _task: &Task) -> process::runner::RunOutcome {
+        let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if n == self.at {
+            let newest = Task::new_pending(
+                lifo_core::new_task_id(),
+                Default::default(),
+                now_ms(),
+                3600,
+                self.shards,
+            );
+            self.store
+                .put_new(std::slice::from_ref(&newest))
+                .await
+                .unwrap();
+            *self.inserted.lock().unwrap() = Some(newest.task_id);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        process::runner::RunOutcome::Success
+    }
+}
+
+/// The LIFO guarantee with the shard heads kept in memory
+/// (`lifo_core::heads`): a task that becomes claimable while process runs
+/// is passed over by at most one refill (`refresh_claims` candidates) plus
+/// the claims already in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_created_mid_run_is_claimed_within_one_refill() {
+    const SHARDS: u32 = 8;
+    let h = Harness::start(SHARDS).await;
+    let base = now_ms() - 60_000;
+    let old: Vec<Task> = (0..200)
+        .map(|i| {
+            Task::new_pending(
+                lifo_core::new_task_id(),
+                Default::default(),
+                base + i,
+                3600,
+                SHARDS,
+            )
+        })
+        .collect();
+    h.store.put_new(&old).await.unwrap();
+    let runner = Arc::new(InsertsMidRun {
+        store: h.store.clone(),
+        shards: SHARDS,
+        at: 30,
+        runs: Default::default(),
+        inserted: Default::default(),
+    });
+    let p = h.processor(4, Duration::ZERO, Duration::from_secs(60));
+    let config = p.config().clone();
+    let p = process::Processor::new(
+        h.store.clone(),
+        lifo_core::Notifier::new(h.stack.sns.clone(), &h.stack.trigger_topic_arn),
+        runner.clone(),
+        config,
+    );
+    let report = p.handle(1, deadline()).await.unwrap();
+    assert_eq!(report.succeeded, 201);
+    let newest = runner.inserted.lock().unwrap().clone().expect("inserted");
+    let position = report.claimed.iter().position(|id| *id == newest).unwrap();
+    // When run 30 started, at least 30 claims had been sent; the policy of
+    // 8 shards and 4 in flight re-reads after 16 candidates.
+    let policy = lifo_core::heads::HeadsPolicy::new(SHARDS as usize, 4);
+    let passed_over = position.saturating_sub(runner.at);
+    assert!(
+        passed_over <= policy.refresh_claims + 4,
+        "the newest task was claimed {passed_over} claims after it was created \
+         (at most {} + 4 in flight)",
+        policy.refresh_claims
+    );
+    // Before it was created, the order was exact LIFO.
+    let newest_first: Vec<&String> = old.iter().rev().map(|t| &t.task_id).collect();
+    let before: Vec<&String> = report.claimed[..runner.at].iter().collect();
+    assert_eq!(before, newest_first[..runner.at]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixtures_run_through_their_handlers_and_budget_overruns_tail_call() {
     let h = Harness::start(1).await;

@@ -102,6 +102,7 @@ impl Harness {
                 pause_poll: Duration::from_millis(500),
                 retry: lifo_core::retry::RetryPolicy::default(),
                 rate_limit: None,
+                processors: 1,
                 max_attempts: 3,
                 lease_margin: Duration::from_millis(500),
                 order: lifo_core::Order::Lifo,
@@ -123,6 +124,7 @@ impl Harness {
                 default_ttl_seconds: 3600,
                 retention_seconds: 3600,
                 deadline_margin: Duration::from_millis(100),
+                processors: 1,
             },
         )
     }

@@ -31,6 +31,16 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
                 "0.1",
                 "--ttl",
                 "3",
+                "--throughput-tasks",
+                "60",
+                "--shard-counts",
+                "8",
+                "--processor-counts",
+                "3",
+                "--in-flight",
+                "32",
+                "--latency-ms",
+                "5",
                 "--bin-dir",
             ])
             .arg(bin_dir),
@@ -55,12 +65,24 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
     // The rate limit (10/s, burst 1) held in every second of the run.
     let most = f["rateLimitMaxStartsPerSecond"].as_u64().unwrap();
     assert!(most > 0 && most <= 11, "{f}");
+    // One throughput configuration: three processors share 8 shards, every
+    // task runs once, claims and finishes cost 2 write units each.
+    let t = &f["throughput"][0];
+    assert_eq!(t["processors"].as_u64(), Some(3), "{t}");
+    assert_eq!(t["tasks"].as_u64(), Some(60), "{t}");
+    assert!(t["tasksPerSecond"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(t["floorPerSecond"].as_f64().unwrap() > 0.0, "{t}");
+    let wu = t["writeUnitsPerTask"].as_f64().unwrap();
+    assert!(
+        (4.0..4.5).contains(&wu),
+        "claim + finish (+ group leases): {t}"
+    );
     // Every row says how to reproduce it, with the settings it ran with.
     let rows = bench["rows"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        1 + 4 + 2 + 1 + 1 + 1,
-        "sizes, 4 cold starts, CPU, RSS, write units, rate limit, freshness"
+        1 + 4 + 2 + 1 + 1 + 1 + 1,
+        "sizes, 4 cold starts, CPU, RSS, write units, rate limit, throughput, freshness"
     );
     for r in rows {
         let cmd = r["command"].as_str().unwrap();

@@ -446,6 +446,19 @@ pub fn failed(shard: u32, since_ms: u64, until_ms: u64, error_prefix: &str) -> E
     e
 }
 
+/// Scan filter of the tasks started (claimed) since `since_ms`, for the
+/// console's freshness chart on a local table; `main` is the projection
+/// (`startedAt`, `readyAt`: age at start is their difference).
+pub fn started_since(since_ms: u64) -> Expr {
+    use attr::*;
+    Expr {
+        main: "#startedAt, #readyAt".to_owned(),
+        condition: "#startedAt >= :since".to_owned(),
+        names: BTreeMap::from([("#startedAt", STARTED_AT), ("#readyAt", READY_AT)]),
+        values: BTreeMap::from([(":since", n(since_ms))]),
+    }
+}
+
 /// Pause or resume: the control item's update (it is created on first
 /// use; no condition, the last operator wins).
 pub fn set_paused(paused: bool, reason: &str, now_ms: u64) -> Expr {
@@ -473,6 +486,41 @@ pub fn nudge(now_ms: u64) -> Expr {
         condition: String::new(),
         names: BTreeMap::from([("#nudgedAt", "nudgedAt")]),
         values: BTreeMap::from([(":now", n(now_ms))]),
+    }
+}
+
+/// A processor takes its shard group's lease (the `#group-<g>` item): when
+/// it is free or its lease ended. A new token each time; the owner is the
+/// invocation, for logs.
+pub fn take_group(lease_until: u64, now_ms: u64, owner: &str) -> Expr {
+    Expr {
+        main: "SET #leaseUntil = :lease, #token = if_not_exists(#token, :zero) + :one, \
+               #owner = :owner"
+            .to_owned(),
+        condition: "attribute_not_exists(#leaseUntil) OR #leaseUntil < :now".to_owned(),
+        names: BTreeMap::from([
+            ("#leaseUntil", attr::LEASE_UNTIL),
+            ("#token", attr::TOKEN),
+            ("#owner", "owner"),
+        ]),
+        values: BTreeMap::from([
+            (":lease", n(lease_until)),
+            (":now", n(now_ms)),
+            (":zero", n(0)),
+            (":one", n(1)),
+            (":owner", s(truncate(owner))),
+        ]),
+    }
+}
+
+/// A processor gives its group's lease back at the end of an invocation,
+/// if it still holds it (same token).
+pub fn release_group(token: u64) -> Expr {
+    Expr {
+        main: "SET #leaseUntil = :zero".to_owned(),
+        condition: "#token = :token".to_owned(),
+        names: BTreeMap::from([("#leaseUntil", attr::LEASE_UNTIL), ("#token", attr::TOKEN)]),
+        values: BTreeMap::from([(":zero", n(0)), (":token", n(token))]),
     }
 }
 
@@ -856,6 +904,15 @@ mod tests {
     }
 
     #[test]
+    fn started_since_projects_the_two_times_of_age_at_start() {
+        let e = started_since(NOW - 3_600_000);
+        assert_eq!(e.main, "#startedAt, #readyAt");
+        assert_eq!(e.condition, "#startedAt >= :since");
+        assert_eq!(names(&e), "#readyAt=readyAt #startedAt=startedAt");
+        assert_eq!(values(&e), ":since=N:1764543600123");
+    }
+
+    #[test]
     fn failed_query_by_window_and_error_prefix() {
         let e = failed(2, NOW - 3_600_000, NOW, "");
         assert_eq!(
@@ -896,6 +953,31 @@ mod tests {
         let e = nudge(NOW);
         assert_eq!(e.main, "SET #nudgedAt = :now");
         assert_eq!(values(&e), ":now=N:1764547200123");
+    }
+
+    #[test]
+    fn a_group_lease_is_taken_when_free_and_given_back_only_by_its_holder() {
+        let e = take_group(NOW + 62_000, NOW, "req-1");
+        assert_eq!(
+            e.main,
+            "SET #leaseUntil = :lease, #token = if_not_exists(#token, :zero) + :one, #owner = :owner"
+        );
+        assert_eq!(
+            e.condition,
+            "attribute_not_exists(#leaseUntil) OR #leaseUntil < :now"
+        );
+        assert_eq!(
+            names(&e),
+            "#leaseUntil=leaseUntil #owner=owner #token=token"
+        );
+        assert_eq!(
+            values(&e),
+            ":lease=N:1764547262123 :now=N:1764547200123 :one=N:1 :owner=S:req-1 :zero=N:0"
+        );
+        let e = release_group(4);
+        assert_eq!(e.main, "SET #leaseUntil = :zero");
+        assert_eq!(e.condition, "#token = :token");
+        assert_eq!(values(&e), ":token=N:4 :zero=N:0");
     }
 
     #[test]
@@ -997,6 +1079,8 @@ mod tests {
             ("put".into(), put_if_absent()),
             ("pause".into(), set_paused(true, "r", NOW)),
             ("nudge".into(), nudge(NOW)),
+            ("take group".into(), take_group(NOW, NOW, "o")),
+            ("release group".into(), release_group(1)),
         ]);
         for (what, e) in all {
             let text = format!("{} {}", e.main, e.condition);

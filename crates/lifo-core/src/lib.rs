@@ -7,6 +7,8 @@ pub mod config;
 pub mod error;
 pub mod event;
 pub mod expr;
+pub mod groups;
+pub mod heads;
 pub mod lifo;
 pub mod logging;
 pub mod metrics;

@@ -17,6 +17,10 @@ pub struct Wakeup {
     pub reason: String,
     /// Epoch milliseconds when it was sent.
     pub at: u64,
+    /// The shard group with work (more than one processor): the processor
+    /// it wakes takes that group first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
 }
 
 /// Tries of one publish (the first and up to four retries).
@@ -104,6 +108,7 @@ mod tests {
             source: "trigger".into(),
             reason: "stream-insert".into(),
             at: 1,
+            group: None,
         }
     }
 

@@ -4,6 +4,7 @@
 
 pub mod filter;
 pub mod lambda_api;
+pub mod latency;
 pub mod loopback;
 pub mod pipeline;
 pub mod report;

@@ -186,6 +186,7 @@ pub async fn run(
             pause_poll: Duration::from_millis(500),
             retry: workload.retry,
             rate_limit: workload.rate_limit,
+            processors: 1,
             lease_margin: Duration::from_millis(500),
             order,
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())

@@ -241,6 +241,7 @@ impl LocalStack {
                 default_ttl_seconds: param("TaskTtlSeconds")?,
                 retention_seconds: param("RetentionSeconds")?,
                 deadline_margin: Duration::from_secs(2),
+                processors: 1,
             },
         ))
     }
@@ -250,32 +251,38 @@ impl LocalStack {
         lifo_core::Store::new(self.ddb.clone(), &self.table)
     }
 
-    /// Every task of the table (a full scan, without the control item; for
-    /// reports and tests).
+    /// Every task of the table (a full scan, without the queue's own items:
+    /// the control item, group leases; for reports and tests).
     pub async fn scan_tasks(&self) -> Result<Vec<lifo_core::Task>> {
-        let mut tasks = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .ddb
-                .scan()
-                .table_name(&self.table)
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .context("scanning the table")?;
-            for item in out.items.unwrap_or_default() {
-                let control = matches!(item.get(lifo_core::expr::attr::TASK_ID),
-                    Some(aws_sdk_dynamodb::types::AttributeValue::S(id)) if lifo_core::store::is_control_id(id));
-                if !control {
-                    tasks.push(serde_dynamo::from_item(item).context("parsing a task")?);
-                }
+        scan_tasks(&self.store()).await
+    }
+}
+
+/// Every task of `store`'s table (a full scan, without the queue's own
+/// items: the control item, group leases; for reports and tests).
+pub async fn scan_tasks(store: &lifo_core::Store) -> Result<Vec<lifo_core::Task>> {
+    let mut tasks = Vec::new();
+    let mut start = None;
+    loop {
+        let out = store
+            .client()
+            .scan()
+            .table_name(store.table())
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .context("scanning the table")?;
+        for item in out.items.unwrap_or_default() {
+            let ours = matches!(item.get(lifo_core::expr::attr::TASK_ID),
+                Some(aws_sdk_dynamodb::types::AttributeValue::S(id)) if lifo_core::store::is_queue_item(id));
+            if !ours {
+                tasks.push(serde_dynamo::from_item(item).context("parsing a task")?);
             }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(tasks);
-            }
+        }
+        start = out.last_evaluated_key;
+        if start.is_none() {
+            return Ok(tasks);
         }
     }
 }

@@ -517,8 +517,13 @@ mod tests {
                 "{name}"
             );
         }
+        // One invocation per shard group at a time (the default: one).
         let process = t.resource("ProcessFunction").unwrap();
-        assert_eq!(process["Properties"]["ReservedConcurrentExecutions"], 1);
+        assert_eq!(
+            process["Properties"]["ReservedConcurrentExecutions"],
+            serde_json::json!({"!Ref": "ProcessorCount"})
+        );
+        assert_eq!(t.parameter_default("ProcessorCount").unwrap(), "1");
         let alarm = t.resource("TailCallLoopAlarm").unwrap();
         let metric = &alarm["Properties"]["Metrics"][0]["MetricStat"]["Metric"];
         assert_eq!(metric["MetricName"], "TailCalls");

@@ -36,6 +36,10 @@ pub struct ProcessConfig {
     /// Added to the invocation deadline to form the lease end (clock skew
     /// between hosts).
     pub lease_margin: Duration,
+    /// Processors claiming at once (`PROCESSOR_COUNT`, the function's
+    /// reserved concurrency): each takes a shard group. At most the shard
+    /// count and the runner's concurrency.
+    pub processors: u32,
     /// Newest first (the default). `fifo` exists only to compare the same
     /// pipeline as a FIFO queue (`lifo simulate --compare`).
     pub order: Order,
@@ -60,15 +64,49 @@ impl ProcessConfig {
             },
             rate_limit: None,
             lease_margin: Duration::from_secs(2),
+            processors: 1,
             order: Order::Lifo,
         }
     }
 
     pub fn from_source(src: &impl Source) -> Result<Self, ConfigError> {
+        let shard_count = config::shard_count(src)?;
+        let processors = config::parsed(src, "PROCESSOR_COUNT", 1u32, 1..=32)?;
+        if processors > shard_count {
+            return Err(ConfigError::Invalid {
+                name: "PROCESSOR_COUNT",
+                value: processors.to_string(),
+                reason: format!(
+                    "must be at most SHARD_COUNT ({shard_count}): each processor takes whole shards"
+                ),
+            });
+        }
+        let rate_limit = RateLimit::from_source(src)?;
+        if let Some(limit) = rate_limit {
+            // Each processor gets a share of the rate and of the burst, at
+            // least one of each: fewer than one per processor would add up
+            // to more than was asked for.
+            for (name, value) in [
+                ("RUNNER_MAX_PER_SECOND", limit.per_second.get()),
+                ("RUNNER_BURST", limit.burst.get()),
+            ] {
+                if value < processors {
+                    return Err(ConfigError::Invalid {
+                        name,
+                        value: value.to_string(),
+                        reason: format!(
+                            "must be at least PROCESSOR_COUNT ({processors}): \
+                             each processor takes an even share"
+                        ),
+                    });
+                }
+            }
+        }
         Ok(Self {
             table_name: config::required(src, "TABLE_NAME")?,
             trigger_topic_arn: config::required(src, "TRIGGER_TOPIC_ARN")?,
-            shard_count: config::shard_count(src)?,
+            shard_count,
+            processors,
             max_ttl_seconds: config::max_ttl_seconds(src)?,
             time_budget: Duration::from_secs(config::parsed(
                 src,
@@ -88,10 +126,28 @@ impl ProcessConfig {
                     0..=3600,
                 )?),
             },
-            rate_limit: RateLimit::from_source(src)?,
+            rate_limit,
             lease_margin: config::millis(src, "LEASE_MARGIN_MS", 2_000, 0..=60_000)?,
             order: config::value(src, "SELECTION_ORDER", Order::Lifo)?,
         })
+    }
+}
+
+impl ProcessConfig {
+    /// Refuses a runner with fewer slots than processors: each processor
+    /// runs an even share of `capacity`, at least one task.
+    pub fn check_capacity(&self, capacity: usize) -> Result<(), ConfigError> {
+        if capacity < self.processors as usize {
+            return Err(ConfigError::Invalid {
+                name: "RUNNER_MAX_CONCURRENCY",
+                value: capacity.to_string(),
+                reason: format!(
+                    "must be at least PROCESSOR_COUNT ({}): each processor takes an even share",
+                    self.processors
+                ),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -112,5 +168,80 @@ impl RateLimit {
             per_second,
             burst: NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(extra: &[(&str, &str)]) -> HashMap<String, String> {
+        [("TABLE_NAME", "Q"), ("TRIGGER_TOPIC_ARN", "arn:t")]
+            .iter()
+            .chain(extra)
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn unset_settings_are_the_defaults_of_new() {
+        assert_eq!(
+            ProcessConfig::from_source(&env(&[])).unwrap(),
+            ProcessConfig::new("Q", "arn:t")
+        );
+        let fifo = ProcessConfig::from_source(&env(&[("SELECTION_ORDER", "fifo")])).unwrap();
+        assert_eq!(fifo.order, Order::Fifo);
+    }
+
+    #[test]
+    fn processors_need_whole_shards_and_a_share_of_the_runner() {
+        let three = [("SHARD_COUNT", "8"), ("PROCESSOR_COUNT", "3")];
+        let config = ProcessConfig::from_source(&env(&three)).unwrap();
+        assert_eq!(config.processors, 3);
+        assert!(config.check_capacity(3).is_ok());
+        assert_eq!(
+            config.check_capacity(2).unwrap_err().to_string(),
+            "environment variable RUNNER_MAX_CONCURRENCY=\"2\" is invalid: \
+             must be at least PROCESSOR_COUNT (3): each processor takes an even share"
+        );
+        let few_shards = [("SHARD_COUNT", "2"), ("PROCESSOR_COUNT", "3")];
+        let err = ProcessConfig::from_source(&env(&few_shards)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("PROCESSOR_COUNT=\"3\" is invalid: must be at most SHARD_COUNT (2)"),
+            "{err}"
+        );
+        let rate = [three[0], three[1], ("RUNNER_MAX_PER_SECOND", "10")];
+        let err = ProcessConfig::from_source(&env(&rate)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("RUNNER_BURST=\"1\" is invalid: must be at least PROCESSOR_COUNT (3)"),
+            "{err}"
+        );
+        let rate = [
+            three[0],
+            three[1],
+            ("RUNNER_MAX_PER_SECOND", "2"),
+            ("RUNNER_BURST", "3"),
+        ];
+        let err = ProcessConfig::from_source(&env(&rate)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("RUNNER_MAX_PER_SECOND=\"2\" is invalid"),
+            "{err}"
+        );
+        let rate = [
+            three[0],
+            three[1],
+            ("RUNNER_MAX_PER_SECOND", "10"),
+            ("RUNNER_BURST", "3"),
+        ];
+        assert!(
+            ProcessConfig::from_source(&env(&rate))
+                .unwrap()
+                .rate_limit
+                .is_some()
+        );
     }
 }

@@ -1,11 +1,16 @@
 //! `process`: claims the newest claimable tasks, runs them, records outcomes,
 //! and tail-calls itself through the trigger topic while work remains.
 //!
-//! It runs with reserved concurrency 1. One invocation loops until its time
-//! budget (never past the invocation deadline minus a margin and the longest
-//! run) or until no claimable task is left. It claims only as many tasks as
-//! the runner has free slots, so it never claims a task just to bounce it.
+//! It runs with reserved concurrency `ProcessorCount` (1 by default). One
+//! invocation loops until its time budget (never past the invocation
+//! deadline minus a margin and the longest run) or until no claimable task
+//! is left. It claims only as many tasks as the runner has free slots, so it
+//! never claims a task just to bounce it, and claims them in parallel
+//! ([`claims`]). With more than one processor, each invocation first takes
+//! a shard group's lease ([`lifo_core::groups`]) and claims from its shards
+//! only, with its share of the runner's concurrency and rate.
 
+mod claims;
 mod config;
 mod finish;
 mod report;
@@ -16,15 +21,15 @@ pub use config::{ProcessConfig, RateLimit};
 pub use report::{ProcessReport, StopReason};
 pub use serve::{serve, serve_with};
 
-use finish::{FinishPolicy, run_and_finish};
-use lifo_core::{
-    Candidate, Notifier, NotifyError, Step, Store, StoreError, Task, TaskStatus, Transition,
-    Wakeup, now_ms,
-};
-use report::{Finished, tally};
+use claims::{LoopState, PipeContext, Piped};
+use finish::FinishPolicy;
+use lifo_core::groups;
+use lifo_core::heads::{HeadsPolicy, ShardHeads};
+use lifo_core::{Notifier, NotifyError, Store, StoreError, Wakeup, now_ms};
 use runner::TaskRunner;
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::task::JoinSet;
 
@@ -48,19 +53,48 @@ pub enum ProcessError {
     NoTimeToRun { max_run: Duration, left: Duration },
 }
 
-/// [`wakeups_in`] for the event as the runtime hands it over.
-pub fn wakeups_in_raw(event: &serde_json::value::RawValue) -> Result<usize, ProcessError> {
-    let event = lifo_core::event::parse(event)
-        .map_err(|e| ProcessError::Malformed(format!("the event is {e}")))?;
-    wakeups_in(event)
+/// What woke an invocation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wake {
+    /// SNS records (wake-ups) in the event.
+    pub records: usize,
+    /// Shard groups the wake-ups named (more than one processor): taken
+    /// first, in this order.
+    pub groups: Vec<u32>,
 }
 
-/// Checks that `event` is an SNS event and returns how many wake-ups it
-/// carries. The messages' contents do not matter: any wake-up means "look".
-pub fn wakeups_in(event: serde_json::Value) -> Result<usize, ProcessError> {
+/// [`wake_in`] for the event as the runtime hands it over.
+pub fn wake_in_raw(event: &serde_json::value::RawValue) -> Result<Wake, ProcessError> {
+    let event = lifo_core::event::parse(event)
+        .map_err(|e| ProcessError::Malformed(format!("the event is {e}")))?;
+    wake_in(event)
+}
+
+/// Checks that `event` is an SNS event and reads its wake-ups. Any wake-up
+/// means "look"; one that names a shard group (a [`Wakeup`] with `group`)
+/// says where.
+pub fn wake_in(event: serde_json::Value) -> Result<Wake, ProcessError> {
     let sns: aws_lambda_events::sns::SnsEvent =
         serde_json::from_value(event).map_err(|e| ProcessError::Malformed(e.to_string()))?;
-    Ok(sns.records.len())
+    let mut groups = Vec::new();
+    for r in &sns.records {
+        if let Some(g) = serde_json::from_str::<Wakeup>(&r.sns.message)
+            .ok()
+            .and_then(|w| w.group)
+            && !groups.contains(&g)
+        {
+            groups.push(g);
+        }
+    }
+    Ok(Wake {
+        records: sns.records.len(),
+        groups,
+    })
+}
+
+/// How many wake-ups `event` carries (see [`wake_in`]).
+pub fn wakeups_in(event: serde_json::Value) -> Result<usize, ProcessError> {
+    wake_in(event).map(|w| w.records)
 }
 
 impl From<ProcessError> for lambda_runtime::Diagnostic {
@@ -84,39 +118,32 @@ pub struct Processor<R> {
     tail: Notifier,
     runner: Arc<R>,
     config: ProcessConfig,
-    /// The downstream's rate limit, shared by the invocations of this
-    /// sandbox (a warm Lambda keeps its bucket).
-    limiter: Option<governor::DefaultDirectRateLimiter>,
+    /// The downstream's rate limit (this processor's share), per shard
+    /// group, kept by the sandbox across invocations (a warm Lambda keeps
+    /// its bucket).
+    limiters: Mutex<HashMap<u32, Arc<governor::DefaultDirectRateLimiter>>>,
+}
+
+/// What an invocation works on: a shard group (or all shards) and its
+/// share of the runner.
+struct Assignment {
+    /// `None`: the only processor (no group lease).
+    group: Option<(u32, u64)>,
+    shards: Vec<u32>,
+    capacity: usize,
+    limiter: Option<Arc<governor::DefaultDirectRateLimiter>>,
 }
 
 impl<R: TaskRunner> Processor<R> {
     /// `tail` publishes to the trigger topic.
     pub fn new(store: Store, tail: Notifier, runner: Arc<R>, config: ProcessConfig) -> Self {
-        let limiter = config.rate_limit.map(|l| {
-            governor::RateLimiter::direct(
-                governor::Quota::per_second(l.per_second).allow_burst(l.burst),
-            )
-        });
         Self {
             store,
             tail,
             runner,
             config,
-            limiter,
+            limiters: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// Takes one start from the rate limit: `Ok` (or no limit), or how long
-    /// until one is free. A claim is sent only with a start in hand, so no
-    /// task is ever claimed and then kept waiting for its turn.
-    fn take_start(&self) -> Result<(), Duration> {
-        let Some(limiter) = &self.limiter else {
-            return Ok(());
-        };
-        limiter.check().map_err(|not_until| {
-            use governor::clock::Clock;
-            not_until.wait_time_from(governor::clock::DefaultClock::default().now())
-        })
     }
 
     pub fn store(&self) -> &Store {
@@ -131,26 +158,90 @@ impl<R: TaskRunner> Processor<R> {
         now.saturating_sub(self.config.max_ttl_seconds * 1000)
     }
 
-    /// The first `want` claimable tasks in the configured order (newest
-    /// first unless this is a FIFO comparison run).
-    async fn first_in_order(&self, want: usize) -> Result<Vec<Candidate>, StoreError> {
-        let now = now_ms();
-        self.store
-            .claimable(
-                self.config.order,
-                self.config.shard_count,
-                want,
-                now,
-                self.horizon(now),
-            )
-            .await
+    fn processors(&self) -> u32 {
+        self.config.processors.max(1)
     }
 
-    /// Runs one invocation. `wakeups` is how many records woke it (for logs);
-    /// `deadline` is the invocation deadline.
+    /// Group `group`'s rate limiter (its share of the rate and burst).
+    fn limiter(&self, group: u32) -> Option<Arc<governor::DefaultDirectRateLimiter>> {
+        let limit = self.config.rate_limit?;
+        let p = self.processors();
+        let mut map = self.limiters.lock().ok()?;
+        let limiter = map.entry(group).or_insert_with(|| {
+            let per_second = groups::share(limit.per_second.get(), group, p);
+            let burst = groups::share(limit.burst.get(), group, p);
+            Arc::new(governor::RateLimiter::direct(
+                governor::Quota::per_second(NonZeroU32::new(per_second).unwrap_or(NonZeroU32::MIN))
+                    .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN)),
+            ))
+        });
+        Some(Arc::clone(limiter))
+    }
+
+    /// Takes a shard group (the ones `wake` names first, then any), or, for
+    /// the only processor, all shards. `None`: every group is held.
+    async fn assign(
+        &self,
+        wake: &Wake,
+        lease_until: u64,
+        owner: &str,
+    ) -> Result<Option<Assignment>, StoreError> {
+        let p = self.processors();
+        let capacity = self.runner.capacity().max(1);
+        if p == 1 {
+            return Ok(Some(Assignment {
+                group: None,
+                shards: (0..self.config.shard_count.max(1)).collect(),
+                capacity,
+                limiter: self.limiter(0),
+            }));
+        }
+        let mut order: Vec<u32> = wake.groups.iter().copied().filter(|g| *g < p).collect();
+        order.extend((0..p).filter(|g| !wake.groups.contains(g)));
+        for g in order {
+            if let Some(token) = self
+                .store
+                .take_group(g, lease_until, now_ms(), owner)
+                .await?
+            {
+                return Ok(Some(Assignment {
+                    group: Some((g, token)),
+                    shards: groups::shards_of(g, p, self.config.shard_count),
+                    capacity: groups::share(capacity as u32, g, p) as usize,
+                    limiter: self.limiter(g),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether any of `shards` holds a claimable task now.
+    async fn any_claimable(&self, shards: &[u32]) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let heads = self
+            .store
+            .claimable_heads(self.config.order, shards, 1, now, self.horizon(now))
+            .await?;
+        Ok(heads.iter().any(|(head, _)| !head.is_empty()))
+    }
+
+    /// Runs one invocation woken by `wakeups` records, naming no group.
     pub async fn handle(
         &self,
         wakeups: usize,
+        deadline: SystemTime,
+    ) -> Result<ProcessReport, ProcessError> {
+        let wake = Wake {
+            records: wakeups,
+            groups: Vec::new(),
+        };
+        self.handle_wake(&wake, deadline).await
+    }
+
+    /// Runs one invocation. `deadline` is the invocation deadline.
+    pub async fn handle_wake(
+        &self,
+        wake: &Wake,
         deadline: SystemTime,
     ) -> Result<ProcessReport, ProcessError> {
         let started = Instant::now();
@@ -169,35 +260,29 @@ impl<R: TaskRunner> Processor<R> {
             });
         }
         let stop_claiming_at = started + self.config.time_budget.min(last_useful);
-        tracing::info!(
-            event = "process.start",
-            wakeups,
-            budgetMs = (stop_claiming_at - started).as_millis() as u64
-        );
-
         let lease_until = deadline
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64)
             + self.config.lease_margin.as_millis() as u64;
-        let mut report = ProcessReport {
-            claimed: Vec::new(),
-            succeeded: 0,
-            failed: 0,
-            retried: 0,
-            reclaimed: 0,
-            abandoned: 0,
-            retried_after_error: 0,
-            conflicts: 0,
-            stale_rejected: 0,
-            skipped: 0,
-            finish_errors: 0,
-            stop: StopReason::Budget,
-            tail_call: false,
-            elapsed_ms: 0,
-            ages_ms: Vec::new(),
+        let mut report = ProcessReport::default();
+        let owner = format!("process-{}", lifo_core::new_task_id());
+        let Some(assignment) = self.assign(wake, lease_until, &owner).await? else {
+            report.stop = StopReason::Held;
+            tracing::info!(
+                event = "process.held",
+                "every shard group is held by another processor"
+            );
+            return Ok(report);
         };
-        let mut running: JoinSet<Finished> = JoinSet::new();
-        let capacity = self.runner.capacity().max(1);
+        report.group = assignment.group.map(|(g, _)| g);
+        tracing::info!(
+            event = "process.start",
+            wakeups = wake.records,
+            group = assignment.group.map(|(g, _)| g),
+            shards = assignment.shards.len(),
+            capacity = assignment.capacity,
+            budgetMs = (stop_claiming_at - started).as_millis() as u64
+        );
         // Paused: claim nothing, and no tail call (resume wakes the queue).
         if self.store.control(false).await?.paused {
             report.stop = StopReason::Paused;
@@ -206,31 +291,43 @@ impl<R: TaskRunner> Processor<R> {
                 "the queue is paused; claiming nothing"
             );
         }
+        let mut running: JoinSet<Piped> = JoinSet::new();
+        let mut state = LoopState::new();
         let outcome = self
             .claim_loop(
                 &mut report,
+                &mut state,
                 &mut running,
-                capacity,
+                &assignment,
                 stop_claiming_at,
                 lease_until,
             )
             .await;
         // Whatever happened, finish what was claimed.
-        while let Some(done) = running.join_next().await {
-            tally(&mut report, done);
-        }
-        outcome?;
+        claims::drain(&mut state, &mut report, &mut running).await;
+        let failure = state.failure.take();
+        state.finish(&mut report);
+        let outcome = outcome.and_then(|()| failure.map_or(Ok(()), Err));
         // A tail call only after claiming something (as in model/lifo.pml):
         // an invocation that could claim nothing hands over to the sweep
         // instead of looping.
-        if report.stop == StopReason::Budget
+        let tail = outcome.is_ok()
+            && report.stop == StopReason::Budget
             && !report.claimed.is_empty()
-            && !self.first_in_order(1).await?.is_empty()
+            && self.any_claimable(&assignment.shards).await?;
+        if let Some((g, token)) = assignment.group
+            && let Err(e) = self.store.release_group(g, token).await
         {
+            // Its lease ends by itself at the deadline.
+            tracing::warn!(event = "process.group_release_failed", group = g, error = %lifo_core::error::Chain(&e));
+        }
+        outcome?;
+        if tail {
             let wakeup = Wakeup {
                 source: "process".into(),
                 reason: "tail-call".into(),
                 at: now_ms(),
+                group: assignment.group.map(|(g, _)| g),
             };
             self.tail.wake(&wakeup).await?;
             report.tail_call = true;
@@ -256,24 +353,53 @@ impl<R: TaskRunner> Processor<R> {
         Ok(report)
     }
 
+    /// Takes one start from `limiter`: `Ok` (or no limit), or how long until
+    /// one is free.
+    fn take_start(limiter: Option<&governor::DefaultDirectRateLimiter>) -> Result<(), Duration> {
+        let Some(limiter) = limiter else {
+            return Ok(());
+        };
+        limiter.check().map_err(|not_until| {
+            use governor::clock::Clock;
+            not_until.wait_time_from(governor::clock::DefaultClock::default().now())
+        })
+    }
+
     async fn claim_loop(
         &self,
         report: &mut ProcessReport,
-        running: &mut JoinSet<Finished>,
-        capacity: usize,
+        state: &mut LoopState,
+        running: &mut JoinSet<Piped>,
+        assignment: &Assignment,
         stop_claiming_at: Instant,
         lease_until: u64,
     ) -> Result<(), StoreError> {
-        // Index entries this invocation will not try again: they cannot be
-        // claimed (unknown status, unparseable item) or were just lost.
-        let mut skip: HashSet<String> = HashSet::new();
+        let capacity = assignment.capacity;
+        let limiter = assignment.limiter.as_deref();
+        let mut heads = ShardHeads::new(
+            self.config.order,
+            assignment.shards.clone(),
+            HeadsPolicy::new(assignment.shards.len(), capacity),
+        );
+        let ctx = PipeContext {
+            store: self.store.clone(),
+            runner: Arc::clone(&self.runner),
+            policy: FinishPolicy {
+                max_attempts: self.config.max_attempts,
+                retry: self.config.retry,
+            },
+            lease_until,
+        };
         let mut control_read = Instant::now();
         loop {
             if report.stop == StopReason::Paused {
                 return Ok(());
             }
             while let Some(done) = running.try_join_next() {
-                tally(report, done);
+                state.absorb(report, done);
+            }
+            if state.failure.is_some() {
+                return Ok(());
             }
             if Instant::now() >= stop_claiming_at {
                 report.stop = StopReason::Budget;
@@ -299,33 +425,37 @@ impl<R: TaskRunner> Processor<R> {
             }
             let free = capacity - running.len().min(capacity);
             if free == 0 {
-                self.wait_for_one(report, running, stop_claiming_at, None)
-                    .await;
+                claims::wait_for_one(state, report, running, stop_claiming_at, None).await;
                 continue;
             }
             // A slot is free; a start from the rate limit too, or wait for
-            // one (or for a running task to end).
-            if let Err(wait) = self.take_start() {
-                self.wait_for_one(report, running, stop_claiming_at, Some(wait))
-                    .await;
+            // one (or for a running task to end). Then as many more starts
+            // as there are free slots and the bucket allows.
+            if let Err(wait) = Self::take_start(limiter) {
+                claims::wait_for_one(state, report, running, stop_claiming_at, Some(wait)).await;
                 continue;
             }
-            let mut candidates = self.first_in_order(free + skip.len()).await?;
-            candidates.retain(|c| !skip.contains(&c.task_id));
-            candidates.truncate(free);
-            // One start is in hand; each further claim needs its own.
-            let mut starts: u32 = 1;
-            candidates.retain(|_| {
-                let ok = starts > 0 || self.take_start().is_ok();
-                starts = starts.saturating_sub(1);
-                ok
-            });
+            let mut starts = 1;
+            while starts < free && Self::take_start(limiter).is_ok() {
+                starts += 1;
+            }
+            let now = now_ms();
+            let candidates = claims::refill(
+                &self.store,
+                &mut heads,
+                self.config.order,
+                self.horizon(now),
+                starts,
+                &state.exclude(),
+            )
+            .await?;
             if candidates.is_empty() {
                 if running.is_empty() {
                     report.stop = StopReason::Empty;
                     return Ok(());
                 }
-                self.wait_for_one(
+                claims::wait_for_one(
+                    state,
                     report,
                     running,
                     stop_claiming_at,
@@ -335,132 +465,10 @@ impl<R: TaskRunner> Processor<R> {
                 continue;
             }
             for c in candidates {
-                match self.claim(&c, lease_until).await {
-                    Ok(Some(task)) => {
-                        let now = now_ms();
-                        let age_ms = task.started_at.unwrap_or(now).saturating_sub(task.ready_at);
-                        let reclaim = c.lease_until.is_some();
-                        tracing::info!(
-                            event = if reclaim { "task.reclaimed" } else { "task.claimed" },
-                            taskId = %task.task_id, shard = task.lifo_shard, attempt = task.attempts,
-                            token = task.token, ageMs = age_ms
-                        );
-                        report.reclaimed += usize::from(reclaim);
-                        report.ages_ms.push(age_ms);
-                        report.claimed.push(task.task_id.clone());
-                        let (store, runner) = (self.store.clone(), Arc::clone(&self.runner));
-                        let policy = FinishPolicy {
-                            max_attempts: self.config.max_attempts,
-                            retry: self.config.retry,
-                        };
-                        running.spawn(
-                            async move { run_and_finish(store, runner, task, policy).await },
-                        );
-                    }
-                    Ok(None) => {
-                        report.abandoned += 1;
-                        skip.insert(c.task_id);
-                    }
-                    Err(StoreError::ConditionFailed { current, .. }) => {
-                        match current {
-                            Some(t)
-                                if matches!(
-                                    t.task_status,
-                                    TaskStatus::Pending | TaskStatus::Taken
-                                ) =>
-                            {
-                                report.conflicts += 1;
-                                tracing::info!(event = "task.claim_conflict", taskId = %c.task_id, token = t.token, "another worker claimed it first");
-                            }
-                            other => {
-                                report.skipped += 1;
-                                tracing::warn!(event = "task.skipped", taskId = %c.task_id,
-                                    status = other.as_ref().map_or("unparseable", |t| t.task_status.as_str()),
-                                    "index entry is not a claimable task; skipping it");
-                            }
-                        }
-                        skip.insert(c.task_id);
-                    }
-                    Err(StoreError::Malformed { task_id, source }) => {
-                        report.skipped += 1;
-                        tracing::warn!(event = "task.skipped", taskId = %task_id, error = %source, "claimed item does not parse; its lease will expire");
-                        skip.insert(task_id);
-                    }
-                    Err(e) => return Err(e),
-                }
+                state.seq += 1;
+                state.in_flight.insert(c.task_id.clone());
+                claims::spawn(running, &ctx, state.seq, c);
             }
-        }
-    }
-
-    /// Claims a candidate: a PENDING task, or a TAKEN one whose lease has
-    /// expired (reclaim). A task whose lease expired with no attempts left
-    /// is ended FAILURE instead (`Ok(None)`).
-    async fn claim(&self, c: &Candidate, lease_until: u64) -> Result<Option<Task>, StoreError> {
-        let now = now_ms();
-        let max = self.config.max_attempts;
-        let step = |attempts, reason| Step {
-            now_ms: now,
-            token: c.token,
-            attempts,
-            lease_until,
-            max_attempts: max,
-            reason,
-            history: &[],
-            ..Step::default()
-        };
-        if c.lease_until.is_none() || c.attempts < max {
-            let (t, current) = if c.lease_until.is_none() {
-                (Transition::Claim, TaskStatus::Pending)
-            } else {
-                (Transition::Reclaim, TaskStatus::Taken)
-            };
-            return match self
-                .store
-                .apply(&c.task_id, t, current, &step(c.attempts + 1, ""))
-                .await
-            {
-                Ok(task) => Ok(Some(task)),
-                // The claim was applied but its answer was lost and the SDK's
-                // retry then failed the condition: the item carries exactly
-                // our claim (next token, our start time and lease).
-                Err(StoreError::ConditionFailed {
-                    current: Some(cur), ..
-                }) if cur.task_status == TaskStatus::Taken
-                    && cur.token == c.token + 1
-                    && cur.started_at == Some(now)
-                    && cur.lease_until == Some(lease_until) =>
-                {
-                    Ok(Some(*cur))
-                }
-                Err(e) => Err(e),
-            };
-        }
-        let reason = format!("lease expired after {} attempts", c.attempts);
-        self.store
-            .apply(
-                &c.task_id,
-                Transition::Abandon,
-                TaskStatus::Taken,
-                &step(c.attempts, &reason),
-            )
-            .await?;
-        tracing::warn!(event = "task.abandoned", taskId = %c.task_id, attempt = c.attempts, token = c.token, reason);
-        Ok(None)
-    }
-
-    /// Waits until a running task finishes, `poll` passes, or claiming must stop.
-    async fn wait_for_one(
-        &self,
-        report: &mut ProcessReport,
-        running: &mut JoinSet<Finished>,
-        stop_claiming_at: Instant,
-        poll: Option<Duration>,
-    ) {
-        let limit = poll.map_or(stop_claiming_at, |p| {
-            (Instant::now() + p).min(stop_claiming_at)
-        });
-        if let Ok(Some(done)) = tokio::time::timeout_at(limit.into(), running.join_next()).await {
-            tally(report, done);
         }
     }
 }

@@ -3,22 +3,29 @@
 use serde::Serialize;
 
 /// Why the claim loop stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StopReason {
     /// No claimable task was left.
     Empty,
     /// The time budget (or the invocation deadline) was reached.
+    #[default]
     Budget,
     /// The queue is paused (`lifo pause`): nothing more is claimed, what
     /// runs is finished, and there is no tail call.
     Paused,
+    /// Every shard group is held by another processor (more than one
+    /// processor): nothing to do here.
+    Held,
 }
 
 /// What one invocation did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessReport {
+    /// The shard group this invocation claimed from (more than one
+    /// processor).
+    pub group: Option<u32>,
     /// Ids in the order they were claimed.
     pub claimed: Vec<String>,
     pub succeeded: usize,

@@ -27,7 +27,7 @@
 //! ```
 
 use crate::runner::TaskRunner;
-use crate::{ProcessConfig, Processor, wakeups_in_raw};
+use crate::{ProcessConfig, Processor, wake_in_raw};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::{ConfigError, Env};
 use lifo_core::event::RawEvent;
@@ -52,13 +52,14 @@ where
     let config = ProcessConfig::from_source(&Env)?;
     let aws = aws_config::load_from_env().await;
     let runner = Arc::new(make_runner(&Env, &aws)?);
+    config.check_capacity(runner.capacity())?;
     let store = Store::new(aws_sdk_dynamodb::Client::new(&aws), &config.table_name);
     let tail = Notifier::new(aws_sdk_sns::Client::new(&aws), &config.trigger_topic_arn);
     let processor = Processor::new(store, tail, runner, config);
     let processor = &processor;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
-        let wakeups = wakeups_in_raw(&event.payload)?;
-        processor.handle(wakeups, event.context.deadline()).await
+        let wake = wake_in_raw(&event.payload)?;
+        processor.handle_wake(&wake, event.context.deadline()).await
     }))
     .await
 }

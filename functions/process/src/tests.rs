@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::error::{ConditionalCheckFailedException, InternalSe
 use aws_sdk_sns::Client as Sns;
 use aws_sdk_sns::operation::publish::PublishOutput;
 use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
-use lifo_core::Order;
+use lifo_core::{Task, TaskStatus};
 use std::collections::HashMap;
 
 fn index_entry(id: &str, at: u64) -> HashMap<String, AttributeValue> {
@@ -133,6 +133,7 @@ fn processor_with(
         pause_poll: Duration::from_millis(20),
         retry: lifo_core::retry::RetryPolicy::default(),
         rate_limit: None,
+        processors: 1,
         max_attempts: 3,
         lease_margin: Duration::from_millis(100),
         order: lifo_core::Order::Lifo,
@@ -519,26 +520,6 @@ async fn log_lines_are_json_with_the_documented_fields_and_metrics_are_valid_emf
     assert_eq!(emf["TasksSucceeded"], 1.0);
 }
 
-#[test]
-fn unset_settings_are_the_defaults_of_new() {
-    let env: HashMap<String, String> = [("TABLE_NAME", "Q"), ("TRIGGER_TOPIC_ARN", "arn:t")]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-    assert_eq!(
-        ProcessConfig::from_source(&env).unwrap(),
-        ProcessConfig::new("Q", "arn:t")
-    );
-    let fifo: HashMap<String, String> = env
-        .into_iter()
-        .chain([("SELECTION_ORDER".to_owned(), "fifo".to_owned())])
-        .collect();
-    assert_eq!(
-        ProcessConfig::from_source(&fifo).unwrap().order,
-        Order::Fifo
-    );
-}
-
 #[tokio::test]
 async fn a_paused_queue_claims_nothing_and_makes_no_tail_call() {
     let query = one_page(&[("b", 20), ("a", 10)]);
@@ -600,5 +581,20 @@ async fn a_pause_seen_mid_invocation_stops_claiming_and_finishes_what_runs() {
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "stopped long before the budget"
+    );
+}
+
+#[test]
+fn a_wakeup_that_names_a_group_is_read() {
+    let mut event: serde_json::Value =
+        serde_json::from_str(include_str!("../../../events/process-wakeup.json")).unwrap();
+    event["Records"][0]["Sns"]["Message"] =
+        serde_json::json!(r#"{"source":"trigger","reason":"sweep","at":1,"group":2}"#);
+    assert_eq!(
+        wake_in(event).unwrap(),
+        Wake {
+            records: 1,
+            groups: vec![2]
+        }
     );
 }

@@ -40,6 +40,8 @@ pub struct SchedulerConfig {
     pub retention_seconds: u64,
     /// Kept free before the invocation deadline.
     pub deadline_margin: Duration,
+    /// Processors (`PROCESSOR_COUNT`): one wake-up per shard group.
+    pub processors: u32,
 }
 
 impl SchedulerConfig {
@@ -53,6 +55,7 @@ impl SchedulerConfig {
             default_ttl_seconds: config::task_ttl_seconds(src, config::max_ttl_seconds(src)?)?,
             retention_seconds: config::retention_seconds(src)?,
             deadline_margin: config::millis(src, "DEADLINE_MARGIN_MS", 5_000, 0..=120_000)?,
+            processors: config::parsed(src, "PROCESSOR_COUNT", 1u32, 1..=32)?,
         })
     }
 }
@@ -232,12 +235,22 @@ impl Scheduler {
         let started = counters.started.load(Ordering::Relaxed);
         let mut woke_processor = false;
         if started > 0 {
-            let wakeup = Wakeup {
-                source: "scheduler-start".into(),
-                reason: "due-tasks".into(),
-                at: now_ms(),
+            // One wake-up per shard group (the tasks are spread over all).
+            let processors = self.config.processors.max(1);
+            let groups: Vec<Option<u32>> = if processors == 1 {
+                vec![None]
+            } else {
+                (0..processors).map(Some).collect()
             };
-            self.wake.wake(&wakeup).await?;
+            for group in groups {
+                let wakeup = Wakeup {
+                    source: "scheduler-start".into(),
+                    reason: "due-tasks".into(),
+                    at: now_ms(),
+                    group,
+                };
+                self.wake.wake(&wakeup).await?;
+            }
             woke_processor = true;
         }
         let report = StartReport {

@@ -29,6 +29,7 @@ fn config(shards: u32, catch_up: u32) -> SchedulerConfig {
         default_ttl_seconds: 3600,
         retention_seconds: 60,
         deadline_margin: Duration::from_millis(10),
+        processors: 1,
     }
 }
 

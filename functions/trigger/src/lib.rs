@@ -97,6 +97,17 @@ impl Sweep {
 pub struct Trigger {
     notifier: Notifier,
     sweep: Option<Sweep>,
+    /// Processors (`PROCESSOR_COUNT`): with more than one, a wake-up names
+    /// the shard group that has work, one wake-up per group.
+    processors: u32,
+}
+
+/// Which shard groups a wake-up is for.
+#[derive(Debug, Clone, Default)]
+struct Groups {
+    /// Every group (a resume, a nudge, an unnamed tail call).
+    all: bool,
+    named: std::collections::BTreeSet<u32>,
 }
 
 /// What invoked the trigger: the table stream, an SNS tail call, or the
@@ -169,7 +180,14 @@ impl Trigger {
         Self {
             notifier,
             sweep: None,
+            processors: 1,
         }
+    }
+
+    /// With `processors` processors (each wake-up then names a group).
+    pub fn with_processors(mut self, processors: u32) -> Self {
+        self.processors = processors.max(1);
+        self
     }
 
     /// Enables the safety sweep (scheduled events).
@@ -208,8 +226,22 @@ impl Trigger {
                     signals: e.records.len(),
                     ..TriggerOutcome::default()
                 };
+                // A tail call carries its group on: the processor of that
+                // group goes on.
+                let mut groups = Groups::default();
+                for r in &e.records {
+                    match serde_json::from_str::<Wakeup>(&r.sns.message)
+                        .ok()
+                        .and_then(|w| w.group)
+                    {
+                        Some(g) => {
+                            groups.named.insert(g);
+                        }
+                        None => groups.all = true,
+                    }
+                }
                 if outcome.signals > 0 {
-                    self.publish("tail-call", outcome.signals).await?;
+                    self.publish("tail-call", outcome.signals, &groups).await?;
                     outcome.published = true;
                 }
                 Ok(outcome)
@@ -221,6 +253,7 @@ impl Trigger {
     async fn stream(&self, records: Vec<Value>) -> Result<TriggerOutcome, TriggerError> {
         let mut outcome = TriggerOutcome::default();
         let mut signal_sequence_numbers = Vec::new();
+        let mut groups = Groups::default();
         for (i, raw) in records.into_iter().enumerate() {
             let sequence_number = raw
                 .pointer("/dynamodb/SequenceNumber")
@@ -241,6 +274,7 @@ impl Trigger {
                 } else {
                     tracing::info!(event = "queue.resumed", reason = ?raw.pointer("/dynamodb/NewImage/reason/S"), "the queue runs: waking the processor");
                     outcome.signals += 1;
+                    groups.all = true;
                     signal_sequence_numbers.extend(sequence_number);
                 }
                 continue;
@@ -253,6 +287,17 @@ impl Trigger {
                         && r.change.new_image.get(attr::CLAIMABLE_AT).is_some() =>
                 {
                     outcome.signals += 1;
+                    match r.change.new_image.get(attr::SHARD) {
+                        Some(serde_dynamo::AttributeValue::N(n)) => match n.parse::<u32>() {
+                            Ok(shard) => {
+                                groups
+                                    .named
+                                    .insert(lifo_core::groups::group_of(shard, self.processors));
+                            }
+                            Err(_) => groups.all = true,
+                        },
+                        _ => groups.all = true,
+                    }
                     signal_sequence_numbers.extend(r.change.sequence_number);
                 }
                 Ok(r) if is_unrun_ttl_deletion(&r) => {
@@ -275,7 +320,10 @@ impl Trigger {
             }
         }
         if outcome.signals > 0 {
-            match self.publish("stream-insert", outcome.signals).await {
+            match self
+                .publish("stream-insert", outcome.signals, &groups)
+                .await
+            {
                 Ok(()) => outcome.published = true,
                 // Not acknowledged: Lambda retries from the first of them.
                 Err(e) if !signal_sequence_numbers.is_empty() => {
@@ -305,10 +353,20 @@ impl Trigger {
         // One COUNT query per shard answers both "does anything wait?" and
         // "how deep is the queue?"; the control item says whether to wake.
         let paused = sweep.store.control(false).await?.paused;
-        let depth = sweep
+        let per_shard = sweep
             .store
-            .claimable_depth(sweep.shard_count, now, horizon)
+            .claimable_depth_per_shard(sweep.shard_count, now, horizon)
             .await?;
+        let depth: usize = per_shard.iter().sum();
+        let groups = Groups {
+            all: false,
+            named: per_shard
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(shard, _)| lifo_core::groups::group_of(shard as u32, self.processors))
+                .collect(),
+        };
         let mut outcome = TriggerOutcome {
             signals: usize::from(depth > 0),
             depth: Some(depth),
@@ -316,7 +374,7 @@ impl Trigger {
             ..TriggerOutcome::default()
         };
         if depth > 0 && !paused {
-            self.publish("sweep", 1).await?;
+            self.publish("sweep", 1, &groups).await?;
             outcome.published = true;
         }
         tracing::info!(
@@ -347,20 +405,38 @@ impl Trigger {
         Ok(outcome)
     }
 
-    async fn publish(&self, reason: &'static str, signals: usize) -> Result<(), NotifyError> {
-        let wakeup = Wakeup {
-            source: "trigger".into(),
-            reason: reason.into(),
-            at: now_ms(),
+    /// One wake-up, or with more than one processor one per group named
+    /// (every group for `all`).
+    async fn publish(
+        &self,
+        reason: &'static str,
+        signals: usize,
+        groups: &Groups,
+    ) -> Result<(), NotifyError> {
+        let targets: Vec<Option<u32>> = if self.processors <= 1 {
+            vec![None]
+        } else if groups.all {
+            (0..self.processors).map(Some).collect()
+        } else {
+            groups.named.iter().copied().map(Some).collect()
         };
-        let message_id = self.notifier.wake(&wakeup).await?;
-        tracing::info!(
-            event = "wakeup.published",
-            reason,
-            signals,
-            messageId = message_id,
-            "woke the processor"
-        );
+        for group in targets {
+            let wakeup = Wakeup {
+                source: "trigger".into(),
+                reason: reason.into(),
+                at: now_ms(),
+                group,
+            };
+            let message_id = self.notifier.wake(&wakeup).await?;
+            tracing::info!(
+                event = "wakeup.published",
+                reason,
+                signals,
+                group,
+                messageId = message_id,
+                "woke the processor"
+            );
+        }
         Ok(())
     }
 }

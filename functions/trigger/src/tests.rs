@@ -300,3 +300,71 @@ async fn resume_and_nudges_wake_the_processor_and_a_pause_does_not() {
     assert_eq!((out.signals, out.ignored, out.published), (0, 1, false));
     assert_eq!(rule.num_calls(), 0);
 }
+
+/// A publishing client that keeps what it published.
+fn recording() -> (Rule, std::sync::Arc<std::sync::Mutex<Vec<Wakeup>>>) {
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = sent.clone();
+    let rule = mock!(Client::publish)
+        .match_requests(move |r| {
+            if let Some(w) = r
+                .message()
+                .and_then(|m| serde_json::from_str::<Wakeup>(m).ok())
+            {
+                seen.lock().unwrap().push(w);
+            }
+            true
+        })
+        .sequence()
+        .output(|| PublishOutput::builder().message_id("m").build())
+        .repeatedly()
+        .build();
+    (rule, sent)
+}
+
+fn groups_of(sent: &std::sync::Mutex<Vec<Wakeup>>) -> Vec<Option<u32>> {
+    let mut g: Vec<Option<u32>> = sent.lock().unwrap().iter().map(|w| w.group).collect();
+    g.sort();
+    g
+}
+
+#[tokio::test]
+async fn with_three_processors_each_wakeup_names_the_group_with_work() {
+    // The fixture's two inserts, on shards 4 and 5: groups 1 and 2 of 3.
+    let mut event = fixture("trigger-stream-insert.json");
+    event["Records"][0]["dynamodb"]["NewImage"]["lifoShard"] = json!({"N": "4"});
+    event["Records"][1]["dynamodb"]["NewImage"]["lifoShard"] = json!({"N": "5"});
+    let (rule, sent) = recording();
+    let t = trigger(&rule).with_processors(3);
+    t.handle_outcome(event).await.unwrap();
+    assert_eq!(groups_of(&sent), vec![Some(1), Some(2)]);
+
+    // A tail call carries its group on.
+    let (rule, sent) = recording();
+    let mut tail = fixture("trigger-tail-call.json");
+    tail["Records"][0]["Sns"]["Message"] =
+        json!(r#"{"source":"process","reason":"tail-call","at":1,"group":2}"#);
+    trigger(&rule)
+        .with_processors(3)
+        .handle_outcome(tail)
+        .await
+        .unwrap();
+    assert_eq!(groups_of(&sent), vec![Some(2)]);
+
+    // A resume wakes every group.
+    let (rule, sent) = recording();
+    trigger(&rule)
+        .with_processors(3)
+        .handle_outcome(json!({"Records": [control_record(false)]}))
+        .await
+        .unwrap();
+    assert_eq!(groups_of(&sent), vec![Some(0), Some(1), Some(2)]);
+
+    // With one processor, one wake-up naming none (the message as before).
+    let (rule, sent) = recording();
+    trigger(&rule)
+        .handle_outcome(fixture("trigger-stream-insert.json"))
+        .await
+        .unwrap();
+    assert_eq!(groups_of(&sent), vec![None]);
+}

@@ -8,7 +8,9 @@
 //! - cold start of each release binary: from exec to its first request for
 //!   an invocation;
 //! - release binary sizes;
-//! - the downstream rate limit under 5× overload (starts in any second).
+//! - the downstream rate limit under 5× overload (starts in any second);
+//! - throughput per shard count, processor count and tasks in flight, with
+//!   and without latency in front of DynamoDB Local, against a floor.
 
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -16,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 mod binaries;
 mod overload;
+pub mod throughput;
 
 /// The four Lambda binaries.
 pub const FUNCTIONS: [&str; 4] = ["create", "trigger", "process", "scheduler-start"];
@@ -29,6 +32,7 @@ pub enum Part {
     ColdStart,
     Sizes,
     RateLimit,
+    Throughput,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -52,6 +56,21 @@ pub struct BenchArgs {
     /// in target/release).
     #[arg(long, default_value = "target/release")]
     pub bin_dir: PathBuf,
+    /// Throughput: tasks each configuration runs.
+    #[arg(long, default_value_t = 2000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(10..=1_000_000))]
+    pub throughput_tasks: usize,
+    /// Throughput: the shard counts of the grid.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub shard_counts: Vec<u32>,
+    /// Throughput: the processor counts of the grid.
+    #[arg(long, value_delimiter = ',', default_value = "1,3", value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub processor_counts: Vec<u32>,
+    /// Throughput: tasks in flight (RunnerMaxConcurrency) of the grid.
+    #[arg(long, value_delimiter = ',', default_value = "3,32", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    pub in_flight: Vec<usize>,
+    /// Throughput: milliseconds added to every DynamoDB request (0: none).
+    #[arg(long, value_delimiter = ',', default_value = "0,20", value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub latency_ms: Vec<u64>,
 }
 
 /// One line of the table.
@@ -148,6 +167,12 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<Bench> {
     if args.wants(Part::RateLimit) {
         step("rate limit: 5× overload against RunnerMaxPerSecond=10");
         overload::rate_limit(args, &mut bench).await?;
+    }
+    if args.wants(Part::Throughput) {
+        step(
+            "throughput: the grid of shards × processors × in flight × latency, each with its floor",
+        );
+        throughput::throughput(args, &mut bench).await?;
     }
     if args.wants(Part::Freshness) {
         step(&format!(

@@ -25,12 +25,35 @@ impl Store {
         if want == 0 {
             return Ok(Vec::new());
         }
-        let per_shard = futures::future::try_join_all(
-            (0..shard_count.max(1))
-                .map(|shard| self.first_in_shard(order, shard, want, now_ms, horizon_ms)),
+        let shards: Vec<u32> = (0..shard_count.max(1)).collect();
+        let per_shard = self
+            .claimable_heads(order, &shards, want, now_ms, horizon_ms)
+            .await?;
+        Ok(merge(
+            per_shard.into_iter().map(|(head, _)| head).collect(),
+            want,
+            order,
+        ))
+    }
+
+    /// The head of each of `shards` (in that order): its first `page`
+    /// claimable tasks in `order`, and whether that is all it holds. One
+    /// query per shard (more only when the filter drops expired leftovers),
+    /// in parallel. See [`crate::heads`].
+    pub async fn claimable_heads(
+        &self,
+        order: Order,
+        shards: &[u32],
+        page: usize,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<Vec<(Vec<Candidate>, bool)>, StoreError> {
+        futures::future::try_join_all(
+            shards
+                .iter()
+                .map(|shard| self.shard_head(order, *shard, page, now_ms, horizon_ms)),
         )
-        .await?;
-        Ok(merge(per_shard, want, order))
+        .await
     }
 
     /// A query of one shard of the LIFO index with its key condition and
@@ -39,20 +62,22 @@ impl Store {
         self.index_query(LIFO_INDEX, q)
     }
 
-    async fn first_in_shard(
+    async fn shard_head(
         &self,
         order: Order,
         shard: u32,
         want: usize,
         now_ms: u64,
         horizon_ms: u64,
-    ) -> Result<Vec<Candidate>, StoreError> {
+    ) -> Result<(Vec<Candidate>, bool), StoreError> {
         let q = expr::claimable(shard, now_ms, horizon_ms);
         let mut found = Vec::with_capacity(want);
         let mut start: Option<Item> = None;
-        // Index items are tiny (keys + ttl): read a few more than needed so
-        // that expired leftovers filtered out rarely cost a second page.
-        let page = i32::try_from(want + 8).unwrap_or(i32::MAX);
+        // Index items are tiny (keys and a few numbers, ~100 bytes): a page
+        // of up to 40 is one read unit. At least 16, so that the tasks
+        // running now (TAKEN, at the head, filtered out) and expired
+        // leftovers rarely cost a second page.
+        let page = i32::try_from(want.max(16)).unwrap_or(i32::MAX);
         loop {
             let out = self
                 .claimable_query(&q)
@@ -71,8 +96,9 @@ impl Store {
             }
             start = out.last_evaluated_key;
             if found.len() >= want || start.is_none() {
+                let complete = start.is_none() && found.len() <= want;
                 found.truncate(want);
-                return Ok(found);
+                return Ok((found, complete));
             }
         }
     }

@@ -49,6 +49,12 @@ pub fn is_control_id(task_id: &str) -> bool {
     task_id == CONTROL_ID
 }
 
+/// True for the queue's own items (the control item, shard group leases):
+/// their keys start with `#`, which no task id may contain.
+pub fn is_queue_item(key: &str) -> bool {
+    key.starts_with('#')
+}
+
 impl Store {
     /// The control state (not paused when the item does not exist).
     /// `consistent`: a strongly consistent read (1 read unit instead of

@@ -17,11 +17,24 @@ impl Store {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<usize, StoreError> {
-        let counts = futures::future::try_join_all(
+        Ok(self
+            .claimable_depth_per_shard(shard_count, now_ms, horizon_ms)
+            .await?
+            .into_iter()
+            .sum())
+    }
+
+    /// [`Store::claimable_depth`], per shard (`0..shard_count`).
+    pub async fn claimable_depth_per_shard(
+        &self,
+        shard_count: u32,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<Vec<usize>, StoreError> {
+        futures::future::try_join_all(
             (0..shard_count.max(1)).map(|shard| self.claimable_depth_in(shard, now_ms, horizon_ms)),
         )
-        .await?;
-        Ok(counts.into_iter().sum())
+        .await
     }
 
     /// Claimable tasks in one shard (a COUNT query, paged).

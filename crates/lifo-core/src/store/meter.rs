@@ -25,6 +25,8 @@ pub enum Op {
     Start,
     /// An operator's writes: redrive, delete, pause and resume, nudge.
     Operate,
+    /// Shard group leases (more than one processor).
+    Group,
     /// Conditional writes whose condition failed. DynamoDB still charges
     /// them (1 write unit for an item under 1 KB) but returns no
     /// ConsumedCapacity with the error, so the meter books 1 unit each.
@@ -35,7 +37,7 @@ pub enum Op {
 const REJECTED_WRITE_UNITS: f64 = 1.0;
 
 impl Op {
-    pub const ALL: [Op; 8] = [
+    pub const ALL: [Op; 9] = [
         Op::Put,
         Op::Claim,
         Op::Finish,
@@ -43,6 +45,7 @@ impl Op {
         Op::Read,
         Op::Start,
         Op::Operate,
+        Op::Group,
         Op::Rejected,
     ];
     fn index(self) -> usize {
@@ -64,8 +67,8 @@ impl Op {
 /// Capacity consumed, by kind of request. Shared by clones of a [`Store`].
 #[derive(Debug, Default)]
 pub struct CapacityMeter {
-    requests: [AtomicU64; 8],
-    milli_units: [AtomicU64; 8],
+    requests: [AtomicU64; 9],
+    milli_units: [AtomicU64; 9],
 }
 
 impl CapacityMeter {
@@ -104,6 +107,7 @@ impl CapacityMeter {
             Op::Requeue,
             Op::Start,
             Op::Operate,
+            Op::Group,
             Op::Rejected,
         ]
         .into_iter()

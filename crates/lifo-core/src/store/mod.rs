@@ -13,6 +13,7 @@ mod control;
 mod counts;
 mod error;
 mod failed;
+mod groups;
 mod meter;
 mod operate;
 mod read;
@@ -20,7 +21,7 @@ mod schedule;
 mod transition;
 mod write;
 
-pub use control::{CONTROL_ID, QueueControl, is_control_id};
+pub use control::{CONTROL_ID, QueueControl, is_control_id, is_queue_item};
 pub use error::{CancelError, StoreError};
 pub use failed::{Failed, FailedQuery};
 pub use meter::{CapacityMeter, Op, Spent};

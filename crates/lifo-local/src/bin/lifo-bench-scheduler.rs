@@ -145,6 +145,7 @@ async fn run_child(child: Child) -> Result<Measured, String> {
                     default_ttl_seconds: 3600,
                     retention_seconds: DEFAULT_RETENTION_SECONDS,
                     deadline_margin: Duration::ZERO,
+                    processors: 1,
                 },
             );
             let date = NaiveDate::parse_from_str(&date, "%Y-%m-%d").map_err(|e| e.to_string())?;

@@ -1,0 +1,297 @@
+//! The claim query, read cheaply: each shard's head (its first claimable
+//! tasks in LIFO order) is kept in memory and merged newest first, so a
+//! refill reads nothing when the heads can answer it.
+//!
+//! A query costs at least 0.5 read units however little it returns, so
+//! reading every shard on every refill costs `shards × 0.5` per refill: with
+//! 32 shards and one free slot, 16 read units for one task. Instead the
+//! shards are read together (one query each, in parallel) only when
+//! - the heads cannot supply the candidates asked for: a shard whose head
+//!   was cut short (it has more than was read) and is used up could hide a
+//!   newer task than any other shard's head;
+//! - the heads have served [`HeadsPolicy::refresh_claims`] candidates since
+//!   they were read (`max(2 × shards, 2 × in flight)`);
+//! - or they are older than [`HeadsPolicy::max_age`] (1 s).
+//!
+//! Each read brings up to `page` candidates per shard, sized so that a read
+//! serves `refresh_claims` candidates. Under load a read of `S` shards
+//! (`S × 0.5` read units) then serves at least `2 × S` claims: at most 0.25
+//! read units per task, whatever the shard count.
+//!
+//! **The LIFO guarantee that remains:** candidates come out in exact LIFO
+//! order of what was read (the merge never passes a cut-short shard's
+//! unread tasks); a task is passed over only if it became claimable after
+//! its shard was last read, which is at most `refresh_claims` candidates
+//! and one second ago. So never more than one refill's worth out of order.
+
+use crate::lifo::{Candidate, Order};
+use std::collections::{HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+/// How often the heads are read again, and how much each read brings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadsPolicy {
+    /// Candidates per shard per read (the query's Limit).
+    pub page: usize,
+    /// Read again after serving this many candidates.
+    pub refresh_claims: usize,
+    /// Read again when the heads are older than this.
+    pub max_age: Duration,
+}
+
+impl HeadsPolicy {
+    /// The policy for `shards` shards and `in_flight` tasks at most at once.
+    pub fn new(shards: usize, in_flight: usize) -> Self {
+        let shards = shards.max(1);
+        let refresh_claims = 2 * shards.max(in_flight).max(1);
+        Self {
+            // Index entries are ~100 bytes: 40 fit in one 4 KB read unit.
+            page: (2 * refresh_claims / shards + 4).clamp(8, 40),
+            refresh_claims,
+            max_age: Duration::from_secs(1),
+        }
+    }
+}
+
+/// One shard's head: candidates in order, and whether the shard had more
+/// than was read (then its unread tasks sort after the last one read).
+#[derive(Debug, Clone, Default)]
+struct Head {
+    items: VecDeque<Candidate>,
+    complete: bool,
+}
+
+/// The shards' heads, merged in `order`.
+#[derive(Debug, Clone)]
+pub struct ShardHeads {
+    order: Order,
+    policy: HeadsPolicy,
+    shards: Vec<u32>,
+    heads: Vec<Head>,
+    read_at: Option<Instant>,
+    served: usize,
+    reads: usize,
+}
+
+/// The key candidates sort by: newest first for LIFO (greater first).
+fn before(order: Order, a: &Candidate, b: &Candidate) -> bool {
+    let (ka, kb) = ((a.claimable_at, &a.task_id), (b.claimable_at, &b.task_id));
+    match order {
+        Order::Lifo => ka > kb,
+        Order::Fifo => ka < kb,
+    }
+}
+
+impl ShardHeads {
+    pub fn new(order: Order, shards: Vec<u32>, policy: HeadsPolicy) -> Self {
+        let heads = vec![Head::default(); shards.len()];
+        Self {
+            order,
+            policy,
+            shards,
+            heads,
+            read_at: None,
+            served: 0,
+            reads: 0,
+        }
+    }
+
+    pub fn shards(&self) -> &[u32] {
+        &self.shards
+    }
+
+    pub fn policy(&self) -> HeadsPolicy {
+        self.policy
+    }
+
+    /// Reads of all shards so far.
+    pub fn reads(&self) -> usize {
+        self.reads
+    }
+
+    /// True when the heads must be read before [`ShardHeads::take`] can be
+    /// trusted for `want` candidates (none of them in `exclude`).
+    pub fn needs_read(&self, want: usize, exclude: &HashSet<String>, now: Instant) -> bool {
+        match self.read_at {
+            None => true,
+            Some(at) => {
+                now.duration_since(at) >= self.policy.max_age
+                    || self.served >= self.policy.refresh_claims
+                    || self.available(want, exclude) < want
+            }
+        }
+    }
+
+    /// Replaces the heads with a fresh read: per shard (in the order of
+    /// [`ShardHeads::shards`]), its candidates in order and whether that
+    /// was all of it.
+    pub fn replace(&mut self, read: Vec<(Vec<Candidate>, bool)>, now: Instant) {
+        self.heads = read
+            .into_iter()
+            .map(|(items, complete)| Head {
+                items: items.into(),
+                complete,
+            })
+            .collect();
+        self.heads.resize(self.shards.len(), Head::default());
+        self.read_at = Some(now);
+        self.served = 0;
+        self.reads += 1;
+    }
+
+    /// How many candidates [`ShardHeads::take`] could give now.
+    fn available(&self, want: usize, exclude: &HashSet<String>) -> usize {
+        self.clone().take(want, exclude).len()
+    }
+
+    /// Up to `want` candidates in order, skipping those in `exclude`. Stops
+    /// early where a cut-short shard is used up: its unread tasks could come
+    /// first.
+    pub fn take(&mut self, want: usize, exclude: &HashSet<String>) -> Vec<Candidate> {
+        let mut out = Vec::with_capacity(want);
+        while out.len() < want {
+            // A cut-short shard with nothing left blocks the merge.
+            if self.heads.iter().any(|h| !h.complete && h.items.is_empty()) {
+                break;
+            }
+            let mut best: Option<usize> = None;
+            for (i, h) in self.heads.iter().enumerate() {
+                if let Some(c) = h.items.front() {
+                    let better = match best {
+                        None => true,
+                        Some(b) => self.heads[b]
+                            .items
+                            .front()
+                            .is_none_or(|bc| before(self.order, c, bc)),
+                    };
+                    if better {
+                        best = Some(i);
+                    }
+                }
+            }
+            let Some(i) = best else { break };
+            let Some(c) = self.heads[i].items.pop_front() else {
+                break;
+            };
+            if !exclude.contains(&c.task_id) {
+                self.served += 1;
+                out.push(c);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn c(id: &str, at: u64) -> Candidate {
+        Candidate {
+            task_id: id.into(),
+            lifo_shard: 0,
+            claimable_at: at,
+            expires_at: u64::MAX,
+            lease_until: None,
+            token: 0,
+            attempts: 0,
+        }
+    }
+
+    #[test]
+    fn the_policy_reads_once_per_two_refills_per_shard() {
+        let p = HeadsPolicy::new(32, 3);
+        assert_eq!((p.refresh_claims, p.page), (64, 8));
+        let p = HeadsPolicy::new(1, 32);
+        assert_eq!((p.refresh_claims, p.page), (64, 40));
+        let p = HeadsPolicy::new(8, 32);
+        assert_eq!((p.refresh_claims, p.page), (64, 20));
+    }
+
+    #[test]
+    fn a_cut_short_shard_blocks_the_merge_when_used_up() {
+        let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 2));
+        let now = Instant::now();
+        // Shard 0 read in full; shard 1 cut short after 8 and 6.
+        h.replace(
+            vec![
+                (vec![c("a9", 9), c("a7", 7), c("a1", 1)], true),
+                (vec![c("b8", 8), c("b6", 6)], false),
+            ],
+            now,
+        );
+        let none = HashSet::new();
+        let got: Vec<String> = h.take(10, &none).into_iter().map(|c| c.task_id).collect();
+        // After b6, shard 1's unread tasks (older than 6, maybe newer than
+        // 1) could come before a1: stop there.
+        assert_eq!(got, ["a9", "b8", "a7", "b6"]);
+        assert!(h.needs_read(1, &none, now));
+    }
+
+    #[test]
+    fn heads_are_read_again_after_serving_a_refill_or_a_second() {
+        let policy = HeadsPolicy {
+            page: 8,
+            refresh_claims: 3,
+            max_age: Duration::from_secs(1),
+        };
+        let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
+        let t0 = Instant::now();
+        let none = HashSet::new();
+        assert!(h.needs_read(1, &none, t0), "never read");
+        h.replace(
+            vec![(
+                (1..=8).rev().map(|i| c(&format!("t{i}"), i)).collect(),
+                true,
+            )],
+            t0,
+        );
+        assert!(!h.needs_read(2, &none, t0));
+        assert_eq!(h.take(2, &none).len(), 2);
+        assert!(!h.needs_read(1, &none, t0));
+        assert_eq!(h.take(1, &none).len(), 1);
+        assert!(h.needs_read(1, &none, t0), "served a refill's worth");
+        h.replace(vec![(vec![c("t9", 9)], true)], t0);
+        assert!(
+            h.needs_read(1, &none, t0 + Duration::from_secs(1)),
+            "a second old"
+        );
+        assert!(h.needs_read(2, &none, t0), "cannot supply two");
+        let skip = HashSet::from(["t9".to_owned()]);
+        assert!(h.take(1, &skip).is_empty(), "excluded ids are not given");
+    }
+
+    proptest! {
+        /// Whatever the shards hold and wherever reads cut them short,
+        /// what comes out is exactly the global order of the tasks read,
+        /// and never passes a task a cut-short shard has not shown yet.
+        #[test]
+        fn take_is_the_global_order_of_what_was_read(
+            shards in proptest::collection::vec(proptest::collection::vec(0u64..1000, 0..20), 1..6),
+            page in 1usize..10,
+            want in 0usize..60,
+            fifo in any::<bool>(),
+        ) {
+            let order = if fifo { Order::Fifo } else { Order::Lifo };
+            let mut n = 0;
+            let full: Vec<Vec<Candidate>> = shards.iter().map(|ats| {
+                let mut list: Vec<Candidate> = ats.iter().map(|at| { n += 1; c(&format!("{n:04}"), *at) }).collect();
+                list.sort_by(|a, b| if before(order, a, b) { std::cmp::Ordering::Less } else { std::cmp::Ordering::Greater });
+                list
+            }).collect();
+            let read: Vec<(Vec<Candidate>, bool)> = full.iter()
+                .map(|l| (l.iter().take(page).cloned().collect(), l.len() <= page))
+                .collect();
+            let mut h = ShardHeads::new(order, (0..full.len() as u32).collect(), HeadsPolicy::new(full.len(), 1));
+            h.replace(read, Instant::now());
+            let got = h.take(want, &HashSet::new());
+            // The global order of everything, truncated: what came out is
+            // its prefix (nothing unread was passed over).
+            let mut all: Vec<Candidate> = full.iter().flatten().cloned().collect();
+            all.sort_by(|a, b| if before(order, a, b) { std::cmp::Ordering::Less } else { std::cmp::Ordering::Greater });
+            prop_assert!(got.len() <= want);
+            prop_assert_eq!(&all[..got.len()], &got[..]);
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! The claim loop: fill every free slot with the newest claimable task,
+//! claiming in parallel.
+//!
+//! Each claimed candidate becomes a pipeline of its own (claim, run, record
+//! the outcome), spawned at once, so the claims of one refill go out
+//! together, and the loop reads and claims again while earlier tasks are
+//! still being claimed and run. A slot counts as taken from the moment its
+//! claim is sent. The candidates come from [`ShardHeads`]: the shards'
+//! heads kept in memory and read again only when needed, so reads stay
+//! flat in the shard count. A start from the rate limit is taken before a
+//! candidate is taken, so no task is claimed and then kept waiting.
+
+use crate::finish::{FinishPolicy, run_and_finish};
+use crate::report::{Finished, ProcessReport, tally};
+use crate::runner::TaskRunner;
+use lifo_core::heads::ShardHeads;
+use lifo_core::{Candidate, Step, Store, StoreError, Task, TaskStatus, Transition, now_ms};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// How one candidate's pipeline ended.
+pub(crate) enum Piped {
+    /// Claimed (the `seq`-th claim sent by this invocation), then run.
+    Ran {
+        seq: u64,
+        task_id: String,
+        age_ms: u64,
+        reclaim: bool,
+        finished: Finished,
+    },
+    /// Another worker claimed it first.
+    Conflict(String),
+    /// The index entry is no claimable task (unknown status, unparseable).
+    Skipped(String),
+    /// Its lease expired with no attempts left: ended FAILURE.
+    Abandoned(String),
+    /// The claim failed on a store error: claiming stops, the invocation
+    /// fails once what runs is finished.
+    Failed(String, StoreError),
+}
+
+/// What a pipeline needs, owned (it runs on its own task).
+pub(crate) struct PipeContext<R> {
+    pub store: Store,
+    pub runner: Arc<R>,
+    pub policy: FinishPolicy,
+    pub lease_until: u64,
+}
+
+impl<R> Clone for PipeContext<R> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            runner: Arc::clone(&self.runner),
+            policy: self.policy,
+            lease_until: self.lease_until,
+        }
+    }
+}
+
+/// The loop's memory across refills.
+pub(crate) struct LoopState {
+    /// Ids this invocation will not try again: lost to another worker,
+    /// abandoned, not claimable.
+    pub skip: HashSet<String>,
+    /// Ids whose claim was sent and whose pipeline has not ended.
+    pub in_flight: HashSet<String>,
+    /// The first claim that failed on a store error.
+    pub failure: Option<StoreError>,
+    /// Claims sent so far (the claim order of the report).
+    pub seq: u64,
+    /// (claim order, id) of each task claimed.
+    pub claimed: Vec<(u64, String)>,
+}
+
+impl LoopState {
+    pub fn new() -> Self {
+        Self {
+            skip: HashSet::new(),
+            in_flight: HashSet::new(),
+            failure: None,
+            seq: 0,
+            claimed: Vec::new(),
+        }
+    }
+
+    /// Ids the next candidates must not be.
+    pub fn exclude(&self) -> HashSet<String> {
+        self.skip.union(&self.in_flight).cloned().collect()
+    }
+
+    /// Books a pipeline that ended.
+    pub fn absorb(
+        &mut self,
+        report: &mut ProcessReport,
+        done: Result<Piped, tokio::task::JoinError>,
+    ) {
+        let piped = match done {
+            Ok(p) => p,
+            Err(e) => {
+                tally(report, Err(e));
+                return;
+            }
+        };
+        match piped {
+            Piped::Ran {
+                seq,
+                task_id,
+                age_ms,
+                reclaim,
+                finished,
+            } => {
+                self.in_flight.remove(&task_id);
+                report.reclaimed += usize::from(reclaim);
+                report.ages_ms.push(age_ms);
+                self.claimed.push((seq, task_id));
+                tally(report, Ok(finished));
+            }
+            Piped::Conflict(id) => {
+                report.conflicts += 1;
+                self.in_flight.remove(&id);
+                self.skip.insert(id);
+            }
+            Piped::Skipped(id) => {
+                report.skipped += 1;
+                self.in_flight.remove(&id);
+                self.skip.insert(id);
+            }
+            Piped::Abandoned(id) => {
+                report.abandoned += 1;
+                self.in_flight.remove(&id);
+                self.skip.insert(id);
+            }
+            Piped::Failed(id, e) => {
+                self.in_flight.remove(&id);
+                self.failure.get_or_insert(e);
+            }
+        }
+    }
+
+    /// The report's claim list, in the order the claims were sent.
+    pub fn finish(mut self, report: &mut ProcessReport) {
+        self.claimed.sort_unstable();
+        report.claimed = self.claimed.into_iter().map(|(_, id)| id).collect();
+    }
+}
+
+/// Starts the pipeline of candidate `c`.
+pub(crate) fn spawn<R: TaskRunner>(
+    running: &mut JoinSet<Piped>,
+    ctx: &PipeContext<R>,
+    seq: u64,
+    c: Candidate,
+) {
+    let ctx = ctx.clone();
+    running.spawn(async move {
+        let id = c.task_id.clone();
+        let reclaim = c.lease_until.is_some();
+        match claim(&ctx.store, &c, ctx.lease_until, ctx.policy.max_attempts).await {
+            Ok(Some(task)) => {
+                let now = now_ms();
+                let age_ms = task.started_at.unwrap_or(now).saturating_sub(task.ready_at);
+                tracing::info!(
+                    event = if reclaim { "task.reclaimed" } else { "task.claimed" },
+                    taskId = %task.task_id, shard = task.lifo_shard, attempt = task.attempts,
+                    token = task.token, ageMs = age_ms
+                );
+                let finished = run_and_finish(ctx.store, ctx.runner, task, ctx.policy).await;
+                Piped::Ran {
+                    seq,
+                    task_id: id,
+                    age_ms,
+                    reclaim,
+                    finished,
+                }
+            }
+            Ok(None) => Piped::Abandoned(id),
+            Err(StoreError::ConditionFailed { current, .. }) => match current {
+                Some(t) if matches!(t.task_status, TaskStatus::Pending | TaskStatus::Taken) => {
+                    tracing::info!(event = "task.claim_conflict", taskId = %id, token = t.token,
+                        "another worker claimed it first");
+                    Piped::Conflict(id)
+                }
+                other => {
+                    tracing::warn!(event = "task.skipped", taskId = %id,
+                        status = other.as_ref().map_or("gone", |t| t.task_status.as_str()),
+                        "index entry is not a claimable task; skipping it");
+                    Piped::Skipped(id)
+                }
+            },
+            Err(StoreError::Malformed { task_id, source }) => {
+                tracing::warn!(event = "task.skipped", taskId = %task_id, error = %source,
+                    "claimed item does not parse; its lease will expire");
+                Piped::Skipped(id)
+            }
+            Err(e) => Piped::Failed(id, e),
+        }
+    });
+}
+
+/// Claims a candidate: a PENDING task, or a TAKEN one whose lease has
+/// expired (reclaim). A task whose lease expired with no attempts left is
+/// ended FAILURE instead (`Ok(None)`).
+async fn claim(
+    store: &Store,
+    c: &Candidate,
+    lease_until: u64,
+    max_attempts: u32,
+) -> Result<Option<Task>, StoreError> {
+    let now = now_ms();
+    let step = |attempts, reason| Step {
+        now_ms: now,
+        token: c.token,
+        attempts,
+        lease_until,
+        max_attempts,
+        reason,
+        history: &[],
+        ..Step::default()
+    };
+    if c.lease_until.is_none() || c.attempts < max_attempts {
+        let (t, current) = if c.lease_until.is_none() {
+            (Transition::Claim, TaskStatus::Pending)
+        } else {
+            (Transition::Reclaim, TaskStatus::Taken)
+        };
+        return match store
+            .apply(&c.task_id, t, current, &step(c.attempts + 1, ""))
+            .await
+        {
+            Ok(task) => Ok(Some(task)),
+            // The claim was applied but its answer was lost and the SDK's
+            // retry then failed the condition: the item carries exactly our
+            // claim (next token, our start time and lease).
+            Err(StoreError::ConditionFailed {
+                current: Some(cur), ..
+            }) if cur.task_status == TaskStatus::Taken
+                && cur.token == c.token + 1
+                && cur.started_at == Some(now)
+                && cur.lease_until == Some(lease_until) =>
+            {
+                Ok(Some(*cur))
+            }
+            Err(e) => Err(e),
+        };
+    }
+    let reason = format!("lease expired after {} attempts", c.attempts);
+    store
+        .apply(
+            &c.task_id,
+            Transition::Abandon,
+            TaskStatus::Taken,
+            &step(c.attempts, &reason),
+        )
+        .await?;
+    tracing::warn!(event = "task.abandoned", taskId = %c.task_id, attempt = c.attempts, token = c.token, reason);
+    Ok(None)
+}
+
+/// Waits until a pipeline ends (and books it), `poll` passes, or claiming
+/// must stop.
+pub(crate) async fn wait_for_one(
+    state: &mut LoopState,
+    report: &mut ProcessReport,
+    running: &mut JoinSet<Piped>,
+    stop_claiming_at: Instant,
+    poll: Option<Duration>,
+) {
+    let limit = poll.map_or(stop_claiming_at, |p| {
+        (Instant::now() + p).min(stop_claiming_at)
+    });
+    if let Ok(Some(done)) = tokio::time::timeout_at(limit.into(), running.join_next()).await {
+        state.absorb(report, done);
+    }
+}
+
+/// Reads the heads again if they cannot answer `want` candidates.
+pub(crate) async fn refill(
+    store: &Store,
+    heads: &mut ShardHeads,
+    order: lifo_core::Order,
+    horizon_ms: u64,
+    want: usize,
+    exclude: &HashSet<String>,
+) -> Result<Vec<Candidate>, StoreError> {
+    if heads.needs_read(want, exclude, Instant::now()) {
+        let now = now_ms();
+        let read = store
+            .claimable_heads(order, heads.shards(), heads.policy().page, now, horizon_ms)
+            .await?;
+        heads.replace(read, Instant::now());
+    }
+    Ok(heads.take(want, exclude))
+}
+
+/// Drains every pipeline still running into the report.
+pub(crate) async fn drain(
+    state: &mut LoopState,
+    report: &mut ProcessReport,
+    running: &mut JoinSet<Piped>,
+) {
+    while let Some(done) = running.join_next().await {
+        state.absorb(report, done);
+    }
+}
