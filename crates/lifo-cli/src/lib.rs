@@ -12,6 +12,7 @@ pub mod simulate;
 pub mod stats;
 pub mod target;
 pub mod tasks;
+pub mod ui;
 
 pub use target::{Target, connect};
 
@@ -110,6 +111,12 @@ pub enum Command {
         after_help = "Example: lifo bench --only process,cold-start --tasks 1000 --bin-dir target/release"
     )]
     Bench(bench::BenchArgs),
+    /// Serve the web console: overview (live), failed and scheduled tasks, a task's payload and
+    /// history, and the operator's actions. Prints the URL to open, with its access token.
+    #[command(
+        after_help = "Examples: lifo --stack lifo-queue ui\n          lifo --endpoint-url http://127.0.0.1:8000 ui --listen 127.0.0.1:0 --read-only"
+    )]
+    Ui(ui::UiArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -220,6 +227,12 @@ pub enum LocalCommand {
         process_timeout: Option<u64>,
         #[command(flatten)]
         pacing: Pacing,
+        /// Serve the web console too (`lifo ui`) on --ui-listen.
+        #[arg(long)]
+        ui: bool,
+        /// Where the console listens (port 0: a free one).
+        #[arg(long, default_value = "127.0.0.1:7070", requires = "ui")]
+        ui_listen: std::net::SocketAddr,
     },
 }
 
@@ -278,8 +291,10 @@ pub async fn run(cli: &Cli, target: &Target) -> Result<String, CliError> {
                 stats.table(now, target.store.table())
             })
         }
-        Command::Local(_) | Command::Simulate(_) | Command::Bench(_) => Err(CliError::Other(
-            "this command runs the local stack, not a table".into(),
-        )),
+        Command::Local(_) | Command::Simulate(_) | Command::Bench(_) | Command::Ui(_) => {
+            Err(CliError::Other(
+                "this command runs a server or the local stack, not one request".into(),
+            ))
+        }
     }
 }

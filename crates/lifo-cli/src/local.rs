@@ -21,6 +21,8 @@ pub struct UpOptions {
     pub rate_limit: Option<process::RateLimit>,
     /// `RetryBackoffSeconds`.
     pub retry_backoff: Duration,
+    /// Serve the console (`lifo ui`) on this address.
+    pub ui: Option<std::net::SocketAddr>,
 }
 
 /// Starts the local stack and the pipeline, prints the endpoints, and
@@ -101,8 +103,40 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         "scheduler-start runs every {} s (in AWS: hourly, 00:00-05:00 UTC).",
         options.scheduler_every.as_secs()
     );
+    let console = match options.ui {
+        Some(listen) => {
+            let param = |name: &str| -> anyhow::Result<u64> {
+                stack
+                    .template
+                    .parameter_default(name)?
+                    .parse()
+                    .with_context(|| format!("template parameter {name}"))
+            };
+            let target = crate::Target {
+                store: store.clone(),
+                shards,
+                due_shards: u32::try_from(param("DueShardCount")?).context("DueShardCount")?,
+                max_ttl_seconds: max_ttl,
+                task_ttl_seconds: param("TaskTtlSeconds")?,
+                retention_seconds: param("RetentionSeconds")?,
+                create_function: None,
+            };
+            let args = crate::ui::UiArgs {
+                listen,
+                read_only: false,
+            };
+            let console =
+                crate::ui::start(target, &args, crate::ui::FreshnessSource::Table).await?;
+            println!("console         {}", console.url);
+            Some(console)
+        }
+        None => None,
+    };
     println!("Ctrl-C stops the pipeline, DynamoDB Local and moto.");
     lifo_local::interrupted().await;
+    if let Some(console) = console {
+        console.stop().await;
+    }
     pipeline.stop().await;
     println!("stopped");
     Ok(())

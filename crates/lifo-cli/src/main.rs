@@ -19,7 +19,10 @@ async fn main() -> std::process::ExitCode {
             data_dir,
             process_timeout,
             pacing,
+            ui,
+            ui_listen,
         }) => lifo_cli::local::up(lifo_cli::local::UpOptions {
+            ui: ui.then_some(*ui_listen),
             shards: cli.shards,
             scheduler_every: Duration::from_secs(*scheduler_every),
             data_dir: data_dir.clone(),
@@ -41,6 +44,10 @@ async fn main() -> std::process::ExitCode {
                 _ = lifo_local::interrupted() => Err(anyhow::anyhow!("interrupted; the local servers are stopped")),
             }
         }
+        Command::Ui(args) => match connect(&cli).await {
+            Ok(target) => serve_console(&cli, target, args).await.map(|()| None),
+            Err(e) => Err(e.into()),
+        },
         _ => match connect(&cli).await {
             Ok(target) => run(&cli, &target).await.map(Some).map_err(Into::into),
             Err(e) => Err(e.into()),
@@ -59,4 +66,19 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `lifo ui`: serves until Ctrl-C.
+async fn serve_console(
+    cli: &Cli,
+    target: lifo_cli::Target,
+    args: &lifo_cli::ui::UiArgs,
+) -> anyhow::Result<()> {
+    let freshness = lifo_cli::target::freshness_source(cli).await;
+    let console = lifo_cli::ui::start(target, args, freshness).await?;
+    println!("console         {}", console.url);
+    println!("Ctrl-C stops it.");
+    lifo_local::interrupted().await;
+    console.stop().await;
+    Ok(())
 }

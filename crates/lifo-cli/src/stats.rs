@@ -40,11 +40,26 @@ pub struct Stats {
 }
 
 pub async fn collect(target: &Target, now: u64, days: u32) -> Result<Stats, CliError> {
+    let (control, shards, scheduled) = futures::try_join!(
+        async { Ok::<_, CliError>(target.store.control(true).await?) },
+        shard_stats(target, now),
+        scheduled(target, now, days),
+    )?;
+    Ok(Stats {
+        control,
+        shards,
+        scheduled,
+        days,
+    })
+}
+
+/// Each LIFO shard's counts and claimable ages: six queries per shard.
+pub async fn shard_stats(target: &Target, now: u64) -> Result<Vec<ShardStats>, CliError> {
     let store = &target.store;
     let max_ttl_ms = target.max_ttl_seconds * 1000;
     let horizon = now.saturating_sub(max_ttl_ms);
     let hour_ago = now.saturating_sub(3_600_000);
-    let shards = futures::future::try_join_all((0..target.shards.max(1)).map(|shard| async move {
+    futures::future::try_join_all((0..target.shards.max(1)).map(|shard| async move {
         let (pending, running, backing_off, expired, newest, oldest) = futures::try_join!(
             store.claimable_depth_in(shard, now, horizon),
             store.leased_in(shard, now, horizon),
@@ -63,8 +78,17 @@ pub async fn collect(target: &Target, now: u64, days: u32) -> Result<Stats, CliE
             oldest_claimable_at: oldest,
         })
     }))
-    .await?;
+    .await
+}
 
+/// SCHEDULED tasks per due date, from `PAST_DAYS` days ago to `days`
+/// ahead: one COUNT query per date and due shard.
+pub async fn scheduled(
+    target: &Target,
+    now: u64,
+    days: u32,
+) -> Result<Vec<(String, usize)>, CliError> {
+    let store = &target.store;
     let today = chrono::DateTime::from_timestamp_millis(now as i64)
         .unwrap_or_default()
         .date_naive();
@@ -86,20 +110,14 @@ pub async fn collect(target: &Target, now: u64, days: u32) -> Result<Stats, CliE
     for (i, n) in counts {
         per_date[i] += n;
     }
-    let scheduled = dates
+    Ok(dates
         .into_iter()
         .zip(per_date)
         .filter(|(_, n)| *n > 0)
-        .collect();
-    Ok(Stats {
-        control: store.control(true).await?,
-        shards,
-        scheduled,
-        days,
-    })
+        .collect())
 }
 
-fn age_ms(at: Option<u64>, now: u64) -> Option<u64> {
+pub fn age_ms(at: Option<u64>, now: u64) -> Option<u64> {
     at.map(|c| now.saturating_sub(c))
 }
 

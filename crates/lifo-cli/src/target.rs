@@ -139,3 +139,22 @@ pub async fn connect(cli: &Cli) -> Result<Target, CliError> {
     }
     Ok(target)
 }
+
+/// Where the console's freshness chart comes from: a local table
+/// (`--endpoint-url`) is scanned; a stack's `AgeAtStartMs` metric is read
+/// from CloudWatch (the usual way: `AWS_ENDPOINT_URL_CLOUDWATCH` works; the
+/// namespace is `METRICS_NAMESPACE`, as in the functions, or `LifoQueue`).
+pub async fn freshness_source(cli: &Cli) -> crate::ui::FreshnessSource {
+    use crate::ui::FreshnessSource;
+    if cli.endpoint_url.is_some() {
+        return FreshnessSource::Table;
+    }
+    match &cli.stack {
+        Some(stack) => FreshnessSource::CloudWatch {
+            client: aws_sdk_cloudwatch::Client::new(&aws_config(cli, None).await),
+            namespace: std::env::var("METRICS_NAMESPACE").unwrap_or_else(|_| "LifoQueue".into()),
+            service: stack.clone(),
+        },
+        None => FreshnessSource::None,
+    }
+}

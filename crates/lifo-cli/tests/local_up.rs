@@ -5,8 +5,7 @@
 mod common;
 use common::*;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// True while `pid` runs: a process killed and not yet reaped (a zombie,
@@ -18,54 +17,6 @@ fn alive(pid: u32) -> bool {
     })
 }
 
-/// `lifo local up ARGS` with `envs`, its stdout lines arriving on a channel;
-/// returns once it printed "Ctrl-C stops", with the lines so far.
-fn local_up(
-    args: &[&str],
-    envs: &[(&str, &str)],
-) -> (Terminate, std::sync::mpsc::Receiver<String>, Vec<String>) {
-    let mut child = Command::new(LIFO)
-        .args(["local", "up"])
-        .args(args)
-        .envs(envs.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let child = Terminate(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let mut lines = Vec::new();
-    let started = Instant::now();
-    while !lines.iter().any(|l: &String| l.starts_with("Ctrl-C stops")) {
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) => lines.push(line),
-            Err(e) => panic!(
-                "local up did not come up in {:?} ({e}): {lines:?}",
-                started.elapsed()
-            ),
-        }
-    }
-    (child, rx, lines)
-}
-
-/// The DynamoDB Local endpoint `local up` printed.
-fn endpoint_in(lines: &[String]) -> String {
-    lines
-        .iter()
-        .find_map(|l| l.strip_prefix("DynamoDB Local"))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap()
-        .to_owned()
-}
-
 /// The pid printed on a line like `DynamoDB Local  http://…  (pid 123)`.
 fn pid_in(line: &str) -> Option<u32> {
     line.rsplit_once("(pid ")?
@@ -73,21 +24,6 @@ fn pid_in(line: &str) -> Option<u32> {
         .trim_end_matches(')')
         .parse()
         .ok()
-}
-
-/// A child process that gets SIGTERM (and is waited for) if the test
-/// panics first, so that it stops the servers it started.
-struct Terminate(std::process::Child);
-
-impl Drop for Terminate {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.0.id().to_string()])
-                .status();
-            let _ = self.0.wait();
-        }
-    }
 }
 
 #[test]

@@ -2,7 +2,9 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The `lifo` binary cargo built for these tests.
 pub const LIFO: &str = env!("CARGO_BIN_EXE_lifo");
@@ -74,4 +76,67 @@ pub async fn moto_stack(h: &lifo_tests::Harness, name: &str, outputs: &[(&str, &
         .send()
         .await
         .unwrap();
+}
+
+/// `lifo local up ARGS` with `envs`, its stdout lines arriving on a channel;
+/// returns once it printed "Ctrl-C stops", with the lines so far.
+pub fn local_up(
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Terminate, std::sync::mpsc::Receiver<String>, Vec<String>) {
+    let mut child = Command::new(LIFO)
+        .args(["local", "up"])
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let child = Terminate(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    let started = Instant::now();
+    while !lines.iter().any(|l: &String| l.starts_with("Ctrl-C stops")) {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => lines.push(line),
+            Err(e) => panic!(
+                "local up did not come up in {:?} ({e}): {lines:?}",
+                started.elapsed()
+            ),
+        }
+    }
+    (child, rx, lines)
+}
+
+/// The DynamoDB Local endpoint `local up` printed.
+pub fn endpoint_in(lines: &[String]) -> String {
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix("DynamoDB Local"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_owned()
+}
+
+/// A child process that gets SIGTERM (and is waited for) if the test
+/// panics first, so that it stops the servers it started.
+pub struct Terminate(pub std::process::Child);
+
+impl Drop for Terminate {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
 }

@@ -1,0 +1,623 @@
+//! The console's pages. Every value from the table (ids, payloads, errors,
+//! reasons, user ids) goes through maud's `(…)` splice, which escapes it:
+//! task data is shown as text, never as markup.
+
+use super::{Console, FreshnessSource, freshness};
+use crate::stats::{self, ShardStats, age_ms};
+use crate::tasks::Since;
+use crate::{CliError, Target};
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use futures::StreamExt;
+use lifo_core::store::FailedQuery;
+use lifo_core::{Task, TaskStatus, now_ms};
+use maud::{DOCTYPE, Markup, html};
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+
+pub type Shared = State<Arc<Console>>;
+
+/// Most rows a list shows.
+const LIST_LIMIT: usize = 200;
+
+/// A failed page: the error's one line, as text, with its status.
+pub struct PageError(pub CliError);
+
+impl From<CliError> for PageError {
+    fn from(e: CliError) -> Self {
+        Self(e)
+    }
+}
+
+impl From<lifo_core::StoreError> for PageError {
+    fn from(e: lifo_core::StoreError) -> Self {
+        Self(CliError::Store(e))
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let status = match &self.0 {
+            CliError::NotFound(_) => StatusCode::NOT_FOUND,
+            CliError::Cancel(_) | CliError::Operate(_) => StatusCode::CONFLICT,
+            CliError::Store(_) => StatusCode::BAD_GATEWAY,
+            CliError::Other(_) => StatusCode::BAD_REQUEST,
+        };
+        let message = match &self.0 {
+            CliError::Store(e) => lifo_core::error::chain(e),
+            e => e.to_string(),
+        };
+        let body = html! {
+            (DOCTYPE)
+            html lang="en" {
+                head { meta charset="utf-8"; title { "lifo: error" } link rel="stylesheet" href="/assets/console.css"; }
+                body { main {
+                    p.error role="alert" { (message) }
+                    p { a href="/" { "Back to the overview" } }
+                } }
+            }
+        };
+        (status, body).into_response()
+    }
+}
+
+/// What an action did, shown once on the page it leads to. A fixed set:
+/// the query string can only pick one of these, never put text on a page.
+pub fn notice(done: Option<&str>, n: Option<u64>) -> Option<String> {
+    Some(match done? {
+        "retried" => "Retried: the task is pending again, as new work.".to_owned(),
+        "deleted" => "Deleted.".to_owned(),
+        "cancelled" => "Cancelled.".to_owned(),
+        "paused" => "Paused: nothing is claimed until you resume.".to_owned(),
+        "resumed" => "Resumed: the processor has been woken.".to_owned(),
+        "retried-failed" => format!("Retried {} failed task(s).", n.unwrap_or(0)),
+        _ => return None,
+    })
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Notice {
+    done: Option<String>,
+    n: Option<u64>,
+}
+
+/// `s` percent-encoded as one path segment or query value.
+pub fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The path of task `id` (ids may hold `/`, `:` or `@`).
+pub fn task_path(id: &str) -> String {
+    format!("/tasks/{}", encode(id))
+}
+
+fn time(ms: u64, now: u64) -> String {
+    let at = chrono::DateTime::from_timestamp_millis(ms as i64)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_default();
+    let d = now as i64 - ms as i64;
+    let rel = if d >= 0 {
+        format!("{} ago", seconds(d as u64))
+    } else {
+        format!("in {}", seconds((-d) as u64))
+    };
+    format!("{at} ({rel})")
+}
+
+fn seconds(ms: u64) -> String {
+    match ms {
+        0..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{:.1} min", ms as f64 / 60_000.0),
+        _ => format!("{:.1} h", ms as f64 / 3_600_000.0),
+    }
+}
+
+fn age(at: Option<u64>, now: u64) -> String {
+    age_ms(at, now).map_or("-".to_owned(), seconds)
+}
+
+fn status_badge(s: TaskStatus) -> Markup {
+    html! { span class=(format!("badge s-{}", s.as_str().to_lowercase())) { (s.as_str()) } }
+}
+
+/// The page around `body`.
+fn layout(c: &Console, title: &str, notice: Option<String>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "lifo: " (title) }
+                link rel="stylesheet" href="/assets/console.css";
+                script src="/assets/console.js" defer {}
+            }
+            body {
+                header.top {
+                    a.brand href="/" { "lifo" }
+                    nav {
+                        a href="/" { "Overview" }
+                        a href="/tasks?failed=1&since=1d" { "Failed" }
+                        a href="/scheduled" { "Scheduled" }
+                    }
+                    form.find method="get" action="/tasks" {
+                        input type="search" name="id" placeholder="task id" aria-label="task id";
+                        input type="search" name="user" placeholder="user id" aria-label="user id";
+                        button type="submit" { "Find" }
+                    }
+                    span.table title="table" { (c.target.store.table()) }
+                    @if c.read_only { span.badge.readonly { "read-only" } }
+                }
+                main {
+                    @if let Some(n) = notice { p.notice role="status" { (n) } }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// A POST button with the CSRF token; `confirm`: asked first (by console.js).
+fn action(c: &Console, path: &str, label: &str, confirm: Option<&str>, class: &str) -> Markup {
+    html! {
+        @if !c.read_only {
+            form.action method="post" action=(path) data-confirm=[confirm] {
+                input type="hidden" name="csrf" value=(c.csrf);
+                button type="submit" class=(class) { (label) }
+            }
+        }
+    }
+}
+
+/// The overview's live figures, by the `data-field` that shows each: the
+/// page and `/api/overview` both come from here.
+pub fn fields(shards: &[ShardStats], failed_last_hour: usize, now: u64) -> Vec<(String, String)> {
+    let total = |f: fn(&ShardStats) -> usize| shards.iter().map(f).sum::<usize>().to_string();
+    let newest = shards.iter().filter_map(|s| s.newest_claimable_at).max();
+    let oldest = shards.iter().filter_map(|s| s.oldest_claimable_at).min();
+    let mut out = vec![
+        ("pending".to_owned(), total(|s| s.pending)),
+        ("running".to_owned(), total(|s| s.running)),
+        ("backing-off".to_owned(), total(|s| s.backing_off)),
+        ("shed".to_owned(), total(|s| s.expired_last_hour)),
+        ("failed".to_owned(), failed_last_hour.to_string()),
+        ("newest-age".to_owned(), age(newest, now)),
+        ("oldest-age".to_owned(), age(oldest, now)),
+    ];
+    for s in shards {
+        let n = s.shard;
+        out.extend([
+            (format!("shard-{n}-pending"), s.pending.to_string()),
+            (format!("shard-{n}-running"), s.running.to_string()),
+            (format!("shard-{n}-backing-off"), s.backing_off.to_string()),
+            (format!("shard-{n}-shed"), s.expired_last_hour.to_string()),
+            (
+                format!("shard-{n}-newest-age"),
+                age(s.newest_claimable_at, now),
+            ),
+            (
+                format!("shard-{n}-oldest-age"),
+                age(s.oldest_claimable_at, now),
+            ),
+        ]);
+    }
+    out
+}
+
+/// What a refresh reads: the control item, six queries per shard, and the
+/// failed-task index for the last hour.
+async fn live(
+    target: &Target,
+    now: u64,
+) -> Result<(lifo_core::store::QueueControl, Vec<ShardStats>, usize), CliError> {
+    let failed = FailedQuery {
+        shard_count: target.shards,
+        since_ms: now.saturating_sub(3_600_000),
+        until_ms: now,
+        error_prefix: "",
+        limit: 1000,
+    };
+    let (control, shards, failed) = futures::try_join!(
+        async { Ok::<_, CliError>(target.store.control(true).await?) },
+        stats::shard_stats(target, now),
+        async { Ok::<_, CliError>(target.store.failed(failed).await?) },
+    )?;
+    Ok((control, shards, failed.len()))
+}
+
+pub async fn overview_json(State(c): Shared) -> Result<Response, PageError> {
+    let now = now_ms();
+    let (control, shards, failed) = live(&c.target, now).await?;
+    let fields: serde_json::Map<String, serde_json::Value> = fields(&shards, failed, now)
+        .into_iter()
+        .map(|(k, v)| (k, json!(v)))
+        .collect();
+    Ok(axum::Json(json!({"paused": control.paused, "fields": fields, "at": now})).into_response())
+}
+
+pub async fn overview(State(c): Shared, Query(q): Query<Notice>) -> Result<Markup, PageError> {
+    let now = now_ms();
+    let ((control, shards, failed), scheduled) =
+        futures::try_join!(live(&c.target, now), stats::scheduled(&c.target, now, 7),)?;
+    let paused = control.paused;
+    let chart = match &c.freshness {
+        FreshnessSource::Table => {
+            let starts = c
+                .target
+                .store
+                .started_since(freshness::first_bucket(now))
+                .await?;
+            Ok(freshness::chart(&freshness::buckets(&starts, now)))
+        }
+        FreshnessSource::CloudWatch {
+            client,
+            namespace,
+            service,
+        } => freshness::from_cloudwatch(client, namespace, service, now)
+            .await
+            .map(|b| freshness::chart(&b)),
+        FreshnessSource::None => Err(
+            "no chart: give --stack to read the AgeAtStartMs metric of its dashboard".to_owned(),
+        ),
+    };
+    let f: std::collections::HashMap<String, String> =
+        fields(&shards, failed, now).into_iter().collect();
+    let field = |k: &str| html! { span data-field=(k) { (f.get(k).map_or("-", String::as_str)) } };
+    let scheduled_total: usize = scheduled.iter().map(|(_, n)| n).sum();
+    let body = html! {
+        section.state data-paused=(paused) {
+            @if paused {
+                p.paused role="status" {
+                    strong { "Paused" }
+                    @if let Some(r) = control.reason.as_deref().filter(|r| !r.is_empty()) { ": " (r) }
+                    ". Nothing is claimed; tasks keep expiring (it is a LIFO queue)."
+                }
+                (action(&c, "/resume", "Resume", None, "primary"))
+            } @else {
+                p.running { strong { "Running" } }
+                (action(&c, "/pause", "Pause", Some("Pause processing? Running tasks finish; nothing new starts."), "warn"))
+            }
+        }
+        section.cards {
+            div.card { span.label { "Pending" } span.value { (field("pending")) } }
+            div.card { span.label { "Running" } span.value { (field("running")) } }
+            div.card { span.label { "Backing off" } span.value { (field("backing-off")) } }
+            div.card.bad { span.label { a href="/tasks?failed=1&since=1h" { "Failed (1 h)" } } span.value { (field("failed")) } }
+            div.card { span.label { "Shed (1 h)" } span.value { (field("shed")) } }
+            div.card { span.label { a href="/scheduled" { "Scheduled" } } span.value { (scheduled_total) } }
+            div.card { span.label { "Newest claimable" } span.value { (field("newest-age")) } }
+            div.card { span.label { "Oldest claimable" } span.value { (field("oldest-age")) } }
+        }
+        p.updated { "Live: refreshed every 3 s. " span data-field="updated" {} }
+        section {
+            h2 { "Freshness" }
+            @match chart {
+                Ok(chart) => (chart),
+                Err(why) => p.hint { (why) },
+            }
+        }
+        section {
+            h2 { "Shards" }
+            table.grid {
+                thead { tr { th { "Shard" } th { "Pending" } th { "Running" } th { "Backing off" } th { "Shed (1 h)" } th { "Newest" } th { "Oldest" } } }
+                tbody {
+                    @for s in &shards {
+                        @let n = s.shard;
+                        tr {
+                            td { (n) }
+                            @for k in ["pending", "running", "backing-off", "shed", "newest-age", "oldest-age"] {
+                                td.num { (field(&format!("shard-{n}-{k}"))) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if !c.read_only {
+            section {
+                h2 { "Retry failed tasks" }
+                form.inline method="post" action="/retry-failed" data-confirm="Retry every failed task of this window, as new work?" {
+                    input type="hidden" name="csrf" value=(c.csrf);
+                    label { "failed since " input name="since" value="1h" size="6"; }
+                    label { "last error starts with " input name="error_prefix" size="16"; }
+                    button type="submit" { "Retry failed" }
+                }
+                p.hint { "At most 1,000 at a time, 25 per second (3 write units each); " code { "lifo tasks retry --failed" } " for more." }
+            }
+        }
+    };
+    Ok(layout(&c, "overview", notice(q.done.as_deref(), q.n), body))
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct TasksQuery {
+    id: Option<String>,
+    user: Option<String>,
+    failed: Option<String>,
+    since: Option<String>,
+    error_prefix: Option<String>,
+}
+
+fn nonempty(s: &Option<String>) -> Option<&str> {
+    s.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+pub async fn tasks(State(c): Shared, Query(q): Query<TasksQuery>) -> Result<Response, PageError> {
+    let now = now_ms();
+    if let Some(id) = nonempty(&q.id) {
+        return Ok(Redirect::to(&task_path(id)).into_response());
+    }
+    if let Some(user) = nonempty(&q.user) {
+        let (tasks, _) = c
+            .target
+            .store
+            .user_tasks(user, LIST_LIMIT as i32, None)
+            .await?;
+        let body = html! {
+            h1 { "Tasks of user " (user) }
+            (task_table(&tasks, now))
+        };
+        return Ok(layout(&c, "user", None, body).into_response());
+    }
+    if q.failed.is_none() {
+        return Err(PageError(CliError::Other(
+            "look up a task by id, a user's tasks (user=…) or the failed ones (failed=1)".into(),
+        )));
+    }
+    let since_text = nonempty(&q.since).unwrap_or("1d");
+    let since: Since = since_text
+        .parse()
+        .map_err(|e: String| PageError(CliError::Other(format!("since: {e}"))))?;
+    let prefix = nonempty(&q.error_prefix).unwrap_or("");
+    let failed = c
+        .target
+        .store
+        .failed(FailedQuery {
+            shard_count: c.target.shards,
+            since_ms: since.epoch_ms(now),
+            until_ms: now,
+            error_prefix: prefix,
+            limit: LIST_LIMIT,
+        })
+        .await?;
+    let body = html! {
+        h1 { "Failed tasks" }
+        form.inline method="get" action="/tasks" {
+            input type="hidden" name="failed" value="1";
+            label { "since " input name="since" value=(since_text) size="6"; }
+            label { "last error starts with " input name="error_prefix" value=(prefix) size="16"; }
+            button type="submit" { "Show" }
+        }
+        p.hint { (failed.len()) " failed task(s), newest first" @if failed.len() == LIST_LIMIT { " (the first " (LIST_LIMIT) ")" } }
+        table.grid.failed {
+            thead { tr { th { "Task" } th { "Failed" } th { "Last error" } } }
+            tbody {
+                @for f in &failed {
+                    tr {
+                        td { a href=(task_path(&f.task_id)) { (f.task_id) } }
+                        td { (seconds(now.saturating_sub(f.failed_at))) " ago" }
+                        td.error { (f.last_error.as_deref().unwrap_or("")) }
+                    }
+                }
+            }
+        }
+    };
+    Ok(layout(&c, "failed tasks", None, body).into_response())
+}
+
+fn task_table(tasks: &[Task], now: u64) -> Markup {
+    html! {
+        table.grid {
+            thead { tr { th { "Task" } th { "Status" } th { "Attempts" } th { "Created" } th { "Due" } th { "Last error" } } }
+            tbody {
+                @for t in tasks {
+                    tr {
+                        td { a href=(task_path(&t.task_id)) { (t.task_id) } }
+                        td { (status_badge(t.task_status)) }
+                        td.num { (t.attempts) }
+                        td { (seconds(now.saturating_sub(t.task_created))) " ago" }
+                        td { (t.due_date.as_deref().unwrap_or("-")) }
+                        td.error { (t.last_error.as_deref().unwrap_or("")) }
+                    }
+                }
+            }
+        }
+        p.hint { (tasks.len()) " task(s), newest first" }
+    }
+}
+
+pub async fn task(
+    State(c): Shared,
+    Path(id): Path<String>,
+    Query(q): Query<Notice>,
+) -> Result<Markup, PageError> {
+    let now = now_ms();
+    let t = c
+        .target
+        .store
+        .get(&id)
+        .await?
+        .ok_or_else(|| CliError::NotFound(format!("no task {id}")))?;
+    let path = task_path(&t.task_id);
+    let shed = t.expires_at * 1000 <= now
+        && matches!(t.task_status, TaskStatus::Pending | TaskStatus::Taken);
+    let live_lease = t.task_status == TaskStatus::Taken && t.lease_until.is_some_and(|l| l > now);
+    let payload = serde_json::to_string_pretty(&t.payload).unwrap_or_default();
+    let row = |label: &str, value: Markup| html! { tr { th { (label) } td { (value) } } };
+    let body = html! {
+        h1 { "Task " span.id { (t.task_id) } " " (status_badge(t.task_status)) @if shed { " " span.badge.s-shed { "SHED" } } }
+        div.actions {
+            @if t.task_status == TaskStatus::Failure || shed {
+                (action(&c, &format!("{path}/retry"), "Retry", None, "primary"))
+            }
+            @if t.task_status == TaskStatus::Scheduled {
+                (action(&c, &format!("{path}/cancel"), "Cancel", Some("Cancel this scheduled task?"), "warn"))
+            }
+            @if !live_lease {
+                (action(&c, &format!("{path}/delete"), "Delete", Some("Delete this task for good?"), "danger"))
+            }
+        }
+        table.fields {
+            (row("Attempts", html! { (t.attempts) }))
+            (row("Created", html! { (time(t.task_created, now)) }))
+            (row("Updated", html! { (time(t.task_updated, now)) }))
+            (row("Ready", html! { (time(t.ready_at, now)) }))
+            @if let Some(at) = t.claimable_at { (row("Claimable since", html! { (time(at, now)) })) }
+            @if let Some(at) = t.started_at { (row("Started", html! { (time(at, now)) })) }
+            (row("Expires", html! { (time(t.expires_at * 1000, now)) }))
+            @if let Some(at) = t.lease_until { (row("Lease until", html! { (time(at, now)) })) }
+            (row("Token", html! { (t.token) }))
+            (row("Shard", html! { (t.lifo_shard) }))
+            @if let Some(u) = &t.user_id { (row("User", html! { a href=(format!("/tasks?user={}", encode(u))) { (u) } })) }
+            @if let Some(d) = &t.due_date { (row("Due date", html! { (d) })) }
+            @if let Some(e) = &t.last_error { (row("Last error", html! { pre.error { (e) } })) }
+        }
+        h2 { "Payload" }
+        pre.payload { (payload) }
+        h2 { "History" }
+        table.grid.history {
+            thead { tr { th { "Status" } th { "At" } th { "Attempt" } th { "Token" } th { "Reason" } } }
+            tbody {
+                @for h in &t.history {
+                    tr {
+                        td { (status_badge(h.status)) }
+                        td { (time(h.at, now)) }
+                        td.num { (h.attempt) }
+                        td.num { (h.token) }
+                        td.error { (h.reason.as_deref().unwrap_or("")) }
+                    }
+                }
+            }
+        }
+    };
+    Ok(layout(&c, &t.task_id, notice(q.done.as_deref(), q.n), body))
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ScheduledQuery {
+    date: Option<String>,
+}
+
+pub async fn scheduled(
+    State(c): Shared,
+    Query(q): Query<ScheduledQuery>,
+) -> Result<Markup, PageError> {
+    let now = now_ms();
+    let counts = stats::scheduled(&c.target, now, 30).await?;
+    let date = match nonempty(&q.date) {
+        Some(d) => Some(
+            chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d")
+                .map_err(|_| {
+                    PageError(CliError::Other(format!(
+                        "date: expected YYYY-MM-DD, got {d:?}"
+                    )))
+                })?
+                .format("%Y-%m-%d")
+                .to_string(),
+        ),
+        None => None,
+    };
+    let mut tasks = Vec::new();
+    if let Some(d) = &date {
+        let mut ids = Vec::new();
+        for shard in 0..c.target.due_shards.max(1) {
+            let (page, _) = c
+                .target
+                .store
+                .due_page(
+                    &lifo_core::model::due_key(d, shard),
+                    LIST_LIMIT as i32,
+                    None,
+                )
+                .await?;
+            ids.extend(page);
+            if ids.len() >= LIST_LIMIT {
+                break;
+            }
+        }
+        ids.truncate(LIST_LIMIT);
+        let store = &c.target.store;
+        let found: Vec<Result<Option<Task>, lifo_core::StoreError>> = futures::stream::iter(ids)
+            .map(|id| async move { store.get(&id).await })
+            .buffered(16)
+            .collect()
+            .await;
+        for t in found {
+            tasks.extend(t?);
+        }
+    }
+    let body = html! {
+        h1 { "Scheduled tasks" }
+        table.grid {
+            thead { tr { th { "Due date" } th { "Scheduled" } } }
+            tbody {
+                @for (d, n) in &counts {
+                    tr { td { a href=(format!("/scheduled?date={d}")) { (d) } } td.num { (n) } }
+                }
+            }
+        }
+        @if counts.is_empty() { p.hint { "Nothing scheduled from 7 days ago to 30 days ahead." } }
+        @if let Some(d) = &date {
+            h2 { "Due " (d) }
+            (task_table(&tasks, now))
+        }
+    };
+    Ok(layout(&c, "scheduled", None, body))
+}
+
+pub async fn css() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("assets/console.css"),
+    )
+        .into_response()
+}
+
+pub async fn js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("assets/console.js"),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_encoded_into_one_path_segment() {
+        assert_eq!(task_path("order-1001"), "/tasks/order-1001");
+        assert_eq!(task_path("a/b:c@d"), "/tasks/a%2Fb%3Ac%40d");
+        assert_eq!(task_path("<x>\"'"), "/tasks/%3Cx%3E%22%27");
+    }
+
+    #[test]
+    fn a_notice_is_one_of_a_fixed_set() {
+        assert_eq!(notice(Some("deleted"), None).as_deref(), Some("Deleted."));
+        assert_eq!(
+            notice(Some("retried-failed"), Some(3)).as_deref(),
+            Some("Retried 3 failed task(s).")
+        );
+        assert_eq!(notice(Some("<script>alert(1)</script>"), None), None);
+        assert_eq!(notice(None, Some(1)), None);
+    }
+
+    #[test]
+    fn task_data_is_rendered_as_text() {
+        let hostile = "\"><img src=x onerror=alert(1)><script>alert(2)</script>";
+        let html = html! { td.error { (hostile) } }.into_string();
+        assert!(
+            !html.contains("<img") && !html.contains("<script"),
+            "{html}"
+        );
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+    }
+}
