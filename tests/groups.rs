@@ -110,9 +110,14 @@ async fn three_processors_split_the_shards_and_the_runner_between_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_group_is_left_alone_and_a_dead_ones_taken_over_after_its_lease() {
     let h = Harness::start(SHARDS).await;
-    let now = lifo_core::now_ms();
+    h.creator()
+        .handle(serde_json::json!({"count": 30}))
+        .await
+        .unwrap();
     // Processors 0 and 2 are running (live leases); processor 1 died with
-    // a lease that ends in 1.5 s.
+    // a lease that ends in 1.5 s (taken after the tasks were written, so a
+    // slow machine can't let it lapse before the first wake-up).
+    let now = lifo_core::now_ms();
     for (g, until) in [(0, now + 60_000), (1, now + 1_500), (2, now + 60_000)] {
         assert!(
             h.store
@@ -122,10 +127,6 @@ async fn a_held_group_is_left_alone_and_a_dead_ones_taken_over_after_its_lease()
                 .is_some()
         );
     }
-    h.creator()
-        .handle(serde_json::json!({"count": 30}))
-        .await
-        .unwrap();
     let p = processor(&h, Arc::new(Shared::default()));
     let wake = Wake {
         records: 1,

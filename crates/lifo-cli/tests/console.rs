@@ -407,6 +407,70 @@ async fn the_console_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     assert_eq!(t.task_status, TaskStatus::Success);
     screenshot(&b, "task").await;
 
+    // Cancel a scheduled task from its page, found through the scheduled list.
+    let request = scratch("console-scheduled").join("later.json");
+    std::fs::write(
+        &request,
+        r#"{"tasks": [{"taskId": "later", "dueInDays": 3, "payload": {"n": 2}}]}"#,
+    )
+    .unwrap();
+    run_ok(
+        Command::new(LIFO)
+            .args(["--endpoint-url", &endpoint, "tasks", "create", "--file"])
+            .arg(&request),
+    );
+    b.goto(&format!("{base}/scheduled")).await.unwrap();
+    let due = (chrono::Utc::now().date_naive() + chrono::Duration::days(3))
+        .format("%Y-%m-%d")
+        .to_string();
+    b.find(Locator::LinkText(&due))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.find(Locator::LinkText("later"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    click(&b, "Cancel").await;
+    wait_text(&b, "p.notice", 10, |t| t == "Cancelled.").await;
+    assert_eq!(text(&b, "h1 .badge").await, "CANCELLED");
+
+    // Delete a finished task from its page.
+    b.goto(&format!("{base}/tasks/console-0")).await.unwrap();
+    click(&b, "Delete").await;
+    wait_text(&b, "p.notice", 10, |t| t == "Deleted.").await;
+    assert!(store.get("console-0").await.unwrap().is_none());
+
+    // Retry every failure of a window whose error starts with a prefix
+    // (written while paused, so that the pipeline can't claim them first).
+    store.set_paused(true, "test", now_ms()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    failed_task(&store, "failed-2", "HTTP 503: busy").await;
+    failed_task(&store, "failed-3", "HTTP 400: bad").await;
+    b.goto(&format!("{base}/")).await.unwrap();
+    b.find(Locator::Css("input[name=error_prefix]"))
+        .await
+        .unwrap()
+        .send_keys("HTTP 503")
+        .await
+        .unwrap();
+    click(&b, "Retry failed").await;
+    wait_text(&b, "p.notice", 40, |t| t == "Retried 1 failed task(s).").await;
+    let still = store.get("failed-3").await.unwrap().unwrap();
+    assert_eq!(still.task_status, TaskStatus::Failure, "outside the prefix");
+    let retried = store.get("failed-2").await.unwrap().unwrap();
+    assert_eq!(
+        retried.task_status,
+        TaskStatus::Pending,
+        "retried; runs after resume"
+    );
+    store.set_paused(false, "test", now_ms()).await.unwrap();
+    store.nudge(now_ms()).await.unwrap();
+
     // A burst of work, for the overview's screenshot (docs/console-overview.png).
     let burst: Vec<Task> = (0..60)
         .map(|i| Task::new_pending(format!("burst-{i}"), payload.clone(), now_ms() - i, 3600, 1))

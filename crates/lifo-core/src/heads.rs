@@ -10,13 +10,19 @@
 //!   was cut short (it has more than was read) and is used up could hide a
 //!   newer task than any other shard's head;
 //! - the heads have served [`HeadsPolicy::refresh_claims`] candidates since
-//!   they were read (`max(2 × shards, 2 × in flight)`);
+//!   they were read (`2 × max(shards, in flight)`);
+//! - the heads have served [`HeadsPolicy::min_claims`] candidates
+//!   (`2 × shards − 1`: a read of every shard, ≥ 0.5 read units each, then
+//!   costs at most 0.5 read units per claim) and are older than
+//!   [`HeadsPolicy::min_age`] (100 ms): a queue of few shards under
+//!   overload stays within 100 ms of exact LIFO, while a fast claim loop
+//!   does not stop for a read every few claims;
 //! - or they are older than [`HeadsPolicy::max_age`] (1 s).
 //!
 //! Each read brings up to `page` candidates per shard, sized so that a read
 //! serves `refresh_claims` candidates. Under load a read of `S` shards
-//! (`S × 0.5` read units) then serves at least `2 × S` claims: at most 0.25
-//! read units per task, whatever the shard count.
+//! (`S × 0.5` read units) then serves at least `2 × S − 1` claims: at most
+//! 0.5 read units per task, less under load.
 //!
 //! **The LIFO guarantee that remains:** candidates come out in exact LIFO
 //! order of what was read (the merge never passes a cut-short shard's
@@ -35,6 +41,10 @@ pub struct HeadsPolicy {
     pub page: usize,
     /// Read again after serving this many candidates.
     pub refresh_claims: usize,
+    /// Read again after serving this many candidates once the heads are
+    /// [`HeadsPolicy::min_age`] old.
+    pub min_claims: usize,
+    pub min_age: Duration,
     /// Read again when the heads are older than this.
     pub max_age: Duration,
 }
@@ -48,6 +58,8 @@ impl HeadsPolicy {
             // Index entries are ~100 bytes: 40 fit in one 4 KB read unit.
             page: (2 * refresh_claims / shards + 4).clamp(8, 40),
             refresh_claims,
+            min_claims: 2 * shards - 1,
+            min_age: Duration::from_millis(100),
             max_age: Duration::from_secs(1),
         }
     }
@@ -115,8 +127,10 @@ impl ShardHeads {
         match self.read_at {
             None => true,
             Some(at) => {
-                now.duration_since(at) >= self.policy.max_age
+                let age = now.duration_since(at);
+                age >= self.policy.max_age
                     || self.served >= self.policy.refresh_claims
+                    || (self.served >= self.policy.min_claims && age >= self.policy.min_age)
                     || self.available(want, exclude) < want
             }
         }
@@ -200,13 +214,17 @@ mod tests {
     }
 
     #[test]
-    fn the_policy_reads_once_per_two_refills_per_shard() {
+    fn the_policy_reads_all_shards_once_per_two_claims_per_shard_less_one() {
         let p = HeadsPolicy::new(32, 3);
-        assert_eq!((p.refresh_claims, p.page), (64, 8));
+        assert_eq!((p.refresh_claims, p.min_claims, p.page), (64, 63, 8));
+        // One shard: read again after one claim once 100 ms old, however
+        // many slots (a small queue under overload stays fresh).
         let p = HeadsPolicy::new(1, 32);
-        assert_eq!((p.refresh_claims, p.page), (64, 40));
+        assert_eq!((p.refresh_claims, p.min_claims, p.page), (64, 1, 40));
+        let p = HeadsPolicy::new(1, 5);
+        assert_eq!((p.refresh_claims, p.min_claims, p.page), (10, 1, 24));
         let p = HeadsPolicy::new(8, 32);
-        assert_eq!((p.refresh_claims, p.page), (64, 20));
+        assert_eq!((p.refresh_claims, p.min_claims, p.page), (64, 15, 20));
     }
 
     #[test]
@@ -234,6 +252,8 @@ mod tests {
         let policy = HeadsPolicy {
             page: 8,
             refresh_claims: 3,
+            min_claims: 2,
+            min_age: Duration::from_millis(100),
             max_age: Duration::from_secs(1),
         };
         let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
@@ -249,7 +269,11 @@ mod tests {
         );
         assert!(!h.needs_read(2, &none, t0));
         assert_eq!(h.take(2, &none).len(), 2);
-        assert!(!h.needs_read(1, &none, t0));
+        assert!(!h.needs_read(1, &none, t0), "two served, but fresh");
+        assert!(
+            h.needs_read(1, &none, t0 + Duration::from_millis(100)),
+            "two served and 100 ms old"
+        );
         assert_eq!(h.take(1, &none).len(), 1);
         assert!(h.needs_read(1, &none, t0), "served a refill's worth");
         h.replace(vec![(vec![c("t9", 9)], true)], t0);
