@@ -1,0 +1,178 @@
+//! Single-item writes outside the state machine: a conditional put, an
+//! operator's delete, the control item (pause, resume, nudge) and the
+//! shard-group leases.
+
+use super::*;
+use std::collections::BTreeMap;
+
+/// Condition of the put of a producer-supplied id: the first write wins, a
+/// second create with the same id writes nothing.
+pub fn put_if_absent() -> Expr {
+    Expr {
+        main: String::new(),
+        condition: "attribute_not_exists(#taskId)".to_owned(),
+        names: BTreeMap::from([("#taskId", attr::TASK_ID)]),
+        values: BTreeMap::new(),
+    }
+}
+
+/// Condition of an operator's delete (`DeleteItem`): the task the operator
+/// saw (same token), unless it is running under a live lease. On a task
+/// that is gone the condition fails, so nothing is ever recreated.
+pub fn delete(token: u64, now_ms: u64) -> Expr {
+    use attr::*;
+    Expr {
+        main: String::new(),
+        condition: "#token = :token AND (#status <> :taken OR #leaseUntil < :now)".to_owned(),
+        names: BTreeMap::from([
+            ("#token", TOKEN),
+            ("#status", STATUS),
+            ("#leaseUntil", LEASE_UNTIL),
+        ]),
+        values: BTreeMap::from([
+            (":token", n(token)),
+            (":taken", status(TaskStatus::Taken)),
+            (":now", n(now_ms)),
+        ]),
+    }
+}
+
+/// Pause or resume: the control item's update (it is created on first
+/// use; no condition, the last operator wins).
+pub fn set_paused(paused: bool, reason: &str, now_ms: u64) -> Expr {
+    Expr {
+        main: "SET #paused = :paused, #changedAt = :now, #reason = :reason".to_owned(),
+        condition: String::new(),
+        names: BTreeMap::from([
+            ("#paused", "paused"),
+            ("#changedAt", "changedAt"),
+            ("#reason", "reason"),
+        ]),
+        values: BTreeMap::from([
+            (":paused", AttributeValue::Bool(paused)),
+            (":now", n(now_ms)),
+            (":reason", s(truncate(reason))),
+        ]),
+    }
+}
+
+/// An operator's nudge: touches the control item, whose stream record wakes
+/// the processor (unless the queue is paused).
+pub fn nudge(now_ms: u64) -> Expr {
+    Expr {
+        main: "SET #nudgedAt = :now".to_owned(),
+        condition: String::new(),
+        names: BTreeMap::from([("#nudgedAt", "nudgedAt")]),
+        values: BTreeMap::from([(":now", n(now_ms))]),
+    }
+}
+
+/// A processor takes its shard group's lease (the `#group-<g>` item): when
+/// it is free or its lease ended. A new token each time; the owner is the
+/// invocation, for logs.
+pub fn take_group(lease_until: u64, now_ms: u64, owner: &str) -> Expr {
+    Expr {
+        main: "SET #leaseUntil = :lease, #token = if_not_exists(#token, :zero) + :one, \
+               #owner = :owner"
+            .to_owned(),
+        condition: "attribute_not_exists(#leaseUntil) OR #leaseUntil < :now".to_owned(),
+        names: BTreeMap::from([
+            ("#leaseUntil", attr::LEASE_UNTIL),
+            ("#token", attr::TOKEN),
+            ("#owner", "owner"),
+        ]),
+        values: BTreeMap::from([
+            (":lease", n(lease_until)),
+            (":now", n(now_ms)),
+            (":zero", n(0)),
+            (":one", n(1)),
+            (":owner", s(truncate(owner))),
+        ]),
+    }
+}
+
+/// A processor gives its group's lease back at the end of an invocation,
+/// if it still holds it (same token).
+pub fn release_group(token: u64) -> Expr {
+    Expr {
+        main: "SET #leaseUntil = :zero".to_owned(),
+        condition: "#token = :token".to_owned(),
+        names: BTreeMap::from([("#leaseUntil", attr::LEASE_UNTIL), ("#token", attr::TOKEN)]),
+        values: BTreeMap::from([(":zero", n(0)), (":token", n(token))]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    #[test]
+    fn delete_spares_a_running_task_and_never_recreates_one() {
+        let e = delete(7, NOW);
+        assert_eq!(e.main, "");
+        assert_eq!(
+            e.condition,
+            "#token = :token AND (#status <> :taken OR #leaseUntil < :now)"
+        );
+        assert_eq!(
+            names(&e),
+            "#leaseUntil=leaseUntil #status=taskStatus #token=token"
+        );
+        assert_eq!(values(&e), ":now=N:1764547200123 :taken=S:TAKEN :token=N:7");
+    }
+
+    #[test]
+    fn pause_resume_and_nudge_touch_only_the_control_item() {
+        let e = set_paused(true, "downstream is down", NOW);
+        assert_eq!(
+            e.main,
+            "SET #paused = :paused, #changedAt = :now, #reason = :reason"
+        );
+        assert_eq!(e.condition, "");
+        assert_eq!(
+            names(&e),
+            "#changedAt=changedAt #paused=paused #reason=reason"
+        );
+        assert_eq!(
+            values(&e),
+            ":now=N:1764547200123 :paused=Bool(true) :reason=S:downstream is down"
+        );
+        let e = nudge(NOW);
+        assert_eq!(e.main, "SET #nudgedAt = :now");
+        assert_eq!(values(&e), ":now=N:1764547200123");
+    }
+
+    #[test]
+    fn a_group_lease_is_taken_when_free_and_given_back_only_by_its_holder() {
+        let e = take_group(NOW + 62_000, NOW, "req-1");
+        assert_eq!(
+            e.main,
+            "SET #leaseUntil = :lease, #token = if_not_exists(#token, :zero) + :one, #owner = :owner"
+        );
+        assert_eq!(
+            e.condition,
+            "attribute_not_exists(#leaseUntil) OR #leaseUntil < :now"
+        );
+        assert_eq!(
+            names(&e),
+            "#leaseUntil=leaseUntil #owner=owner #token=token"
+        );
+        assert_eq!(
+            values(&e),
+            ":lease=N:1764547262123 :now=N:1764547200123 :one=N:1 :owner=S:req-1 :zero=N:0"
+        );
+        let e = release_group(4);
+        assert_eq!(e.main, "SET #leaseUntil = :zero");
+        assert_eq!(e.condition, "#token = :token");
+        assert_eq!(values(&e), ":token=N:4 :zero=N:0");
+    }
+
+    #[test]
+    fn put_if_absent_condition() {
+        let e = put_if_absent();
+        assert_eq!(e.condition, "attribute_not_exists(#taskId)");
+        assert_eq!(names(&e), "#taskId=taskId");
+        assert_eq!(e.values_map(), None);
+    }
+}

@@ -1,0 +1,279 @@
+//! Every DynamoDB expression the queue sends, built in one place: the
+//! conditional update of each state transition (`transition.rs`), the
+//! single-item writes outside the state machine: put, delete, the control
+//! item, group leases (`items.rs`), and the index queries (`queries.rs`).
+//!
+//! The unit tests beside each part show the exact strings, names and values
+//! of each one, so a reviewer can read the whole protocol here.
+
+use crate::model::{HistoryEntry, TaskStatus};
+use crate::state::Transition;
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::{BTreeMap, HashMap};
+
+mod items;
+mod queries;
+mod transition;
+
+pub use items::*;
+pub use queries::*;
+pub use transition::*;
+
+/// Attribute names of a task item.
+pub mod attr {
+    pub const TASK_ID: &str = "taskId";
+    pub const STATUS: &str = "taskStatus";
+    pub const UPDATED: &str = "taskUpdated";
+    pub const READY_AT: &str = "readyAt";
+    pub const CLAIMABLE_AT: &str = "claimableAt";
+    pub const STARTED_AT: &str = "startedAt";
+    pub const ATTEMPTS: &str = "attempts";
+    pub const TTL: &str = "ttl";
+    pub const EXPIRES_AT: &str = "expiresAt";
+    pub const TTL_SECONDS: &str = "ttlSeconds";
+    pub const DUE_KEY: &str = "dueKey";
+    pub const USER_ID: &str = "userId";
+    pub const CREATED: &str = "taskCreated";
+    pub const SHARD: &str = "lifoShard";
+    pub const LAST_ERROR: &str = "lastError";
+    pub const LEASE_UNTIL: &str = "leaseUntil";
+    pub const TOKEN: &str = "token";
+    pub const HISTORY: &str = "history";
+    pub const FAILED_AT: &str = "failedAt";
+    pub const RETRY_AT: &str = "retryAt";
+}
+
+/// The sparse LIFO index: hash `lifoShard`, range `claimableAt`, projecting
+/// `ttl`, `leaseUntil`, `token` and `attempts`. A task is in it from creation
+/// until it finishes (SUCCESS / FAILURE remove `claimableAt`); a TAKEN task
+/// stays in it, so when its lease expires it is claimable again at once,
+/// without any recovery write.
+pub const LIFO_INDEX: &str = "claimable-index";
+
+/// The sparse, write-sharded due-date index: hash `dueKey` =
+/// `<dueDate>#<shard>`, keys only. A task is in it only while SCHEDULED.
+pub const DUE_INDEX: &str = "due-index";
+
+/// The sparse, keys-only user index: hash `userId`, range `taskCreated`.
+/// Neither key changes after creation, so status changes cost it nothing.
+pub const USER_INDEX: &str = "user-index";
+
+/// The sparse failed-task index: hash `lifoShard`, range `failedAt`
+/// (epoch ms), projecting `lastError` and `token`. Only FAILURE tasks carry
+/// `failedAt` (the fail and abandon moves write it, a redrive removes it),
+/// so only failures pay for this index. Newest first, by time window and
+/// `lastError` prefix, without a scan.
+pub const FAILED_INDEX: &str = "failed-index";
+
+/// Longest reason stored on an item, so items stay small.
+pub const MAX_REASON_LEN: usize = 512;
+
+/// Expression strings plus their placeholders, ready to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    /// UpdateExpression or KeyConditionExpression.
+    pub main: String,
+    /// ConditionExpression or FilterExpression.
+    pub condition: String,
+    pub names: BTreeMap<&'static str, &'static str>,
+    pub values: BTreeMap<&'static str, AttributeValue>,
+}
+
+impl Expr {
+    pub fn names_map(&self) -> HashMap<String, String> {
+        self.names
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    /// `None` when the expression uses no values (DynamoDB rejects an empty map).
+    pub fn values_map(&self) -> Option<HashMap<String, AttributeValue>> {
+        (!self.values.is_empty()).then(|| {
+            self.values
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect()
+        })
+    }
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn status(v: TaskStatus) -> AttributeValue {
+    s(v.as_str())
+}
+
+fn truncate(reason: &str) -> String {
+    if reason.len() <= MAX_REASON_LEN {
+        return reason.to_owned();
+    }
+    let mut end = MAX_REASON_LEN;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    reason[..end].to_owned()
+}
+
+/// The values a transition writes and checks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Step<'a> {
+    pub now_ms: u64,
+    /// The fencing token the task holds now; every condition checks it.
+    pub token: u64,
+    /// The attempt count after this step.
+    pub attempts: u32,
+    /// Claims: when the new lease ends (epoch ms).
+    pub lease_until: u64,
+    /// Reclaim: the attempt count must be below this.
+    pub max_attempts: u32,
+    /// Why (failures, retries, abandon); empty for none.
+    pub reason: &'a str,
+    /// Finishes and retries: the task's history so far, rewritten trimmed
+    /// with the new entry. Claims and abandon append instead (they do not
+    /// hold the item), so an item holds at most MAX_HISTORY + 2 entries.
+    pub history: &'a [HistoryEntry],
+    /// Start: the time to live when the item carries no `ttlSeconds`.
+    pub ttl_seconds: u64,
+    /// Start: how long the task stays readable after it expires.
+    pub retention_seconds: u64,
+    /// Retries: the task is not claimable before this (epoch ms; 0: at once).
+    pub retry_at: u64,
+}
+
+impl Step<'_> {
+    /// The history entry this step records for `t`.
+    pub fn entry(&self, t: Transition) -> HistoryEntry {
+        HistoryEntry {
+            status: t.to(),
+            at: self.now_ms,
+            attempt: self.attempts,
+            token: if t.is_claim() {
+                self.token + 1
+            } else {
+                self.token
+            },
+            reason: (!self.reason.is_empty()).then(|| truncate(self.reason)),
+        }
+    }
+}
+
+fn to_av<T: serde::Serialize>(v: &T) -> AttributeValue {
+    serde_dynamo::to_attribute_value(v).unwrap_or(AttributeValue::Null(true))
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! What the tests of every part share: printing an expression.
+    use super::*;
+    use crate::model::HistoryEntry;
+
+    pub(crate) fn show(v: &AttributeValue) -> String {
+        match v {
+            AttributeValue::S(s) => format!("S:{s}"),
+            AttributeValue::N(n) => format!("N:{n}"),
+            AttributeValue::L(l) => {
+                format!("[{}]", l.iter().map(show).collect::<Vec<_>>().join(", "))
+            }
+            AttributeValue::M(m) => {
+                let mut kv: Vec<String> =
+                    m.iter().map(|(k, v)| format!("{k}={}", show(v))).collect();
+                kv.sort();
+                format!("{{{}}}", kv.join(" "))
+            }
+            other => format!("{other:?}"),
+        }
+    }
+
+    pub(crate) fn names(e: &Expr) -> String {
+        e.names
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    pub(crate) fn values(e: &Expr) -> String {
+        e.values
+            .iter()
+            .map(|(k, v)| format!("{k}={}", show(v)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    pub(crate) const NOW: u64 = 1_764_547_200_123;
+
+    pub(crate) fn earlier() -> Vec<HistoryEntry> {
+        vec![HistoryEntry {
+            status: TaskStatus::Taken,
+            at: NOW - 5,
+            attempt: 1,
+            token: 7,
+            reason: None,
+        }]
+    }
+
+    pub(crate) fn step<'a>(reason: &'a str, history: &'a [HistoryEntry]) -> Step<'a> {
+        Step {
+            now_ms: NOW,
+            token: 7,
+            attempts: 1,
+            lease_until: NOW + 62_000,
+            max_attempts: 3,
+            reason,
+            history,
+            ..Step::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+
+    #[test]
+    fn every_placeholder_is_defined_and_used() {
+        let mut all: Vec<(String, Expr)> = Transition::ALL
+            .iter()
+            .map(|t| (t.to_string(), transition(*t, &step("r", &earlier()))))
+            .collect();
+        all.extend([
+            ("delete".into(), delete(1, NOW)),
+            ("failed".into(), failed(0, 0, NOW, "")),
+            ("failed prefix".into(), failed(0, 0, NOW, "x")),
+            ("claimable".into(), claimable(0, NOW, 0)),
+            ("leased".into(), leased(0, NOW, 0)),
+            ("expired".into(), expired_since(0, 0, NOW, 0)),
+            ("backing off".into(), backing_off(0, NOW, 0)),
+            ("due".into(), due_partition("d#1")),
+            ("user".into(), user_history("u")),
+            ("put".into(), put_if_absent()),
+            ("pause".into(), set_paused(true, "r", NOW)),
+            ("nudge".into(), nudge(NOW)),
+            ("take group".into(), take_group(NOW, NOW, "o")),
+            ("release group".into(), release_group(1)),
+        ]);
+        for (what, e) in all {
+            let text = format!("{} {}", e.main, e.condition);
+            let used = |sigil: char| -> std::collections::BTreeSet<String> {
+                text.split(|c: char| !(c.is_alphanumeric() || c == sigil || c == '_'))
+                    .filter(|w| w.starts_with(sigil) && w.len() > 1)
+                    .map(str::to_owned)
+                    .collect()
+            };
+            let names: std::collections::BTreeSet<String> =
+                e.names.keys().map(|k| (*k).to_owned()).collect();
+            let values: std::collections::BTreeSet<String> =
+                e.values.keys().map(|k| (*k).to_owned()).collect();
+            assert_eq!(used('#'), names, "{what}: names");
+            assert_eq!(used(':'), values, "{what}: values");
+        }
+    }
+}
