@@ -45,6 +45,20 @@ impl Measured {
     pub fn ratio(&self) -> f64 {
         self.tasks_per_s / self.floor_per_s.max(1e-9)
     }
+
+    /// The row's result, as printed while the grid runs and in the table.
+    pub fn summary(&self) -> String {
+        format!(
+            "{:.0} tasks/s (floor {:.0}, {:.2}×); {:.2} read, {:.2} write units per task; \
+             busiest index key {:.0} writes/s",
+            self.tasks_per_s,
+            self.floor_per_s,
+            self.ratio(),
+            self.read_units_per_task,
+            self.write_units_per_task,
+            self.busiest_key_writes_per_s
+        )
+    }
 }
 
 /// `count` claimable tasks over `shards` shards, written straight to the
@@ -273,15 +287,7 @@ pub(super) async fn throughput(args: &BenchArgs, bench: &mut Bench) -> anyhow::R
                     };
                     eprintln!("bench: throughput {config:?}");
                     let m = measure(config, args.throughput_tasks).await?;
-                    eprintln!(
-                        "bench:   {:.0} tasks/s, floor {:.0} ({:.2}×), {:.2} RRU, {:.2} WRU per task, busiest key {:.0} writes/s",
-                        m.tasks_per_s,
-                        m.floor_per_s,
-                        m.ratio(),
-                        m.read_units_per_task,
-                        m.write_units_per_task,
-                        m.busiest_key_writes_per_s
-                    );
+                    eprintln!("bench:   {}", m.summary());
                     measured.push(m);
                 }
             }
@@ -311,16 +317,7 @@ pub(super) async fn throughput(args: &BenchArgs, bench: &mut Bench) -> anyhow::R
                 "Throughput: {} shards, {} processors, {} in flight, {} ms per request",
                 c.shards, c.processors, c.in_flight, c.latency_ms
             ),
-            result: format!(
-                "{:.0} tasks/s (floor {:.0}, {:.2}×); {:.2} read, {:.2} write units per task; \
-                 busiest index key {:.0} writes/s",
-                m.tasks_per_s,
-                m.floor_per_s,
-                m.ratio(),
-                m.read_units_per_task,
-                m.write_units_per_task,
-                m.busiest_key_writes_per_s
-            ),
+            result: m.summary(),
             target: if targets.is_empty() {
                 "-".into()
             } else {
