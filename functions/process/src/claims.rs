@@ -147,18 +147,30 @@ impl LoopState {
     }
 }
 
-/// Starts the pipeline of candidate `c`.
+/// Starts the pipeline of candidate `c`, whose claim is sent at `sent_at`
+/// (ms). The claims of one refill share that time: they go out together,
+/// so their start times never rank an older task before a newer one
+/// because one spawned future happened to be polled first.
 pub(crate) fn spawn<R: TaskRunner>(
     running: &mut JoinSet<Piped>,
     ctx: &PipeContext<R>,
     seq: u64,
     c: Candidate,
+    sent_at: u64,
 ) {
     let ctx = ctx.clone();
     running.spawn(async move {
         let id = c.task_id.clone();
         let reclaim = c.lease_until.is_some();
-        match claim(&ctx.store, &c, ctx.lease_until, ctx.policy.max_attempts).await {
+        match claim(
+            &ctx.store,
+            &c,
+            ctx.lease_until,
+            ctx.policy.max_attempts,
+            sent_at,
+        )
+        .await
+        {
             Ok(Some(task)) => {
                 let now = now_ms();
                 let age_ms = task.started_at.unwrap_or(now).saturating_sub(task.ready_at);
@@ -200,16 +212,16 @@ pub(crate) fn spawn<R: TaskRunner>(
     });
 }
 
-/// Claims a candidate: a PENDING task, or a TAKEN one whose lease has
-/// expired (reclaim). A task whose lease expired with no attempts left is
-/// ended FAILURE instead (`Ok(None)`).
+/// Claims a candidate at `now` (ms): a PENDING task, or a TAKEN one whose
+/// lease has expired (reclaim). A task whose lease expired with no attempts
+/// left is ended FAILURE instead (`Ok(None)`).
 async fn claim(
     store: &Store,
     c: &Candidate,
     lease_until: u64,
     max_attempts: u32,
+    now: u64,
 ) -> Result<Option<Task>, StoreError> {
-    let now = now_ms();
     let step = |attempts, reason| Step {
         now_ms: now,
         token: c.token,

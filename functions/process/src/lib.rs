@@ -464,10 +464,11 @@ impl<R: TaskRunner> Processor<R> {
                 .await;
                 continue;
             }
+            let sent_at = now_ms();
             for c in candidates {
                 state.seq += 1;
                 state.in_flight.insert(c.task_id.clone());
-                claims::spawn(running, &ctx, state.seq, c);
+                claims::spawn(running, &ctx, state.seq, c, sent_at);
             }
         }
     }

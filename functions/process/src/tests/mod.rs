@@ -12,6 +12,10 @@ use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
 use lifo_core::{Task, TaskStatus};
 use std::collections::HashMap;
 
+mod events;
+mod logs;
+mod pause;
+
 fn index_entry(id: &str, at: u64) -> HashMap<String, AttributeValue> {
     HashMap::from([
         ("taskId".to_owned(), AttributeValue::S(id.into())),
@@ -391,210 +395,46 @@ async fn never_claims_past_the_deadline() {
     assert_eq!((query.num_calls(), sns.num_calls()), (0, 0));
 }
 
-#[test]
-fn the_wakeup_fixture_parses_and_garbage_is_an_error() {
-    let path = format!(
-        "{}/../../events/process-wakeup.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let event: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    assert_eq!(wakeups_in(event).unwrap(), 1);
-    let err = wakeups_in(serde_json::json!({"Records": [{"Sns": 3}]})).unwrap_err();
-    assert!(
-        err.to_string().starts_with("malformed SNS event: "),
-        "{err}"
-    );
-}
-
-/// Collects what the subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut b) = self.0.lock() {
-            b.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
-async fn log_lines_are_json_with_the_documented_fields_and_metrics_are_valid_emf() {
-    // A global subscriber (a thread-local one misses events whose callsite
-    // interest another test thread cached first); lines of other tests may
-    // interleave, so task lines are picked by this test's own task id.
-    static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
-    let captured = CAPTURED
-        .get_or_init(|| {
-            let captured = Captured::default();
-            let sink = captured.clone();
-            let subscriber = tracing_subscriber::fmt()
-                .json()
-                .flatten_event(true)
-                .with_writer(move || sink.clone())
-                .finish();
-            let _ = tracing::subscriber::set_global_default(subscriber);
-            captured
-        })
-        .clone();
-
-    let query = one_page(&[("log-test-task", 20)]);
-    let (claim, finish) = updates();
+async fn the_claims_of_one_refill_carry_one_start_time() {
+    // Sent together, so started in LIFO order. Were each claim to read the
+    // clock itself, the older task's could come first (here the mock holds
+    // the thread 5 ms while answering the first claim) and rank it before
+    // the newer one it was claimed beside.
+    let query = one_page(&[("c", 30), ("b", 20)]);
+    let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&starts);
+    let claim = mock!(Ddb::update_item)
+        .match_requests(is_claim)
+        .then_compute_output(move |r| {
+            let now = r
+                .expression_attribute_values()
+                .and_then(|v| v.get(":now"))
+                .and_then(|v| v.as_n().ok())
+                .cloned();
+            if let Ok(mut s) = seen.lock() {
+                s.push((key_of(r), now));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            UpdateItemOutput::builder()
+                .set_attributes(Some(taken(&key_of(r))))
+                .build()
+        });
+    let (_, finish) = updates();
     let sns = publish();
     let report = processor(&[&query, &claim, &finish], &sns, Duration::from_secs(10))
         .handle(1, deadline())
         .await
         .unwrap();
-    assert_eq!(report.succeeded, 1);
-
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
-    let find = |name: &str| {
-        lines
+    // Two slots, two tasks: one refill.
+    assert_eq!(report.claimed, vec!["c", "b"]);
+    let starts = starts.lock().unwrap().clone();
+    let at = |id: &str| {
+        starts
             .iter()
-            .find(|l| {
-                l["event"] == name && (l.get("taskId").is_none() || l["taskId"] == "log-test-task")
-            })
-            .unwrap_or_else(|| panic!("no {name} line in {text}"))
+            .find(|(k, _)| k == id)
+            .and_then(|(_, n)| n.clone())
     };
-    let claimed = find("task.claimed");
-    for field in ["taskId", "shard", "attempt", "token", "ageMs"] {
-        assert!(
-            claimed.get(field).is_some(),
-            "task.claimed lacks {field}: {claimed}"
-        );
-    }
-    let finished = find("task.finished");
-    for field in ["taskId", "fromStatus", "toStatus", "attempt", "token"] {
-        assert!(
-            finished.get(field).is_some(),
-            "task.finished lacks {field}: {finished}"
-        );
-    }
-    assert_eq!(finished["toStatus"], "SUCCESS");
-    let end = find("process.end");
-    for field in [
-        "claimed",
-        "succeeded",
-        "conflicts",
-        "staleRejected",
-        "tailCall",
-        "elapsedMs",
-    ] {
-        assert!(end.get(field).is_some(), "process.end lacks {field}: {end}");
-    }
-    assert!(
-        !text.contains("payload"),
-        "payloads are never logged at info"
-    );
-
-    let emf = report.metrics().to_emf("LifoQueue", "stack", 1);
-    let directive = &emf["_aws"]["CloudWatchMetrics"][0];
-    let names: Vec<&str> = directive["Metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["Name"].as_str().unwrap())
-        .collect();
-    for name in [
-        "TasksClaimed",
-        "TasksSucceeded",
-        "TasksFailed",
-        "TasksRetried",
-        "ClaimConflicts",
-        "StaleFinishRejected",
-        "TailCalls",
-        "AgeAtStartMs",
-    ] {
-        assert!(names.contains(&name), "{name} missing from {names:?}");
-        assert!(emf.get(name).is_some(), "{name} has no value");
-    }
-    assert_eq!(emf["TasksSucceeded"], 1.0);
-}
-
-#[tokio::test]
-async fn a_paused_queue_claims_nothing_and_makes_no_tail_call() {
-    let query = one_page(&[("b", 20), ("a", 10)]);
-    let (claim, finish) = updates();
-    let sns = publish();
-    let report = processor_with(
-        &[&query, &claim, &finish],
-        &control(true),
-        &sns,
-        Duration::from_secs(10),
-    )
-    .handle(1, deadline())
-    .await
-    .unwrap();
-    assert_eq!(report.stop, StopReason::Paused);
-    assert!(report.claimed.is_empty() && !report.tail_call);
-    assert_eq!(
-        (query.num_calls(), claim.num_calls(), sns.num_calls()),
-        (0, 0, 0)
-    );
-}
-
-#[tokio::test]
-async fn a_pause_seen_mid_invocation_stops_claiming_and_finishes_what_runs() {
-    // An endless queue: every refill finds two more tasks.
-    let query = mock!(Ddb::query)
-        .sequence()
-        .output(|| {
-            QueryOutput::builder()
-                .items(index_entry("x", 20))
-                .items(index_entry("y", 10))
-                .build()
-        })
-        .repeatedly()
-        .build();
-    let (claim, finish) = updates();
-    let sns = publish();
-    // Not paused when the invocation starts, paused from the second read.
-    let control = mock!(Ddb::get_item)
-        .sequence()
-        .output(|| control_read(false))
-        .output(|| control_read(true))
-        .repeatedly()
-        .build();
-    let started = Instant::now();
-    let report = processor_with(
-        &[&query, &claim, &finish],
-        &control,
-        &sns,
-        Duration::from_secs(10),
-    )
-    .handle(1, deadline())
-    .await
-    .unwrap();
-    assert_eq!(report.stop, StopReason::Paused);
-    assert!(!report.claimed.is_empty(), "it claimed before the pause");
-    assert_eq!(report.succeeded, report.claimed.len(), "and finished those");
-    assert!(!report.tail_call && sns.num_calls() == 0);
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "stopped long before the budget"
-    );
-}
-
-#[test]
-fn a_wakeup_that_names_a_group_is_read() {
-    let mut event: serde_json::Value =
-        serde_json::from_str(include_str!("../../../events/process-wakeup.json")).unwrap();
-    event["Records"][0]["Sns"]["Message"] =
-        serde_json::json!(r#"{"source":"trigger","reason":"sweep","at":1,"group":2}"#);
-    assert_eq!(
-        wake_in(event).unwrap(),
-        Wake {
-            records: 1,
-            groups: vec![2]
-        }
-    );
+    assert!(at("c").is_some(), "{starts:?}");
+    assert_eq!(at("c"), at("b"), "{starts:?}");
 }

@@ -1,0 +1,34 @@
+//! The SNS wake-up events process reads.
+
+use super::*;
+
+#[test]
+fn the_wakeup_fixture_parses_and_garbage_is_an_error() {
+    let path = format!(
+        "{}/../../events/process-wakeup.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let event: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(wakeups_in(event).unwrap(), 1);
+    let err = wakeups_in(serde_json::json!({"Records": [{"Sns": 3}]})).unwrap_err();
+    assert!(
+        err.to_string().starts_with("malformed SNS event: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_wakeup_that_names_a_group_is_read() {
+    let mut event: serde_json::Value =
+        serde_json::from_str(include_str!("../../../../events/process-wakeup.json")).unwrap();
+    event["Records"][0]["Sns"]["Message"] =
+        serde_json::json!(r#"{"source":"trigger","reason":"sweep","at":1,"group":2}"#);
+    assert_eq!(
+        wake_in(event).unwrap(),
+        Wake {
+            records: 1,
+            groups: vec![2]
+        }
+    );
+}
