@@ -272,6 +272,9 @@ fn show(t: &Task, now: u64) -> String {
             )
         };
     }
+    if let Some(by) = &t.claimed_by {
+        let _ = writeln!(out, "claimed by  {by}");
+    }
     if let Some(u) = &t.user_id {
         let _ = writeln!(out, "user        {u}");
     }

@@ -110,6 +110,12 @@ pub struct Task {
     /// Past it, the task is claimable again (by anyone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_until: Option<u64>,
+    /// Who holds (or last held) the task: the process invocation that
+    /// claimed it. Lets a claim whose answer was lost recognise its own
+    /// write, where another processor claiming in the same millisecond
+    /// with the same lease would look identical.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_by: Option<String>,
     /// Fencing token: increases on every claim. An outcome is recorded only
     /// with the token of the claim that ran it.
     #[serde(default)]
@@ -188,6 +194,7 @@ impl Task {
             payload,
             last_error: None,
             lease_until: None,
+            claimed_by: None,
             token: 0,
             history: Vec::new(),
             user_id: None,

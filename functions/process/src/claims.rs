@@ -47,6 +47,8 @@ pub(crate) struct PipeContext<R> {
     pub runner: Arc<R>,
     pub policy: FinishPolicy,
     pub lease_until: u64,
+    /// This invocation, written as the claims' `claimedBy`.
+    pub owner: Arc<str>,
 }
 
 impl<R> Clone for PipeContext<R> {
@@ -56,6 +58,7 @@ impl<R> Clone for PipeContext<R> {
             runner: Arc::clone(&self.runner),
             policy: self.policy,
             lease_until: self.lease_until,
+            owner: Arc::clone(&self.owner),
         }
     }
 }
@@ -162,15 +165,13 @@ pub(crate) fn spawn<R: TaskRunner>(
     running.spawn(async move {
         let id = c.task_id.clone();
         let reclaim = c.lease_until.is_some();
-        match claim(
-            &ctx.store,
-            &c,
-            ctx.lease_until,
-            ctx.policy.max_attempts,
-            sent_at,
-        )
-        .await
-        {
+        let claimer = Claimer {
+            lease_until: ctx.lease_until,
+            max_attempts: ctx.policy.max_attempts,
+            owner: &ctx.owner,
+            now: sent_at,
+        };
+        match claim(&ctx.store, &c, &claimer).await {
             Ok(Some(task)) => {
                 let now = now_ms();
                 let age_ms = task.started_at.unwrap_or(now).saturating_sub(task.ready_at);
@@ -212,27 +213,31 @@ pub(crate) fn spawn<R: TaskRunner>(
     });
 }
 
-/// Claims a candidate at `now` (ms): a PENDING task, or a TAKEN one whose
-/// lease has expired (reclaim). A task whose lease expired with no attempts
-/// left is ended FAILURE instead (`Ok(None)`).
-async fn claim(
-    store: &Store,
-    c: &Candidate,
+/// Who claims, and how.
+struct Claimer<'a> {
     lease_until: u64,
     max_attempts: u32,
+    owner: &'a str,
+    /// When the claim is sent (ms).
     now: u64,
-) -> Result<Option<Task>, StoreError> {
+}
+
+/// Claims a candidate: a PENDING task, or a TAKEN one whose lease has
+/// expired (reclaim). A task whose lease expired with no attempts left is
+/// ended FAILURE instead (`Ok(None)`).
+async fn claim(store: &Store, c: &Candidate, by: &Claimer<'_>) -> Result<Option<Task>, StoreError> {
     let step = |attempts, reason| Step {
-        now_ms: now,
+        now_ms: by.now,
         token: c.token,
         attempts,
-        lease_until,
-        max_attempts,
+        lease_until: by.lease_until,
+        owner: by.owner,
+        max_attempts: by.max_attempts,
         reason,
         history: &[],
         ..Step::default()
     };
-    if c.lease_until.is_none() || c.attempts < max_attempts {
+    if c.lease_until.is_none() || c.attempts < by.max_attempts {
         let (t, current) = if c.lease_until.is_none() {
             (Transition::Claim, TaskStatus::Pending)
         } else {
@@ -245,13 +250,16 @@ async fn claim(
             Ok(task) => Ok(Some(task)),
             // The claim was applied but its answer was lost and the SDK's
             // retry then failed the condition: the item carries exactly our
-            // claim (next token, our start time and lease).
+            // claim (next token, this invocation, our start time and lease).
+            // Another processor's claim differs in `claimedBy` even when it
+            // was sent in the same millisecond with the same lease.
             Err(StoreError::ConditionFailed {
                 current: Some(cur), ..
             }) if cur.task_status == TaskStatus::Taken
                 && cur.token == c.token + 1
-                && cur.started_at == Some(now)
-                && cur.lease_until == Some(lease_until) =>
+                && cur.claimed_by.as_deref() == Some(by.owner)
+                && cur.started_at == Some(by.now)
+                && cur.lease_until == Some(by.lease_until) =>
             {
                 Ok(Some(*cur))
             }

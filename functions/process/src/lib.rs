@@ -132,6 +132,9 @@ struct Assignment {
     shards: Vec<u32>,
     capacity: usize,
     limiter: Option<Arc<governor::DefaultDirectRateLimiter>>,
+    /// This invocation, as its claims name it (`claimedBy`) and its group
+    /// lease's owner.
+    owner: Arc<str>,
 }
 
 impl<R: TaskRunner> Processor<R> {
@@ -194,6 +197,7 @@ impl<R: TaskRunner> Processor<R> {
                 shards: (0..self.config.shard_count.max(1)).collect(),
                 capacity,
                 limiter: self.limiter(0),
+                owner: owner.into(),
             }));
         }
         let mut order: Vec<u32> = wake.groups.iter().copied().filter(|g| *g < p).collect();
@@ -209,6 +213,7 @@ impl<R: TaskRunner> Processor<R> {
                     shards: groups::shards_of(g, p, self.config.shard_count),
                     capacity: groups::share(capacity as u32, g, p) as usize,
                     limiter: self.limiter(g),
+                    owner: owner.into(),
                 }));
             }
         }
@@ -277,6 +282,7 @@ impl<R: TaskRunner> Processor<R> {
         report.group = assignment.group.map(|(g, _)| g);
         tracing::info!(
             event = "process.start",
+            owner = %owner,
             wakeups = wake.records,
             group = assignment.group.map(|(g, _)| g),
             shards = assignment.shards.len(),
@@ -389,6 +395,7 @@ impl<R: TaskRunner> Processor<R> {
                 retry: self.config.retry,
             },
             lease_until,
+            owner: Arc::clone(&assignment.owner),
         };
         let mut control_read = Instant::now();
         loop {

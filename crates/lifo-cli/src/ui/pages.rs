@@ -473,6 +473,7 @@ pub async fn task(
             @if let Some(at) = t.started_at { (row("Started", html! { (time(at, now)) })) }
             (row("Expires", html! { (time(t.expires_at * 1000, now)) }))
             @if let Some(at) = t.lease_until { (row("Lease until", html! { (time(at, now)) })) }
+            @if let Some(by) = &t.claimed_by { (row("Claimed by", html! { code { (by) } })) }
             (row("Token", html! { (t.token) }))
             (row("Shard", html! { (t.lifo_shard) }))
             @if let Some(u) = &t.user_id { (row("User", html! { a href=(format!("/tasks?user={}", encode(u))) { (u) } })) }

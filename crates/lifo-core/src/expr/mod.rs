@@ -41,6 +41,7 @@ pub mod attr {
     pub const HISTORY: &str = "history";
     pub const FAILED_AT: &str = "failedAt";
     pub const RETRY_AT: &str = "retryAt";
+    pub const CLAIMED_BY: &str = "claimedBy";
 }
 
 /// The sparse LIFO index: hash `lifoShard`, range `claimableAt`, projecting
@@ -131,6 +132,8 @@ pub struct Step<'a> {
     pub attempts: u32,
     /// Claims: when the new lease ends (epoch ms).
     pub lease_until: u64,
+    /// Claims: who claims (the process invocation), written as `claimedBy`.
+    pub owner: &'a str,
     /// Reclaim: the attempt count must be below this.
     pub max_attempts: u32,
     /// Why (failures, retries, abandon); empty for none.
@@ -225,6 +228,7 @@ pub(crate) mod testing {
             token: 7,
             attempts: 1,
             lease_until: NOW + 62_000,
+            owner: "process-1",
             max_attempts: 3,
             reason,
             history,

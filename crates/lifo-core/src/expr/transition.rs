@@ -40,9 +40,11 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 ("#leaseUntil", LEASE_UNTIL),
                 ("#attempts", ATTEMPTS),
                 ("#expiresAt", EXPIRES_AT),
+                ("#claimedBy", CLAIMED_BY),
             ]);
             values.extend([
                 (":lease", n(step.lease_until)),
+                (":owner", AttributeValue::S(step.owner.to_owned())),
                 (":newToken", n(step.token + 1)),
                 (":attempts", n(step.attempts)),
                 (":nowSec", n(step.now_ms / 1000)),
@@ -50,7 +52,7 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
             append(&mut values);
             names.insert("#retryAt", RETRY_AT);
             let update = "SET #status = :to, #updated = :now, #startedAt = :now, #leaseUntil = :lease, \
-                 #token = :newToken, #attempts = :attempts, \
+                 #claimedBy = :owner, #token = :newToken, #attempts = :attempts, \
                  #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #retryAt";
             if t == Transition::Claim {
                 names.insert("#claimableAt", CLAIMABLE_AT);
@@ -230,7 +232,7 @@ mod tests {
         assert_eq!(
             e.main,
             "SET #status = :to, #updated = :now, #startedAt = :now, #leaseUntil = :lease, \
-             #token = :newToken, #attempts = :attempts, \
+             #claimedBy = :owner, #token = :newToken, #attempts = :attempts, \
              #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #retryAt"
         );
         assert_eq!(
@@ -240,14 +242,14 @@ mod tests {
         );
         assert_eq!(
             names(&e),
-            "#attempts=attempts #claimableAt=claimableAt #expiresAt=expiresAt #history=history #leaseUntil=leaseUntil \
-             #retryAt=retryAt #startedAt=startedAt #status=taskStatus #token=token #updated=taskUpdated"
+            "#attempts=attempts #claimableAt=claimableAt #claimedBy=claimedBy #expiresAt=expiresAt #history=history \
+             #leaseUntil=leaseUntil #retryAt=retryAt #startedAt=startedAt #status=taskStatus #token=token #updated=taskUpdated"
         );
         assert_eq!(
             values(&e),
             ":attempts=N:1 :empty=[] :entry=[{a=N:1 k=N:8 s=S:TAKEN t=N:1764547200123}] \
              :from=S:PENDING :lease=N:1764547262123 :newToken=N:8 :now=N:1764547200123 \
-             :nowSec=N:1764547200 :to=S:TAKEN :token=N:7"
+             :nowSec=N:1764547200 :owner=S:process-1 :to=S:TAKEN :token=N:7"
         );
     }
 

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::error::{ConditionalCheckFailedException, InternalServerError};
 use aws_sdk_sns::Client as Sns;
 use aws_sdk_sns::operation::publish::PublishOutput;
-use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
+use aws_smithy_mocks::{MockResponse, Rule, RuleMode, mock, mock_client};
 use lifo_core::{Task, TaskStatus};
 use std::collections::HashMap;
 
@@ -437,4 +437,70 @@ async fn the_claims_of_one_refill_carry_one_start_time() {
     };
     assert!(at("c").is_some(), "{starts:?}");
     assert_eq!(at("c"), at("b"), "{starts:?}");
+}
+
+/// A claim whose answer was lost: the SDK's retry fails the condition and
+/// DynamoDB returns the item, holding the claim `owner` made with the
+/// request's start time and lease (what this claim would have written).
+fn lost_answer(owner: Option<&'static str>) -> Rule {
+    mock!(Ddb::update_item)
+        .match_requests(is_claim)
+        .then_compute_response(move |r| {
+            let value = |k: &str| {
+                r.expression_attribute_values()
+                    .and_then(|v| v.get(k))
+                    .cloned()
+            };
+            let num = |k: &str| {
+                value(k)
+                    .and_then(|v| v.as_n().ok().and_then(|n| n.parse::<u64>().ok()))
+                    .unwrap_or_default()
+            };
+            let mut t = Task::new_pending(key_of(r), Default::default(), now_ms(), 60, 1);
+            t.task_status = TaskStatus::Taken;
+            t.claimable_at = None;
+            t.token = 1;
+            t.attempts = 1;
+            t.started_at = Some(num(":now"));
+            t.lease_until = Some(num(":lease"));
+            t.claimed_by = match owner {
+                Some(o) => Some(o.to_owned()),
+                None => value(":owner").and_then(|v| v.as_s().ok().cloned()),
+            };
+            MockResponse::Error(UpdateItemError::ConditionalCheckFailedException(
+                ConditionalCheckFailedException::builder()
+                    .set_item(serde_dynamo::to_item(t).ok())
+                    .build(),
+            ))
+        })
+}
+
+#[tokio::test]
+async fn a_claim_whose_answer_was_lost_is_run_only_if_it_names_this_invocation() {
+    // This invocation's own claim: run it, as the claim it is.
+    let query = one_page(&[("x", 20)]);
+    let (_, finish) = updates();
+    let ours = lost_answer(None);
+    let sns = publish();
+    let report = processor(&[&query, &ours, &finish], &sns, Duration::from_secs(10))
+        .handle(1, deadline())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.claimed.clone(), report.succeeded),
+        (vec!["x".to_owned()], 1)
+    );
+    // Another processor's claim sent in the same millisecond with the same
+    // lease: identical but for `claimedBy`. A conflict, never run twice.
+    let query = one_page(&[("x", 20)]);
+    let (_, finish) = updates();
+    let theirs = lost_answer(Some("process-other"));
+    let report = processor(&[&query, &theirs, &finish], &sns, Duration::from_secs(10))
+        .handle(1, deadline())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.claimed.len(), report.conflicts, finish.num_calls()),
+        (0, 1, 0)
+    );
 }
