@@ -20,9 +20,12 @@
 //! - or they are older than [`HeadsPolicy::max_age`] (1 s).
 //!
 //! Each read brings up to `page` candidates per shard, sized so that a read
-//! serves `refresh_claims` candidates. Under load a read of `S` shards
-//! (`S × 0.5` read units) then serves at least `2 × S − 1` claims: at most
-//! 0.5 read units per task, less under load.
+//! serves `refresh_claims` candidates: a shard's share of them plus two (at
+//! least 8, at most 40). Twice that, as first written, only made each read
+//! return more than the claims before the next one use (at 8 shards and
+//! 32 in flight, 160 entries per read for about 17 claims). Under load a
+//! read of `S` shards (`S × 0.5` read units) then serves at least
+//! `2 × S − 1` claims: at most 0.5 read units per task, less under load.
 //!
 //! **The LIFO guarantee that remains:** candidates come out in exact LIFO
 //! order of what was read (the merge never passes a cut-short shard's
@@ -56,7 +59,7 @@ impl HeadsPolicy {
         let refresh_claims = 2 * shards.max(in_flight).max(1);
         Self {
             // Index entries are ~100 bytes: 40 fit in one 4 KB read unit.
-            page: (2 * refresh_claims / shards + 4).clamp(8, 40),
+            page: (refresh_claims / shards + 2).clamp(8, 40),
             refresh_claims,
             min_claims: 2 * shards - 1,
             min_age: Duration::from_millis(100),
@@ -222,9 +225,9 @@ mod tests {
         let p = HeadsPolicy::new(1, 32);
         assert_eq!((p.refresh_claims, p.min_claims, p.page), (64, 1, 40));
         let p = HeadsPolicy::new(1, 5);
-        assert_eq!((p.refresh_claims, p.min_claims, p.page), (10, 1, 24));
+        assert_eq!((p.refresh_claims, p.min_claims, p.page), (10, 1, 12));
         let p = HeadsPolicy::new(8, 32);
-        assert_eq!((p.refresh_claims, p.min_claims, p.page), (64, 15, 20));
+        assert_eq!((p.refresh_claims, p.min_claims, p.page), (64, 15, 10));
     }
 
     #[test]
