@@ -21,11 +21,10 @@
 //!
 //! Each read brings up to `page` candidates per shard, sized so that a read
 //! serves `refresh_claims` candidates: a shard's share of them plus two (at
-//! least 8, at most 40). Twice that, as first written, only made each read
-//! return more than the claims before the next one use (at 8 shards and
-//! 32 in flight, 160 entries per read for about 17 claims). Under load a
-//! read of `S` shards (`S × 0.5` read units) then serves at least
-//! `2 × S − 1` claims: at most 0.5 read units per task, less under load.
+//! least 8, at most 40), no more, since what a read returns beyond what is
+//! claimed before the next read is wasted work. Under load a read of `S`
+//! shards (`S × 0.5` read units) then serves at least `2 × S − 1` claims:
+//! at most 0.5 read units per task, less under load.
 //!
 //! **The LIFO guarantee that remains:** candidates come out in exact LIFO
 //! order of what was read (the merge never passes a cut-short shard's

@@ -165,13 +165,7 @@ pub(crate) fn spawn<R: TaskRunner>(
     running.spawn(async move {
         let id = c.task_id.clone();
         let reclaim = c.lease_until.is_some();
-        let claimer = Claimer {
-            lease_until: ctx.lease_until,
-            max_attempts: ctx.policy.max_attempts,
-            owner: &ctx.owner,
-            now: sent_at,
-        };
-        match claim(&ctx.store, &c, &claimer).await {
+        match claim(&ctx, &c, sent_at).await {
             Ok(Some(task)) => {
                 let now = now_ms();
                 let age_ms = task.started_at.unwrap_or(now).saturating_sub(task.ready_at);
@@ -213,37 +207,34 @@ pub(crate) fn spawn<R: TaskRunner>(
     });
 }
 
-/// Who claims, and how.
-struct Claimer<'a> {
-    lease_until: u64,
-    max_attempts: u32,
-    owner: &'a str,
-    /// When the claim is sent (ms).
+/// Claims a candidate at `now` (ms): a PENDING task, or a TAKEN one whose
+/// lease has expired (reclaim). A task whose lease expired with no attempts
+/// left is ended FAILURE instead (`Ok(None)`).
+async fn claim<R>(
+    ctx: &PipeContext<R>,
+    c: &Candidate,
     now: u64,
-}
-
-/// Claims a candidate: a PENDING task, or a TAKEN one whose lease has
-/// expired (reclaim). A task whose lease expired with no attempts left is
-/// ended FAILURE instead (`Ok(None)`).
-async fn claim(store: &Store, c: &Candidate, by: &Claimer<'_>) -> Result<Option<Task>, StoreError> {
+) -> Result<Option<Task>, StoreError> {
+    let max_attempts = ctx.policy.max_attempts;
     let step = |attempts, reason| Step {
-        now_ms: by.now,
+        now_ms: now,
         token: c.token,
         attempts,
-        lease_until: by.lease_until,
-        owner: by.owner,
-        max_attempts: by.max_attempts,
+        lease_until: ctx.lease_until,
+        owner: &ctx.owner,
+        max_attempts,
         reason,
         history: &[],
         ..Step::default()
     };
-    if c.lease_until.is_none() || c.attempts < by.max_attempts {
+    if c.lease_until.is_none() || c.attempts < max_attempts {
         let (t, current) = if c.lease_until.is_none() {
             (Transition::Claim, TaskStatus::Pending)
         } else {
             (Transition::Reclaim, TaskStatus::Taken)
         };
-        return match store
+        return match ctx
+            .store
             .apply(&c.task_id, t, current, &step(c.attempts + 1, ""))
             .await
         {
@@ -257,9 +248,9 @@ async fn claim(store: &Store, c: &Candidate, by: &Claimer<'_>) -> Result<Option<
                 current: Some(cur), ..
             }) if cur.task_status == TaskStatus::Taken
                 && cur.token == c.token + 1
-                && cur.claimed_by.as_deref() == Some(by.owner)
-                && cur.started_at == Some(by.now)
-                && cur.lease_until == Some(by.lease_until) =>
+                && cur.claimed_by.as_deref() == Some(&*ctx.owner)
+                && cur.started_at == Some(now)
+                && cur.lease_until == Some(ctx.lease_until) =>
             {
                 Ok(Some(*cur))
             }
@@ -267,7 +258,7 @@ async fn claim(store: &Store, c: &Candidate, by: &Claimer<'_>) -> Result<Option<
         };
     }
     let reason = format!("lease expired after {} attempts", c.attempts);
-    store
+    ctx.store
         .apply(
             &c.task_id,
             Transition::Abandon,

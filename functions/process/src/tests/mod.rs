@@ -28,13 +28,26 @@ fn index_entry(id: &str, at: u64) -> HashMap<String, AttributeValue> {
     ])
 }
 
-fn taken(id: &str) -> HashMap<String, AttributeValue> {
+/// Task `id` as a claim leaves it: TAKEN, first attempt.
+fn taken_task(id: &str) -> Task {
     let mut t = Task::new_pending(id.into(), Default::default(), now_ms(), 60, 1);
     t.task_status = TaskStatus::Taken;
     t.claimable_at = None;
     t.started_at = Some(now_ms());
     t.attempts = 1;
-    serde_dynamo::to_item(t).unwrap()
+    t
+}
+
+fn taken(id: &str) -> HashMap<String, AttributeValue> {
+    serde_dynamo::to_item(taken_task(id)).unwrap()
+}
+
+/// The value a request binds to `key` (`:now`, `:lease`, `:owner`…).
+fn bound<'a>(
+    r: &'a aws_sdk_dynamodb::operation::update_item::UpdateItemInput,
+    key: &str,
+) -> Option<&'a AttributeValue> {
+    r.expression_attribute_values().and_then(|v| v.get(key))
 }
 
 fn is_claim(r: &aws_sdk_dynamodb::operation::update_item::UpdateItemInput) -> bool {
@@ -407,11 +420,7 @@ async fn the_claims_of_one_refill_carry_one_start_time() {
     let claim = mock!(Ddb::update_item)
         .match_requests(is_claim)
         .then_compute_output(move |r| {
-            let now = r
-                .expression_attribute_values()
-                .and_then(|v| v.get(":now"))
-                .and_then(|v| v.as_n().ok())
-                .cloned();
+            let now = bound(r, ":now").and_then(|v| v.as_n().ok()).cloned();
             if let Ok(mut s) = seen.lock() {
                 s.push((key_of(r), now));
             }
@@ -446,26 +455,14 @@ fn lost_answer(owner: Option<&'static str>) -> Rule {
     mock!(Ddb::update_item)
         .match_requests(is_claim)
         .then_compute_response(move |r| {
-            let value = |k: &str| {
-                r.expression_attribute_values()
-                    .and_then(|v| v.get(k))
-                    .cloned()
-            };
-            let num = |k: &str| {
-                value(k)
-                    .and_then(|v| v.as_n().ok().and_then(|n| n.parse::<u64>().ok()))
-                    .unwrap_or_default()
-            };
-            let mut t = Task::new_pending(key_of(r), Default::default(), now_ms(), 60, 1);
-            t.task_status = TaskStatus::Taken;
-            t.claimable_at = None;
+            let num = |k: &str| bound(r, k).and_then(|v| v.as_n().ok()?.parse::<u64>().ok());
+            let mut t = taken_task(&key_of(r));
             t.token = 1;
-            t.attempts = 1;
-            t.started_at = Some(num(":now"));
-            t.lease_until = Some(num(":lease"));
+            t.started_at = num(":now");
+            t.lease_until = num(":lease");
             t.claimed_by = match owner {
                 Some(o) => Some(o.to_owned()),
-                None => value(":owner").and_then(|v| v.as_s().ok().cloned()),
+                None => bound(r, ":owner").and_then(|v| v.as_s().ok().cloned()),
             };
             MockResponse::Error(UpdateItemError::ConditionalCheckFailedException(
                 ConditionalCheckFailedException::builder()
