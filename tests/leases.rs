@@ -196,14 +196,37 @@ async fn retry_later_does_not_burn_an_attempt() {
         Arc::new(BusyTwice(AtomicUsize::new(0))),
         config(&h),
     );
-    let report = p.handle(1, deadline()).await.unwrap();
-    assert_eq!((report.retried, report.succeeded), (2, 1));
+    // Each bounce rests at least a second (even with the queue's own rest
+    // at 0), so the task is claimable again only in a later invocation,
+    // as the sweep would wake it.
+    let (mut retried, mut succeeded) = (0, 0);
+    for _ in 0..20 {
+        let report = p.handle(1, deadline()).await.unwrap();
+        retried += report.retried;
+        succeeded += report.succeeded;
+        if succeeded > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!((retried, succeeded), (2, 1));
     let task = h.store.get(&id).await.unwrap().unwrap();
     assert_eq!(
         (task.task_status, task.attempts, task.token),
         (TaskStatus::Success, 1, 3)
     );
     assert_eq!(task.last_error.as_deref(), Some("busy"));
+    // Claim, bounce, claim, bounce, claim, succeed: each claim after a
+    // bounce comes at least `MIN_BUSY_REST` later.
+    let h = &task.history;
+    for pair in h.windows(2) {
+        if pair[0].status == TaskStatus::Pending && pair[1].status == TaskStatus::Taken {
+            assert!(
+                pair[1].at - pair[0].at >= lifo_core::retry::MIN_BUSY_REST.as_millis() as u64,
+                "{h:?}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -478,3 +478,46 @@ async fn the_deepest_and_largest_payloads_create_accepts_are_stored() {
     );
     assert!(h.store.get("deeper").await.unwrap().is_none());
 }
+
+/// DynamoDB Local writes an empty map into stream records as a bare `{}`,
+/// which the SDK cannot parse; the local streams client rewrites it
+/// (`lifo_local::empty_maps`). With the sweep off, only the stream can
+/// wake the processor: tasks whose payload is `{}` or holds an empty map
+/// are served through it, and no poll fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_map_payloads_are_served_through_the_local_stream() {
+    let h = Harness::start(1).await;
+    let processor = Arc::new(h.processor(3, Duration::from_millis(10), Duration::from_secs(3)));
+    let pipeline = Pipeline::start(
+        &h.stack,
+        Arc::new(h.trigger()),
+        processor,
+        PipelineOptions {
+            sweep_every: None,
+            ..PipelineOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let created = h
+        .creator()
+        .handle(serde_json::json!({"tasks": [
+            {"taskId": "empty", "payload": {}},
+            {"taskId": "nested", "payload": {"a": {}, "l": [{}, {"b": {}}]}},
+            {"taskId": "after", "payload": {"n": 1}},
+        ]}))
+        .await
+        .unwrap();
+    assert_eq!(created.created.len(), 3);
+    wait_until(
+        "the three tasks to succeed",
+        Duration::from_secs(30),
+        || async { h.count(TaskStatus::Success).await == 3 },
+    )
+    .await;
+    let stats = Arc::clone(&pipeline.stats);
+    pipeline.stop().await;
+    assert_eq!(PipelineStats::get(&stats.sweeps), 0);
+    assert_eq!(PipelineStats::get(&stats.errors), 0, "a stream poll failed");
+    assert!(PipelineStats::get(&stats.stream_records) >= 3);
+}

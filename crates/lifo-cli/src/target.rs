@@ -3,6 +3,7 @@
 
 use crate::{Cli, CliError};
 use lifo_core::Store;
+use lifo_core::bounded::{AWS_ANSWER_LIMIT, BoundedAnswers};
 use std::collections::HashMap;
 
 /// The queue the options point at: its store, settings, and (with
@@ -54,7 +55,11 @@ pub(crate) async fn aws_config(cli: &Cli, endpoint: Option<&str>) -> aws_config:
 async fn stack_outputs(cli: &Cli, stack: &str) -> Result<HashMap<String, String>, CliError> {
     // CloudFormation is reached the usual way (AWS_ENDPOINT_URL_CLOUDFORMATION
     // works); --endpoint-url is DynamoDB's.
-    let cfn = aws_sdk_cloudformation::Client::new(&aws_config(cli, None).await);
+    let cfn = aws_sdk_cloudformation::Client::from_conf(
+        aws_sdk_cloudformation::config::Builder::from(&aws_config(cli, None).await)
+            .interceptor(BoundedAnswers::new(AWS_ANSWER_LIMIT))
+            .build(),
+    );
     let out = cfn
         .describe_stacks()
         .stack_name(stack)
@@ -83,8 +88,16 @@ async fn stack_outputs(cli: &Cli, stack: &str) -> Result<HashMap<String, String>
 /// Resolves `--stack` (or `--table` and friends) to a store and settings.
 pub async fn connect(cli: &Cli) -> Result<Target, CliError> {
     let mut target = Target {
+        // Every answer is read at most AWS_ANSWER_LIMIT bytes far: an
+        // endpoint that never stops answering cannot fill the memory.
         store: Store::new(
-            aws_sdk_dynamodb::Client::new(&aws_config(cli, cli.endpoint_url.as_deref()).await),
+            aws_sdk_dynamodb::Client::from_conf(
+                aws_sdk_dynamodb::config::Builder::from(
+                    &aws_config(cli, cli.endpoint_url.as_deref()).await,
+                )
+                .interceptor(BoundedAnswers::new(AWS_ANSWER_LIMIT))
+                .build(),
+            ),
             &cli.table,
         ),
         shards: cli.shards,
@@ -128,6 +141,7 @@ pub async fn connect(cli: &Cli) -> Result<Target, CliError> {
         // and a second one would write again (the ids are generated there).
         let conf = aws_sdk_lambda::config::Builder::from(&aws_config(cli, None).await)
             .retry_config(aws_sdk_lambda::config::retry::RetryConfig::disabled())
+            .interceptor(BoundedAnswers::new(AWS_ANSWER_LIMIT))
             .timeout_config(
                 aws_sdk_lambda::config::timeout::TimeoutConfig::builder()
                     .operation_timeout(std::time::Duration::from_secs(90))
@@ -151,7 +165,11 @@ pub async fn freshness_source(cli: &Cli) -> crate::ui::FreshnessSource {
     }
     match &cli.stack {
         Some(stack) => FreshnessSource::CloudWatch {
-            client: aws_sdk_cloudwatch::Client::new(&aws_config(cli, None).await),
+            client: aws_sdk_cloudwatch::Client::from_conf(
+                aws_sdk_cloudwatch::config::Builder::from(&aws_config(cli, None).await)
+                    .interceptor(BoundedAnswers::new(AWS_ANSWER_LIMIT))
+                    .build(),
+            ),
             namespace: std::env::var("METRICS_NAMESPACE").unwrap_or_else(|_| "LifoQueue".into()),
             service: stack.clone(),
         },

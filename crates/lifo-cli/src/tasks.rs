@@ -6,60 +6,12 @@ use lifo_core::store::FailedQuery;
 use lifo_core::{Task, now_ms};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
-use std::time::Duration;
 
 /// Most tasks one bulk retry takes (a window with more: narrow it, or run
 /// it again).
 pub const MAX_BULK: usize = 10_000;
 
-/// A point in time given as `90s`, `15m`, `1h`, `2d` ago, an RFC 3339 time
-/// (`2026-11-23T12:00:00Z`) or epoch milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Since {
-    Ago(Duration),
-    At(u64),
-}
-
-impl Since {
-    pub fn epoch_ms(self, now_ms: u64) -> u64 {
-        match self {
-            Self::Ago(d) => now_ms.saturating_sub(d.as_millis() as u64),
-            Self::At(ms) => ms,
-        }
-    }
-}
-
-impl std::str::FromStr for Since {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
-            return u64::try_from(t.timestamp_millis())
-                .map(Self::At)
-                .map_err(|_| format!("{s} is before 1970"));
-        }
-        if let Ok(ms) = s.parse::<u64>() {
-            return Ok(Self::At(ms));
-        }
-        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-        let (n, unit) = s.split_at(split);
-        let n: u64 = n.parse().map_err(|_| {
-            format!("expected 90s, 15m, 1h, 2d, an RFC 3339 time or epoch ms, got {s:?}")
-        })?;
-        let seconds = match unit {
-            "s" => n,
-            "m" => n * 60,
-            "h" => n * 3600,
-            "d" => n * 86_400,
-            _ => {
-                return Err(format!(
-                    "unknown unit {unit:?} in {s:?}: use s, m, h or d (or an RFC 3339 time)"
-                ));
-            }
-        };
-        Ok(Self::Ago(Duration::from_secs(seconds)))
-    }
-}
+pub use lifo_core::since::Since;
 
 fn age(ms: u64, now: u64) -> String {
     format!("{:.1} s", now.saturating_sub(ms) as f64 / 1000.0)
@@ -399,26 +351,4 @@ async fn invoke_create(
         )));
     }
     Ok(body)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn since_takes_durations_times_and_epoch_ms() {
-        let now = 10_000_000;
-        let at = |s: &str| s.parse::<Since>().map(|x| x.epoch_ms(now));
-        assert_eq!(at("90s"), Ok(now - 90_000));
-        assert_eq!(at("15m"), Ok(now - 900_000));
-        assert_eq!(at("1h"), Ok(now - 3_600_000));
-        assert_eq!(at("2d"), Ok(0));
-        assert_eq!(at("1764547200123"), Ok(1_764_547_200_123));
-        assert_eq!(at("2026-12-01T00:00:00Z"), Ok(1_796_083_200_000));
-        assert_eq!(
-            at("3w").unwrap_err(),
-            "unknown unit \"w\" in \"3w\": use s, m, h or d (or an RFC 3339 time)"
-        );
-        assert!(at("soon").unwrap_err().starts_with("expected 90s, 15m"));
-    }
 }

@@ -357,3 +357,71 @@ async fn create_against_a_stack_invokes_its_create_function() {
     );
     assert_eq!(h.tasks().await.len(), 2, "the bad request wrote nothing");
 }
+
+/// An endpoint that answers 200 and then never stops: `lifo` reads at
+/// most `lifo_core::bounded::AWS_ANSWER_LIMIT` bytes of it (8 MB) per
+/// answer, fails with a one-line error, and its memory stays bounded
+/// (peak RSS from /proc while it runs).
+#[test]
+fn an_endless_answer_cannot_fill_the_clis_memory() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for sock in listener.incoming() {
+            let Ok(mut sock) = sock else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                let _ = sock.read(&mut buf);
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\n\
+                            transfer-encoding: chunked\r\n\r\n";
+                if sock.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                let piece = "{\"Item\": {\"taskId\": {\"S\": \"x\"}}, ".repeat(2048);
+                let framed = format!("{:x}\r\n{piece}\r\n", piece.len());
+                while sock.write_all(framed.as_bytes()).is_ok() {}
+            });
+        }
+    });
+    let started = std::time::Instant::now();
+    let mut child = std::process::Command::new(LIFO)
+        .args(["--endpoint-url", &endpoint, "tasks", "get", "x"])
+        .env("AWS_MAX_ATTEMPTS", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut peak_kb = 0u64;
+    let status = loop {
+        if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            && let Some(kb) = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+        {
+            peak_kb = peak_kb.max(kb);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "lifo still reading after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("length limit exceeded"), "{stderr}");
+    let peak_mb = peak_kb as f64 / 1024.0;
+    assert!(peak_mb < 128.0, "peak RSS {peak_mb:.1} MB");
+}

@@ -192,6 +192,26 @@ async fn failed_task(store: &lifo_core::Store, id: &str, error: &str) {
         .unwrap();
 }
 
+/// The `name=value` of the console's cookie that `r` sets.
+fn cookie_of(r: &reqwest::Response) -> String {
+    r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// The CSRF token of a page's forms.
+fn csrf_in(html: &str) -> String {
+    html.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap()
+        .to_owned()
+}
+
 fn console_url(lines: &[String]) -> String {
     lines
         .iter()
@@ -233,13 +253,7 @@ async fn the_console_shows_the_queue_and_acts_on_it_in_a_real_browser() {
         303,
         "the token's URL sets the cookie and drops the token"
     );
-    let cookie = r.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = cookie_of(&r);
     let r = http
         .get(&url)
         .header("host", "rebound.example:80")
@@ -263,12 +277,7 @@ async fn the_console_shows_the_queue_and_acts_on_it_in_a_real_browser() {
         "{csp}"
     );
     let html = page.text().await.unwrap();
-    let csrf = html
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .unwrap()
-        .to_owned();
+    let csrf = csrf_in(&html);
     let post = |origin: &str, body: String| {
         http.post(format!("{base}/pause"))
             .header("cookie", &cookie)
@@ -481,4 +490,188 @@ async fn the_console_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     screenshot(&b, "overview").await;
     b.close().await.unwrap();
     let _ = std::fs::remove_dir_all(&profile);
+}
+
+/// What a hostile client or hostile task data tries against the console:
+/// an open redirect, windows that overflow, idle and half-open connections,
+/// text that reverses itself, ids long enough to squeeze the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_clients_and_task_data_cannot_break_the_console() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_up, _rx, lines) = tokio::task::block_in_place(|| {
+        local_up(
+            &["--ui", "--ui-listen", "127.0.0.1:0"],
+            &[("AWS_REGION", "us-east-1")],
+        )
+    });
+    let url = console_url(&lines);
+    let (base, token) = url.split_once("/?token=").unwrap();
+    let (base, token) = (base.to_owned(), token.to_owned());
+    let endpoint = endpoint_in(&lines);
+    let store = lifo_core::Store::new(
+        aws_sdk_dynamodb::Client::new(&lifo_local::stack::sdk_config(&endpoint).await),
+        "QueueTable",
+    );
+    store.set_paused(true, "test", now_ms()).await.unwrap();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+
+    // The token's redirect stays on this origin and keeps the query.
+    let r = http
+        .get(format!("{base}//evil.example/?token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/evil.example/");
+    let r = http
+        .get(format!("{base}/tasks?failed=1&token={token}&since=2h"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["location"], "/tasks?failed=1&since=2h");
+    let cookie = cookie_of(&r);
+
+    // Windows too large are a 400 page naming the input, not a dropped
+    // connection (the multiplication used to overflow).
+    for since in ["213503982334602d", "18446744073709552s"] {
+        let r = http
+            .get(format!("{base}/tasks?failed=1&since={since}"))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{since}");
+        let page = r.text().await.unwrap();
+        assert!(
+            page.contains(&format!("since: &quot;{since}&quot; is too far back")),
+            "{page}"
+        );
+    }
+    let html = http
+        .get(format!("{base}/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = csrf_in(&html);
+    let r = http
+        .post(format!("{base}/retry-failed"))
+        .header("cookie", &cookie)
+        .header("origin", &base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&since=213503982334602d"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+
+    // Hostile task data: a payload and an error that reverse the text
+    // around them, and an id of 128 characters.
+    let long_id = format!("device:{}", "a1b2c3d4".repeat(16));
+    let long_id = &long_id[..128];
+    let reversing = "invoice \u{202e}fdp.exe\u{202c} paid";
+    let payload = serde_json::json!({"name": reversing})
+        .as_object()
+        .cloned()
+        .unwrap();
+    store
+        .put_new(&[Task::new_pending("rtl".into(), payload, now_ms(), 3600, 1)])
+        .await
+        .unwrap();
+    failed_task(&store, long_id, &format!("HTTP 500: {reversing}")).await;
+    let driver = chromedriver().await;
+    let profile = scratch("console-hostile");
+    let b = browser(&driver, &profile).await;
+    b.goto(&url).await.unwrap();
+    b.goto(&format!("{base}/tasks/rtl")).await.unwrap();
+    let shown = text(&b, "pre.payload").await;
+    assert!(
+        shown.contains("invoice \\u{202e}fdp.exe\\u{202c} paid"),
+        "{shown}"
+    );
+    assert!(!shown.contains('\u{202e}'));
+    b.goto(&format!("{base}/tasks?failed=1&since=1h"))
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&b, "table.failed td.error").await,
+        "HTTP 500: invoice \\u{202e}fdp.exe\\u{202c} paid"
+    );
+    // The id wraps; the error column keeps a readable width.
+    let widths = b
+        .execute(
+            "const r = document.querySelector('table.failed tbody tr');
+             return [r.cells[0].getBoundingClientRect().width,
+                     r.cells[2].getBoundingClientRect().width,
+                     document.documentElement.scrollWidth <= window.innerWidth,
+                     r.getBoundingClientRect().width];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    screenshot(&b, "failed-long-id").await;
+    let id_px = widths[0].as_f64().unwrap_or_else(|| panic!("{widths}"));
+    let error_px = widths[1].as_f64().unwrap_or_else(|| panic!("{widths}"));
+    let row_px = widths[3].as_f64().unwrap_or_else(|| panic!("{widths}"));
+    assert!(
+        id_px <= row_px * 0.45,
+        "the id column is {id_px} of {row_px} px"
+    );
+    assert!(
+        error_px >= row_px * 0.35,
+        "the error column is {error_px} of {row_px} px"
+    );
+    assert_eq!(widths[2], true, "no horizontal scroll");
+    b.close().await.unwrap();
+    drop(driver);
+    let _ = std::fs::remove_dir_all(&profile);
+
+    // Idle connections: 64 that never send a request hold every slot; a
+    // real request waits until the header-read timeout closes them (10 s),
+    // then is served.
+    drop(http); // its pooled connections would hold slots too
+    let addr = base.trim_start_matches("http://").to_owned();
+    let mut idle = Vec::new();
+    for _ in 0..lifo_cli::ui::serve::MAX_CONNECTIONS {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let mut late = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    late.write_all(
+        format!("GET /assets/console.css HTTP/1.1\r\nhost: {addr}\r\ncookie: {cookie}\r\nconnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), late.read_to_end(&mut answer))
+        .await
+        .expect("served once the idle connections were closed")
+        .unwrap();
+    let waited = started.elapsed();
+    assert!(
+        String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let timeout = lifo_cli::ui::serve::HEADER_READ_TIMEOUT;
+    assert!(
+        waited >= timeout - Duration::from_secs(1) && waited < timeout * 2,
+        "served after {waited:?}"
+    );
+    for mut s in idle {
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(timeout + Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("the idle connection was closed")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "the idle connection was closed without an answer");
+    }
 }

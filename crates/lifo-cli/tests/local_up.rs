@@ -42,9 +42,9 @@ fn local_up_serves_until_sigterm_then_stops_its_servers() {
             aws_sdk_dynamodb::Client::new(&lifo_local::stack::sdk_config(&endpoint).await),
             "QueueTable",
         );
-        // (Not an empty payload: DynamoDB Local writes an empty map into
-        // stream records as `{}`, which no SDK can parse.)
-        let payload = serde_json::json!({"n": 1}).as_object().cloned().unwrap();
+        // An empty payload: DynamoDB Local writes its stream record as a
+        // bare `{}`, which the local stream client rewrites.
+        let payload = serde_json::Map::new();
         let task = lifo_core::Task::new_pending(
             "from-outside".into(),
             payload,

@@ -3,6 +3,7 @@
 //!
 //! The Lambda functions are thin wrappers around this crate.
 
+pub mod bounded;
 pub mod config;
 pub mod error;
 pub mod event;
@@ -15,6 +16,7 @@ pub mod metrics;
 pub mod model;
 pub mod notify;
 pub mod retry;
+pub mod since;
 pub mod state;
 pub mod store;
 

@@ -10,10 +10,19 @@
 //!   Lambda throttle's `retryAfterSeconds`), else for `base`, with the same
 //!   jitter and cap, and no exponent: its attempt count does not grow, and
 //!   a busy downstream gains nothing from an immediate retry.
+//! - A busy rest is never shorter than [`MIN_BUSY_REST`] (one second),
+//!   whatever the downstream asked: `Retry-After: 0`, a worker's
+//!   `retryAfterSeconds: 0.001`, or a queue whose `base` is zero. One
+//!   second is `Retry-After`'s own unit (RFC 9110 counts it in whole
+//!   seconds), so a downstream that means "soon" gets it, while one task
+//!   can never bounce more than once a second: at most
+//!   ⌈TTL / 1 s⌉ + 1 requests in its life, where an unfloored 0 let one
+//!   task with a 20 s TTL draw 587.
 //!
 //! The rest is the task's `retryAt`: the claim query skips the task until
 //! then (everything else keeps its LIFO order), and the claim condition
-//! refuses it. A `base` of zero turns both rests off.
+//! refuses it. A `base` of zero turns the rest after a failure off (a
+//! failure burns an attempt, so it is bounded by `MaxAttempts`).
 
 use std::time::Duration;
 
@@ -26,6 +35,10 @@ pub struct RetryPolicy {
 /// Longest rest, whatever the attempt: one hour.
 pub const MAX_REST: Duration = Duration::from_secs(3600);
 
+/// Shortest rest after "retry later", whatever the hint (see the module's
+/// documentation for why one second).
+pub const MIN_BUSY_REST: Duration = Duration::from_secs(1);
+
 impl RetryPolicy {
     /// `retryAt` (epoch ms; 0 for none) after a failed run that was the
     /// task's `attempt`-th, at `now_ms`, for a task expiring at
@@ -37,17 +50,20 @@ impl RetryPolicy {
         self.rest_until(rest, now_ms, expires_at, fastrand::f64())
     }
 
-    /// `retryAt` after the downstream answered "busy", with its `hint`.
+    /// `retryAt` after the downstream answered "busy", with its `hint`:
+    /// the hint, else `base`, never less than [`MIN_BUSY_REST`].
     pub fn after_busy(&self, hint: Option<Duration>, now_ms: u64, expires_at: u64) -> u64 {
-        if self.base.is_zero() && hint.is_none() {
-            return 0;
-        }
         self.rest_until(
-            hint.unwrap_or(self.base),
+            Self::busy_rest(hint.unwrap_or(self.base)),
             now_ms,
             expires_at,
             fastrand::f64(),
         )
+    }
+
+    /// The rest a busy answer asking for `asked` gets (before jitter).
+    pub fn busy_rest(asked: Duration) -> Duration {
+        asked.clamp(MIN_BUSY_REST, MAX_REST)
     }
 
     /// `now + rest × (1 + jitter / 2)`, `jitter` in [0, 1), capped by
@@ -104,7 +120,40 @@ mod tests {
         assert!((NOW + 2_000..NOW + 3_000).contains(&plain));
         let off = RetryPolicy::default();
         assert_eq!(off.after_failure(2, NOW, LATER), 0);
-        assert_eq!(off.after_busy(None, NOW, LATER), 0);
         assert!(off.after_busy(Some(Duration::from_secs(1)), NOW, LATER) >= NOW + 1_000);
+    }
+
+    /// A hint of 0, a millisecond, or none on a queue whose base is 0
+    /// still rests a second (and at most half again); a huge one an hour.
+    #[test]
+    fn a_busy_rest_is_never_shorter_than_the_floor() {
+        for base in [Duration::ZERO, Duration::from_secs(10)] {
+            let p = RetryPolicy { base };
+            for hint in [
+                Some(Duration::ZERO),
+                Some(Duration::from_millis(1)),
+                Some(Duration::from_millis(999)),
+            ] {
+                let at = p.after_busy(hint, NOW, LATER);
+                assert!(
+                    (NOW + 1_000..NOW + 1_500).contains(&at),
+                    "{base:?} {hint:?}: {at}"
+                );
+            }
+            let huge = p.after_busy(Some(Duration::from_secs(u64::MAX / 4)), NOW, LATER);
+            assert!((NOW + 3_600_000..=NOW + 5_400_000).contains(&huge));
+        }
+        let off = RetryPolicy::default().after_busy(None, NOW, LATER);
+        assert!((NOW + 1_000..NOW + 1_500).contains(&off));
+        // Never past the expiry, floor or not.
+        assert_eq!(
+            RetryPolicy::default().after_busy(Some(Duration::ZERO), NOW, NOW / 1000),
+            NOW / 1000 * 1000
+        );
+        assert_eq!(RetryPolicy::busy_rest(Duration::ZERO), MIN_BUSY_REST);
+        assert_eq!(
+            RetryPolicy::busy_rest(Duration::from_secs(30)),
+            Duration::from_secs(30)
+        );
     }
 }

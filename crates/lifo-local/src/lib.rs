@@ -2,6 +2,7 @@
 //! resources of template.yaml created in them, and an in-process pipeline
 //! that feeds the real handlers the events Lambda would.
 
+pub mod empty_maps;
 pub mod filter;
 pub mod lambda_api;
 pub mod latency;

@@ -72,7 +72,13 @@ impl LocalStack {
         let ddb_conf = sdk_config(&dynamodb_local.endpoint).await;
         let moto_conf = sdk_config(&moto.endpoint).await;
         let ddb = aws_sdk_dynamodb::Client::new(&ddb_conf);
-        let streams = aws_sdk_dynamodbstreams::Client::new(&ddb_conf);
+        // DynamoDB Local's stream records spell an empty map `{}`; the
+        // interceptor makes them what AWS sends (see `empty_maps`).
+        let streams = aws_sdk_dynamodbstreams::Client::from_conf(
+            aws_sdk_dynamodbstreams::config::Builder::from(&ddb_conf)
+                .interceptor(crate::empty_maps::EmptyMaps)
+                .build(),
+        );
         let sns = aws_sdk_sns::Client::new(&moto_conf);
         let sqs = aws_sdk_sqs::Client::new(&moto_conf);
 
@@ -244,6 +250,22 @@ impl LocalStack {
                 processors: 1,
             },
         ))
+    }
+
+    /// What a function binary needs to run against this stack, as its
+    /// environment: the table, the trigger topic, and the endpoints of
+    /// DynamoDB Local and moto.
+    pub fn function_env(&self) -> Vec<(String, String)> {
+        [
+            ("TABLE_NAME", self.table.as_str()),
+            ("TRIGGER_TOPIC_ARN", self.trigger_topic_arn.as_str()),
+            ("PROCESS_TOPIC_ARN", self.process_topic_arn.as_str()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", &self.dynamodb_local.endpoint),
+            ("AWS_ENDPOINT_URL_SNS", &self.moto.endpoint),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
     }
 
     /// A store over the local table.

@@ -456,10 +456,15 @@ fn parse_date(text: &str) -> Result<chrono::NaiveDate, String> {
         .map_err(|e| format!("{text:?} is not a valid date: {e}"))
 }
 
-/// A producer-supplied id: 1 to 128 characters from `A-Z a-z 0-9 - _ . : / @`.
+/// A producer-supplied id: 1 to 128 characters from `A-Z a-z 0-9 - _ . : / @`,
+/// not only dots (`.` and `..` are path segments a browser or an HTTP
+/// client resolves away, so no URL could name such a task).
 fn check_task_id(id: &str) -> Result<(), String> {
     if id.is_empty() {
         return Err("must not be empty".into());
+    }
+    if id.bytes().all(|b| b == b'.') {
+        return Err(format!("{id:?} is only dots, which no URL can name"));
     }
     if id.len() > MAX_TASK_ID_LEN {
         return Err(format!(

@@ -114,6 +114,14 @@ async fn bad_input_names_the_field_and_writes_nothing() {
             "invalid request: tasks[0].taskId: contains ' '; allowed are letters, digits and - _ . : / @",
         ),
         (
+            json!({"tasks": [{"taskId": "..", "payload": {}}]}),
+            "invalid request: tasks[0].taskId: \"..\" is only dots, which no URL can name",
+        ),
+        (
+            json!({"tasks": [{"taskId": ".", "payload": {}}]}),
+            "invalid request: tasks[0].taskId: \".\" is only dots, which no URL can name",
+        ),
+        (
             json!({"tasks": [{"taskId": "x".repeat(129), "payload": {}}]}),
             "invalid request: tasks[0].taskId: is 129 characters; the limit is 128",
         ),

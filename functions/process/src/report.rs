@@ -64,6 +64,8 @@ impl ProcessReport {
             .count("TasksSucceeded", self.succeeded)
             .count("TasksFailed", self.failed + self.abandoned)
             .count("TasksRetried", self.retried + self.retried_after_error)
+            // Bounces alone: a downstream that keeps saying "later".
+            .count("TasksRetriedLater", self.retried)
             .count("ClaimConflicts", self.conflicts)
             .count("StaleFinishRejected", self.stale_rejected)
             .count("TailCalls", usize::from(self.tail_call))

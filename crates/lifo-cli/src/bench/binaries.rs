@@ -29,11 +29,8 @@ pub(super) async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> anyhow:
     let mut api = RuntimeApi::start(Duration::from_secs(60)).await?;
     let mut child = tokio::process::Command::new(&binary)
         .envs(lambda_env(&api, "process"))
+        .envs(stack.function_env())
         .envs([
-            ("TABLE_NAME", stack.table.as_str()),
-            ("TRIGGER_TOPIC_ARN", stack.trigger_topic_arn.as_str()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", &stack.dynamodb_local.endpoint),
-            ("AWS_ENDPOINT_URL_SNS", &stack.moto.endpoint),
             ("RUNNER", "simulated"),
             ("RUNNER_LATENCY_MS", "0"),
             ("RUNNER_MAX_CONCURRENCY", concurrency.as_str()),

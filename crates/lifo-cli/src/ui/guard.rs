@@ -129,6 +129,24 @@ pub fn check(
     Ok(pass)
 }
 
+/// Where a browser that brought the token in the query goes next: the same
+/// path, always relative to this origin (`//evil.example/` and
+/// `/\\evil.example/` become `/evil.example/`, never another site), with the
+/// rest of the query and without the token.
+pub fn without_token(path: &str, query: Option<&str>) -> String {
+    let path = format!("/{}", path.trim_start_matches(['/', '\\']));
+    let rest: Vec<&str> = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter(|kv| !kv.is_empty() && kv.split_once('=').map_or(*kv, |(k, _)| k) != "token")
+        .collect();
+    if rest.is_empty() {
+        path
+    } else {
+        format!("{path}?{}", rest.join("&"))
+    }
+}
+
 /// The middleware: [`check`], then the handler, then the headers every
 /// answer carries.
 pub async fn guard(State(c): State<Arc<Console>>, req: Request, next: Next) -> Response {
@@ -136,7 +154,13 @@ pub async fn guard(State(c): State<Arc<Console>>, req: Request, next: Next) -> R
     let mut res = match verdict {
         Err(refusal) => refusal.into_response(),
         Ok(Pass::Query) if req.method() == Method::GET => {
-            let mut res = Redirect::to(req.uri().path()).into_response();
+            let to = without_token(req.uri().path(), req.uri().query());
+            let mut res = match HeaderValue::from_str(&to) {
+                Ok(location) => {
+                    (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
+                }
+                Err(_) => Redirect::to("/").into_response(),
+            };
             let cookie = format!(
                 "{}={}; Path=/; HttpOnly; SameSite=Strict",
                 cookie_name(&c.hosts),
@@ -220,6 +244,23 @@ mod tests {
         let other = format!("lifo_console_7071={}", c.token);
         let other = headers(&[host, (header::COOKIE, &other)]);
         assert_eq!(check(&c, &get, &other, None), Err(Refusal::Token));
+    }
+
+    #[test]
+    fn the_token_redirect_stays_on_this_origin_and_keeps_the_query() {
+        assert_eq!(without_token("/", Some("token=abc")), "/");
+        assert_eq!(
+            without_token("//evil.example/", Some("token=abc")),
+            "/evil.example/"
+        );
+        assert_eq!(without_token("/\\evil.example/x", None), "/evil.example/x");
+        assert_eq!(without_token("///a//b", None), "/a//b");
+        assert_eq!(
+            without_token("/tasks", Some("failed=1&token=abc&since=1h&&")),
+            "/tasks?failed=1&since=1h"
+        );
+        assert_eq!(without_token("/tasks", Some("token")), "/tasks");
+        assert_eq!(without_token("/tasks", Some("tokens=1")), "/tasks?tokens=1");
     }
 
     #[test]

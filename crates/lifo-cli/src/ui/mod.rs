@@ -16,6 +16,9 @@ mod actions;
 pub mod freshness;
 pub mod guard;
 mod pages;
+pub mod serve;
+mod task;
+pub mod text;
 
 use crate::Target;
 use anyhow::Context as _;
@@ -102,7 +105,7 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/", get(pages::overview))
         .route("/api/overview", get(pages::overview_json))
         .route("/tasks", get(pages::tasks))
-        .route("/tasks/{id}", get(pages::task))
+        .route("/tasks/{id}", get(task::task))
         .route("/scheduled", get(pages::scheduled))
         .route("/tasks/{id}/retry", post(actions::retry))
         .route("/tasks/{id}/delete", post(actions::delete))
@@ -159,14 +162,7 @@ pub async fn start(
     let url = format!("http://{addr}/?token={}", console.token);
     let app = router(console);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = stopped.await;
-        });
-        if let Err(e) = serve.await {
-            eprintln!("console: {e}");
-        }
-    });
+    let task = tokio::spawn(serve::serve(listener, app, stopped));
     Ok(Running {
         url,
         addr,

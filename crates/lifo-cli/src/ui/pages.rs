@@ -2,11 +2,12 @@
 //! reasons, user ids) goes through maud's `(…)` splice, which escapes it:
 //! task data is shown as text, never as markup.
 
+use super::text::Shown;
 use super::{Console, FreshnessSource, freshness};
 use crate::stats::{self, ShardStats, age_ms};
 use crate::tasks::Since;
 use crate::{CliError, Target};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use futures::StreamExt;
@@ -54,7 +55,7 @@ impl IntoResponse for PageError {
             html lang="en" {
                 head { meta charset="utf-8"; title { "lifo: error" } link rel="stylesheet" href="/assets/console.css"; }
                 body { main {
-                    p.error role="alert" { (message) }
+                    p.error role="alert" { (Shown(&message)) }
                     p { a href="/" { "Back to the overview" } }
                 } }
             }
@@ -79,8 +80,8 @@ pub fn notice(done: Option<&str>, n: Option<u64>) -> Option<String> {
 
 #[derive(Debug, Default, Deserialize)]
 pub struct Notice {
-    done: Option<String>,
-    n: Option<u64>,
+    pub(super) done: Option<String>,
+    pub(super) n: Option<u64>,
 }
 
 /// `s` percent-encoded as one path segment or query value.
@@ -98,7 +99,7 @@ pub fn task_path(id: &str) -> String {
     format!("/tasks/{}", encode(id))
 }
 
-fn time(ms: u64, now: u64) -> String {
+pub(super) fn time(ms: u64, now: u64) -> String {
     let at = chrono::DateTime::from_timestamp_millis(ms as i64)
         .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
         .unwrap_or_default();
@@ -111,7 +112,7 @@ fn time(ms: u64, now: u64) -> String {
     format!("{at} ({rel})")
 }
 
-fn seconds(ms: u64) -> String {
+pub(super) fn seconds(ms: u64) -> String {
     match ms {
         0..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
         60_000..3_600_000 => format!("{:.1} min", ms as f64 / 60_000.0),
@@ -119,23 +120,23 @@ fn seconds(ms: u64) -> String {
     }
 }
 
-fn age(at: Option<u64>, now: u64) -> String {
+pub(super) fn age(at: Option<u64>, now: u64) -> String {
     age_ms(at, now).map_or("-".to_owned(), seconds)
 }
 
-fn status_badge(s: TaskStatus) -> Markup {
+pub(super) fn status_badge(s: TaskStatus) -> Markup {
     html! { span class=(format!("badge s-{}", s.as_str().to_lowercase())) { (s.as_str()) } }
 }
 
 /// The page around `body`.
-fn layout(c: &Console, title: &str, notice: Option<String>, body: Markup) -> Markup {
+pub(super) fn layout(c: &Console, title: &str, notice: Option<String>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                title { "lifo: " (title) }
+                title { "lifo: " (Shown(title)) }
                 link rel="stylesheet" href="/assets/console.css";
                 script src="/assets/console.js" defer {}
             }
@@ -152,7 +153,7 @@ fn layout(c: &Console, title: &str, notice: Option<String>, body: Markup) -> Mar
                         input type="search" name="user" placeholder="user id" aria-label="user id";
                         button type="submit" { "Find" }
                     }
-                    span.table title="table" { (c.target.store.table()) }
+                    span.table title="table" { (Shown(c.target.store.table())) }
                     @if c.read_only { span.badge.readonly { "read-only" } }
                 }
                 main {
@@ -165,7 +166,13 @@ fn layout(c: &Console, title: &str, notice: Option<String>, body: Markup) -> Mar
 }
 
 /// A POST button with the CSRF token; `confirm`: asked first (by console.js).
-fn action(c: &Console, path: &str, label: &str, confirm: Option<&str>, class: &str) -> Markup {
+pub(super) fn action(
+    c: &Console,
+    path: &str,
+    label: &str,
+    confirm: Option<&str>,
+    class: &str,
+) -> Markup {
     html! {
         @if !c.read_only {
             form.action method="post" action=(path) data-confirm=[confirm] {
@@ -276,7 +283,7 @@ pub async fn overview(State(c): Shared, Query(q): Query<Notice>) -> Result<Marku
             @if paused {
                 p.paused role="status" {
                     strong { "Paused" }
-                    @if let Some(r) = control.reason.as_deref().filter(|r| !r.is_empty()) { ": " (r) }
+                    @if let Some(r) = control.reason.as_deref().filter(|r| !r.is_empty()) { ": " (Shown(r)) }
                     ". Nothing is claimed; tasks keep expiring (it is a LIFO queue)."
                 }
                 (action(&c, "/resume", "Resume", None, "primary"))
@@ -361,8 +368,8 @@ pub async fn tasks(State(c): Shared, Query(q): Query<TasksQuery>) -> Result<Resp
             .user_tasks(user, LIST_LIMIT as i32, None)
             .await?;
         let body = html! {
-            h1 { "Tasks of user " (user) }
-            (task_table(&tasks, now))
+            h1 { "Tasks of user " (Shown(user)) }
+            (super::task::task_table(&tasks, now))
         };
         return Ok(layout(&c, "user", None, body).into_response());
     }
@@ -401,104 +408,15 @@ pub async fn tasks(State(c): Shared, Query(q): Query<TasksQuery>) -> Result<Resp
             tbody {
                 @for f in &failed {
                     tr {
-                        td { a href=(task_path(&f.task_id)) { (f.task_id) } }
+                        td.id { a href=(task_path(&f.task_id)) { (Shown(&f.task_id)) } }
                         td { (seconds(now.saturating_sub(f.failed_at))) " ago" }
-                        td.error { (f.last_error.as_deref().unwrap_or("")) }
+                        td.error { (Shown(f.last_error.as_deref().unwrap_or(""))) }
                     }
                 }
             }
         }
     };
     Ok(layout(&c, "failed tasks", None, body).into_response())
-}
-
-fn task_table(tasks: &[Task], now: u64) -> Markup {
-    html! {
-        table.grid {
-            thead { tr { th { "Task" } th { "Status" } th { "Attempts" } th { "Created" } th { "Due" } th { "Last error" } } }
-            tbody {
-                @for t in tasks {
-                    tr {
-                        td { a href=(task_path(&t.task_id)) { (t.task_id) } }
-                        td { (status_badge(t.task_status)) }
-                        td.num { (t.attempts) }
-                        td { (seconds(now.saturating_sub(t.task_created))) " ago" }
-                        td { (t.due_date.as_deref().unwrap_or("-")) }
-                        td.error { (t.last_error.as_deref().unwrap_or("")) }
-                    }
-                }
-            }
-        }
-        p.hint { (tasks.len()) " task(s), newest first" }
-    }
-}
-
-pub async fn task(
-    State(c): Shared,
-    Path(id): Path<String>,
-    Query(q): Query<Notice>,
-) -> Result<Markup, PageError> {
-    let now = now_ms();
-    let t = c
-        .target
-        .store
-        .get(&id)
-        .await?
-        .ok_or_else(|| CliError::NotFound(format!("no task {id}")))?;
-    let path = task_path(&t.task_id);
-    let shed = t.expires_at * 1000 <= now
-        && matches!(t.task_status, TaskStatus::Pending | TaskStatus::Taken);
-    let live_lease = t.task_status == TaskStatus::Taken && t.lease_until.is_some_and(|l| l > now);
-    let payload = serde_json::to_string_pretty(&t.payload).unwrap_or_default();
-    let row = |label: &str, value: Markup| html! { tr { th { (label) } td { (value) } } };
-    let body = html! {
-        h1 { "Task " span.id { (t.task_id) } " " (status_badge(t.task_status)) @if shed { " " span.badge.s-shed { "SHED" } } }
-        div.actions {
-            @if t.task_status == TaskStatus::Failure || shed {
-                (action(&c, &format!("{path}/retry"), "Retry", None, "primary"))
-            }
-            @if t.task_status == TaskStatus::Scheduled {
-                (action(&c, &format!("{path}/cancel"), "Cancel", Some("Cancel this scheduled task?"), "warn"))
-            }
-            @if !live_lease {
-                (action(&c, &format!("{path}/delete"), "Delete", Some("Delete this task for good?"), "danger"))
-            }
-        }
-        table.fields {
-            (row("Attempts", html! { (t.attempts) }))
-            (row("Created", html! { (time(t.task_created, now)) }))
-            (row("Updated", html! { (time(t.task_updated, now)) }))
-            (row("Ready", html! { (time(t.ready_at, now)) }))
-            @if let Some(at) = t.claimable_at { (row("Claimable since", html! { (time(at, now)) })) }
-            @if let Some(at) = t.started_at { (row("Started", html! { (time(at, now)) })) }
-            (row("Expires", html! { (time(t.expires_at * 1000, now)) }))
-            @if let Some(at) = t.lease_until { (row("Lease until", html! { (time(at, now)) })) }
-            @if let Some(by) = &t.claimed_by { (row("Claimed by", html! { code { (by) } })) }
-            (row("Token", html! { (t.token) }))
-            (row("Shard", html! { (t.lifo_shard) }))
-            @if let Some(u) = &t.user_id { (row("User", html! { a href=(format!("/tasks?user={}", encode(u))) { (u) } })) }
-            @if let Some(d) = &t.due_date { (row("Due date", html! { (d) })) }
-            @if let Some(e) = &t.last_error { (row("Last error", html! { pre.error { (e) } })) }
-        }
-        h2 { "Payload" }
-        pre.payload { (payload) }
-        h2 { "History" }
-        table.grid.history {
-            thead { tr { th { "Status" } th { "At" } th { "Attempt" } th { "Token" } th { "Reason" } } }
-            tbody {
-                @for h in &t.history {
-                    tr {
-                        td { (status_badge(h.status)) }
-                        td { (time(h.at, now)) }
-                        td.num { (h.attempt) }
-                        td.num { (h.token) }
-                        td.error { (h.reason.as_deref().unwrap_or("")) }
-                    }
-                }
-            }
-        }
-    };
-    Ok(layout(&c, &t.task_id, notice(q.done.as_deref(), q.n), body))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -567,7 +485,7 @@ pub async fn scheduled(
         @if counts.is_empty() { p.hint { "Nothing scheduled from 7 days ago to 30 days ahead." } }
         @if let Some(d) = &date {
             h2 { "Due " (d) }
-            (task_table(&tasks, now))
+            (super::task::task_table(&tasks, now))
         }
     };
     Ok(layout(&c, "scheduled", None, body))

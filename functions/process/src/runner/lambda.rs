@@ -23,6 +23,15 @@
 //! is retry later; one that got no answer within the runner's
 //! `max_duration` is a failed run (the worker may have run).
 //!
+//! A refusal whose body the SDK cannot read (no error code) is mapped by
+//! its HTTP status: 429 and 5xx are retry later, anything else a failed run
+//! that names the status.
+//!
+//! At most [`ANSWER_LIMIT`] bytes of an answer are read: an answer that
+//! goes on past it is not read further (the connection is dropped). A
+//! worker's result that long is a success; its error, a failed run that
+//! says so.
+//!
 //! The SDK's own retries are off: a retried synchronous invoke could run
 //! the worker twice; the queue retries instead (attempts and rests).
 
@@ -38,6 +47,10 @@ use std::time::Duration;
 
 /// Longest part of a worker's error message kept in `lastError`.
 const ERROR_SNIPPET: usize = 400;
+
+/// Most bytes of an answer read: an error's type and message, or a
+/// result's `outcome`, fit many times over.
+pub const ANSWER_LIMIT: usize = 64 * 1024;
 
 /// What the worker receives for one task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,6 +115,7 @@ impl LambdaRunner {
     ) -> Self {
         let conf = aws_sdk_lambda::config::Builder::from(config)
             .retry_config(aws_sdk_lambda::config::retry::RetryConfig::disabled())
+            .interceptor(lifo_core::bounded::BoundedAnswers::new(ANSWER_LIMIT))
             .timeout_config(
                 aws_sdk_lambda::config::timeout::TimeoutConfig::builder()
                     .operation_timeout(timeout)
@@ -132,6 +146,36 @@ impl LambdaRunner {
     }
 }
 
+/// The start of a raw answer, as text: control characters escaped.
+fn shown(body: &[u8]) -> String {
+    if body.is_empty() {
+        return "(empty)".to_owned();
+    }
+    let text = String::from_utf8_lossy(&body[..body.len().min(200)]);
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if body.len() > 200 {
+        out.push('…');
+    }
+    out
+}
+
+/// A refusal known only by its HTTP status: 429 and 5xx never ran the
+/// worker and are retry later; anything else is a failed run.
+fn by_status(status: u16, why: String) -> RunOutcome {
+    if status == 429 || (500..600).contains(&status) {
+        RunOutcome::RetryLater(why)
+    } else {
+        RunOutcome::Failure(snippet(&why))
+    }
+}
+
 fn snippet(s: &str) -> String {
     let mut end = s.len().min(ERROR_SNIPPET);
     while !s.is_char_boundary(end) {
@@ -156,6 +200,12 @@ fn answered(function_error: Option<&str>, body: &[u8]) -> RunOutcome {
         if error_type == "Sandbox.Timedout" || message.contains("Task timed out after") {
             return RunOutcome::Failure(format!("worker timed out: {}", snippet(&message)));
         }
+        if error_type.is_empty() && message.is_empty() {
+            return RunOutcome::Failure(format!(
+                "{kind} error, and its answer is not Lambda's error JSON: {}",
+                shown(body)
+            ));
+        }
         let error_type = if error_type.is_empty() {
             format!("{kind} error")
         } else {
@@ -175,7 +225,7 @@ fn answered(function_error: Option<&str>, body: &[u8]) -> RunOutcome {
                 .unwrap_or_else(|| "worker asked to retry later".to_owned());
             match answer
                 .and_then(|a| a.retry_after_seconds)
-                .filter(|s| s.is_finite() && *s > 0.0)
+                .filter(|s| s.is_finite() && *s >= 0.0)
             {
                 Some(s) => RunOutcome::RetryAfter(reason, Duration::from_secs_f64(s.min(3600.0))),
                 None => RunOutcome::RetryLater(reason),
@@ -187,21 +237,31 @@ fn answered(function_error: Option<&str>, body: &[u8]) -> RunOutcome {
     }
 }
 
-/// The outcome of an invocation Lambda refused (the worker did not run).
-fn refused(err: &InvokeError) -> RunOutcome {
+/// The outcome of an invocation Lambda refused (the worker did not run),
+/// answered with HTTP `status`.
+fn refused(err: &InvokeError, status: u16, location: Option<&str>) -> RunOutcome {
     // The modeled error's Display names it and carries its message; an
-    // error the SDK does not model shows its code.
-    let shown = err.to_string();
+    // error the SDK does not model shows its code; an answer with neither
+    // (not Lambda's JSON) is known only by its status.
+    let shown_err = err.to_string();
     let why = match err.code() {
-        Some(code) if !shown.contains(code) => format!("Lambda {code}: {shown}"),
-        _ => format!("Lambda {shown}"),
+        Some(code) if !shown_err.contains(code) => format!("Lambda {code}: {shown_err}"),
+        Some(_) => format!("Lambda {shown_err}"),
+        // What the SDK makes of an answer it cannot parse at all.
+        None if shown_err == "unhandled error" => {
+            let to = location.map_or_else(String::new, |l| {
+                format!(" (Location {})", shown(l.as_bytes()))
+            });
+            format!("Lambda answered HTTP {status}{to} with no error code it documents")
+        }
+        None => format!("Lambda {shown_err}"),
     };
     match err {
         InvokeError::TooManyRequestsException(e) => {
             match e
                 .retry_after_seconds()
                 .and_then(|s| s.parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s > 0.0)
+                .filter(|s| s.is_finite() && *s >= 0.0)
             {
                 Some(s) => RunOutcome::RetryAfter(why, Duration::from_secs_f64(s.min(3600.0))),
                 None => RunOutcome::RetryLater(why),
@@ -214,7 +274,40 @@ fn refused(err: &InvokeError) -> RunOutcome {
         | InvokeError::EniLimitReachedException(_)
         | InvokeError::SnapStartNotReadyException(_)
         | InvokeError::SnapStartTimeoutException(_) => RunOutcome::RetryLater(why),
-        _ => RunOutcome::Failure(snippet(&why)),
+        // Anything else: by its status (Lambda's permanent refusals are
+        // 4xx; a 429 or 5xx it does not model is still a refusal).
+        _ => by_status(status, why),
+    }
+}
+
+impl LambdaRunner {
+    /// An answer that could not be read: too long ([`ANSWER_LIMIT`]), or
+    /// cut off by the peer.
+    fn unread(
+        &self,
+        e: &SdkError<InvokeError, aws_smithy_runtime_api::http::Response>,
+    ) -> RunOutcome {
+        let SdkError::ResponseError(r) = e else {
+            return RunOutcome::Failure(snippet(&lifo_core::error::chain(e)));
+        };
+        let status = r.raw().status().as_u16();
+        let function_error = r.raw().headers().get("x-amz-function-error");
+        let why = if lifo_core::bounded::is_over_limit(e) {
+            format!(
+                "its answer is over {} KB and was not read",
+                ANSWER_LIMIT / 1024
+            )
+        } else {
+            format!("its answer was cut off ({})", lifo_core::error::chain(e))
+        };
+        match (status, function_error) {
+            (200, Some(kind)) => RunOutcome::Failure(snippet(&format!("{kind} error; {why}"))),
+            // The worker returned: whatever its result says past the
+            // bound, it is not a retry-later answer (those are small).
+            (200, None) if lifo_core::bounded::is_over_limit(e) => RunOutcome::Success,
+            (200, None) => RunOutcome::Failure(snippet(&format!("the worker ran, but {why}"))),
+            (status, _) => by_status(status, format!("Lambda answered HTTP {status}; {why}")),
+        }
     }
 }
 
@@ -245,7 +338,12 @@ impl TaskRunner for LambdaRunner {
                 out.function_error(),
                 out.payload().map(Blob::as_ref).unwrap_or_default(),
             ),
-            Err(SdkError::ServiceError(e)) => refused(e.err()),
+            Err(SdkError::ServiceError(e)) => refused(
+                e.err(),
+                e.raw().status().as_u16(),
+                e.raw().headers().get("location"),
+            ),
+            Err(e @ SdkError::ResponseError(_)) => self.unread(&e),
             Err(SdkError::TimeoutError(_)) => RunOutcome::Failure(format!(
                 "no answer from the worker within {:?}",
                 self.timeout

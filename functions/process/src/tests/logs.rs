@@ -104,6 +104,7 @@ async fn log_lines_are_json_with_the_documented_fields_and_metrics_are_valid_emf
         "TasksSucceeded",
         "TasksFailed",
         "TasksRetried",
+        "TasksRetriedLater",
         "ClaimConflicts",
         "StaleFinishRejected",
         "TailCalls",

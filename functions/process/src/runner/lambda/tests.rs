@@ -177,3 +177,125 @@ async fn lambdas_refusals_burn_no_attempt_unless_they_are_permanent() {
         RunOutcome::Failure("Lambda ResourceNotFoundException: Function not found".into())
     );
 }
+
+/// A Lambda endpoint on loopback that answers every request with `head`
+/// and then `body`, repeated `repeat` times (`usize::MAX`: without end).
+async fn raw_endpoint(head: &'static str, body: &'static str, repeat: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65_536];
+                let _ = sock.read(&mut buf).await;
+                if sock.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                for _ in 0..repeat {
+                    let framed = format!("{:x}\r\n{body}\r\n", body.len());
+                    if sock.write_all(framed.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+                let _ = sock.write_all(b"0\r\n\r\n").await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// The runner as process builds it (bounded answers, no SDK retries),
+/// against `endpoint`.
+async fn run_against(endpoint: String) -> RunOutcome {
+    let conf = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_lambda::config::SharedCredentialsProvider::new(
+            aws_sdk_lambda::config::Credentials::new("a", "b", None, None, "t"),
+        ))
+        .endpoint_url(endpoint)
+        .build();
+    LambdaRunner::new(&conf, "worker".into(), 1, Duration::from_secs(20))
+        .run(&task())
+        .await
+}
+
+const CHUNKED: &str = "transfer-encoding: chunked\r\ncontent-type: application/json\r\n\r\n";
+
+#[tokio::test]
+async fn garbage_refusals_are_mapped_by_their_status() {
+    let head = |status: &'static str| -> &'static str {
+        Box::leak(format!("HTTP/1.1 {status}\r\n{CHUNKED}").into_boxed_str())
+    };
+    let throttled =
+        run_against(raw_endpoint(head("429 Too Many"), "<html>slow down", 1).await).await;
+    assert_eq!(
+        throttled,
+        RunOutcome::RetryLater("Lambda answered HTTP 429 with no error code it documents".into())
+    );
+    let broken = run_against(raw_endpoint(head("500 Oops"), "\u{0}\u{1}garbage", 1).await).await;
+    assert_eq!(
+        broken,
+        RunOutcome::RetryLater("Lambda answered HTTP 500 with no error code it documents".into())
+    );
+    let moved = run_against(
+        raw_endpoint(
+            "HTTP/1.1 307 Moved\r\nlocation: http://elsewhere.example/\r\ntransfer-encoding: chunked\r\n\r\n",
+            "x",
+            1,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        moved,
+        RunOutcome::Failure(
+            "Lambda answered HTTP 307 (Location http://elsewhere.example/) with no error code it documents"
+                .into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_function_error_shows_what_came_back() {
+    let head =
+        "HTTP/1.1 200 OK\r\nx-amz-function-error: Unhandled\r\ntransfer-encoding: chunked\r\n\r\n";
+    assert_eq!(
+        run_against(raw_endpoint(head, "Traceback\n  boom", 1).await).await,
+        RunOutcome::Failure(
+            "Unhandled error, and its answer is not Lambda's error JSON: Traceback\\n  boom".into()
+        )
+    );
+    assert_eq!(
+        run(&answer(Some("Unhandled"), "")).await,
+        RunOutcome::Failure(
+            "Unhandled error, and its answer is not Lambda's error JSON: (empty)".into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_endless_answer_is_not_read_past_the_bound() {
+    let chunk: &'static str = Box::leak("x".repeat(16 * 1024).into_boxed_str());
+    let ok = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+    let started = std::time::Instant::now();
+    assert_eq!(
+        run_against(raw_endpoint(ok, chunk, usize::MAX).await).await,
+        RunOutcome::Success
+    );
+    let failed =
+        "HTTP/1.1 200 OK\r\nx-amz-function-error: Unhandled\r\ntransfer-encoding: chunked\r\n\r\n";
+    assert_eq!(
+        run_against(raw_endpoint(failed, chunk, usize::MAX).await).await,
+        RunOutcome::Failure("Unhandled error; its answer is over 64 KB and was not read".into())
+    );
+    let throttled = "HTTP/1.1 429 X\r\ntransfer-encoding: chunked\r\n\r\n";
+    assert_eq!(
+        run_against(raw_endpoint(throttled, chunk, usize::MAX).await).await,
+        RunOutcome::RetryLater(
+            "Lambda answered HTTP 429; its answer is over 64 KB and was not read".into()
+        )
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+}

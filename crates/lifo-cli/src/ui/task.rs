@@ -1,0 +1,101 @@
+//! One task's page (its fields, payload, history and the moves an operator
+//! may make on it) and the table of tasks the lists share.
+
+use super::pages::{
+    Notice, PageError, Shared, action, encode, layout, notice, seconds, status_badge, task_path,
+    time,
+};
+use super::text::Shown;
+use crate::CliError;
+use axum::extract::{Path, Query, State};
+use lifo_core::{Task, TaskStatus, now_ms};
+use maud::{Markup, html};
+
+pub(super) fn task_table(tasks: &[Task], now: u64) -> Markup {
+    html! {
+        table.grid {
+            thead { tr { th { "Task" } th { "Status" } th { "Attempts" } th { "Created" } th { "Due" } th { "Last error" } } }
+            tbody {
+                @for t in tasks {
+                    tr {
+                        td.id { a href=(task_path(&t.task_id)) { (Shown(&t.task_id)) } }
+                        td { (status_badge(t.task_status)) }
+                        td.num { (t.attempts) }
+                        td { (seconds(now.saturating_sub(t.task_created))) " ago" }
+                        td { (t.due_date.as_deref().unwrap_or("-")) }
+                        td.error { (Shown(t.last_error.as_deref().unwrap_or(""))) }
+                    }
+                }
+            }
+        }
+        p.hint { (tasks.len()) " task(s), newest first" }
+    }
+}
+
+pub async fn task(
+    State(c): Shared,
+    Path(id): Path<String>,
+    Query(q): Query<Notice>,
+) -> Result<Markup, PageError> {
+    let now = now_ms();
+    let t = c
+        .target
+        .store
+        .get(&id)
+        .await?
+        .ok_or_else(|| CliError::NotFound(format!("no task {id}")))?;
+    let path = task_path(&t.task_id);
+    let shed = t.expires_at * 1000 <= now
+        && matches!(t.task_status, TaskStatus::Pending | TaskStatus::Taken);
+    let live_lease = t.task_status == TaskStatus::Taken && t.lease_until.is_some_and(|l| l > now);
+    let payload = serde_json::to_string_pretty(&t.payload).unwrap_or_default();
+    let row = |label: &str, value: Markup| html! { tr { th { (label) } td { (value) } } };
+    let body = html! {
+        h1 { "Task " span.id { (Shown(&t.task_id)) } " " (status_badge(t.task_status)) @if shed { " " span.badge.s-shed { "SHED" } } }
+        div.actions {
+            @if t.task_status == TaskStatus::Failure || shed {
+                (action(&c, &format!("{path}/retry"), "Retry", None, "primary"))
+            }
+            @if t.task_status == TaskStatus::Scheduled {
+                (action(&c, &format!("{path}/cancel"), "Cancel", Some("Cancel this scheduled task?"), "warn"))
+            }
+            @if !live_lease {
+                (action(&c, &format!("{path}/delete"), "Delete", Some("Delete this task for good?"), "danger"))
+            }
+        }
+        table.fields {
+            (row("Attempts", html! { (t.attempts) }))
+            (row("Created", html! { (time(t.task_created, now)) }))
+            (row("Updated", html! { (time(t.task_updated, now)) }))
+            (row("Ready", html! { (time(t.ready_at, now)) }))
+            @if let Some(at) = t.claimable_at { (row("Claimable since", html! { (time(at, now)) })) }
+            @if let Some(at) = t.started_at { (row("Started", html! { (time(at, now)) })) }
+            (row("Expires", html! { (time(t.expires_at * 1000, now)) }))
+            @if let Some(at) = t.lease_until { (row("Lease until", html! { (time(at, now)) })) }
+            @if let Some(by) = &t.claimed_by { (row("Claimed by", html! { code { (Shown(by)) } })) }
+            (row("Token", html! { (t.token) }))
+            (row("Shard", html! { (t.lifo_shard) }))
+            @if let Some(u) = &t.user_id { (row("User", html! { a href=(format!("/tasks?user={}", encode(u))) { (Shown(u)) } })) }
+            @if let Some(d) = &t.due_date { (row("Due date", html! { (Shown(d)) })) }
+            @if let Some(e) = &t.last_error { (row("Last error", html! { pre.error { (Shown(e)) } })) }
+        }
+        h2 { "Payload" }
+        pre.payload { (Shown(&payload)) }
+        h2 { "History" }
+        table.grid.history {
+            thead { tr { th { "Status" } th { "At" } th { "Attempt" } th { "Token" } th { "Reason" } } }
+            tbody {
+                @for h in &t.history {
+                    tr {
+                        td { (status_badge(h.status)) }
+                        td { (time(h.at, now)) }
+                        td.num { (h.attempt) }
+                        td.num { (h.token) }
+                        td.error { (Shown(h.reason.as_deref().unwrap_or(""))) }
+                    }
+                }
+            }
+        }
+    };
+    Ok(layout(&c, &t.task_id, notice(q.done.as_deref(), q.n), body))
+}

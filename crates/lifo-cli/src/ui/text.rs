@@ -1,0 +1,55 @@
+//! Task data on a page. maud's `(…)` splice escapes markup; [`Shown`] also
+//! makes the characters that steer bidirectional text visible, so a
+//! payload, an id or an error holding U+202E (RIGHT-TO-LEFT OVERRIDE)
+//! cannot reverse the text around it: it is shown as `\u{202e}`.
+
+use maud::Render;
+use std::fmt::Write as _;
+
+/// True for the bidirectional formatting characters (Unicode's
+/// Bidi_Control property).
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// `s` with every bidirectional control written as `\u{…}`.
+pub fn visible(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if is_bidi_control(c) {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A value from the table, rendered as escaped, visible text.
+pub struct Shown<'a>(pub &'a str);
+
+impl Render for Shown<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        visible(self.0).as_str().render_to(buffer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use maud::html;
+
+    #[test]
+    fn bidi_controls_are_shown_and_markup_escaped() {
+        let hostile = "abc\u{202e}fed<b>\u{2066}x\u{2069}\u{200f}";
+        let page = html! { td { (Shown(hostile)) } }.into_string();
+        assert_eq!(
+            page,
+            "<td>abc\\u{202e}fed&lt;b&gt;\\u{2066}x\\u{2069}\\u{200f}</td>"
+        );
+        assert_eq!(visible("plain ✓ text"), "plain ✓ text");
+    }
+}
