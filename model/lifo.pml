@@ -6,11 +6,21 @@
  *   safety    at most one outcome is committed per task and life (a redrive
  *             starts a new life), only by the claim that holds the task's
  *             current token; a deleted task never comes back (assertions);
- *   liveness  every task eventually ends SUCCESS, FAILURE or deleted,
- *             although stream events and tail calls may be lost, workers
- *             may crash at any point, and an operator redrives a failed
- *             task or deletes one at any moment, racing late finishes of
- *             stale claims (LTL <> all_done, weak fairness).
+ *             an expired task is never claimed, and a shed never lands on
+ *             an outcome (a shed is the life's one outcome too);
+ *   liveness  every task eventually ends SUCCESS, FAILURE, EXPIRED (shed)
+ *             or deleted, although stream events and tail calls may be
+ *             lost, workers may crash at any point, a task may expire at
+ *             any moment, and an operator redrives a failed or shed task
+ *             or deletes one at any moment, racing late finishes of stale
+ *             claims (LTL <> all_done, weak fairness).
+ *
+ * Expiry: a task's TTL may run out at any moment (at most MAX_EXPIRIES
+ * times in a run). From then on no claim takes it (the claim's condition
+ * `expiresAt > now`), and whoever reads its index entry sheds it (the
+ * sweep's reaper, or a processor's claim read: the same conditional
+ * update, so one proctype stands for both): PENDING, or TAKEN with a lapsed
+ * lease, becomes EXPIRED, which leaves the claimable index.
  *
  * With more than one processor (ProcessorCount) an invocation first takes
  * its shard group's lease (a fenced item of its own); if it is held, the
@@ -45,8 +55,12 @@
 #ifndef MAX_DELETES
 #define MAX_DELETES  1
 #endif
+/* model/check runs the expiry configuration with -DMAX_EXPIRIES=1 */
+#ifndef MAX_EXPIRIES
+#define MAX_EXPIRIES 0
+#endif
 
-mtype = { PENDING, TAKEN, SUCCESS, FAILURE, DELETED };
+mtype = { PENDING, TAKEN, SUCCESS, FAILURE, EXPIRED, DELETED };
 
 mtype status[TASKS];
 byte  token[TASKS];      /* fencing token, +1 per claim */
@@ -54,6 +68,7 @@ bool  lease[TASKS];      /* lease still running */
 byte  attempts[TASKS];
 byte  commits[TASKS];    /* outcomes committed in this life (a redrive starts a new one) */
 bool  created[TASKS];
+bool  expired[TASKS];    /* past expiresAt (until a redrive gives a new expiry) */
 bool  was_deleted;       /* task 0 was deleted by the operator */
 byte  gholder = NOBODY;  /* the worker holding the shard group's lease */
 
@@ -63,10 +78,12 @@ byte drops = 0;
 byte inserts = 0;        /* stream records not yet seen by trigger */
 byte redrives = 0;
 byte deletes = 0;
+byte expiries = 0;
 
-#define claimable(t) (created[t] && (status[t] == PENDING || (status[t] == TAKEN && !lease[t])))
+#define claimable(t) (created[t] && !expired[t] && (status[t] == PENDING || (status[t] == TAKEN && !lease[t])))
+#define sheddable(t) (created[t] && expired[t] && (status[t] == PENDING || (status[t] == TAKEN && !lease[t])))
 #define any_claimable (claimable(0) || claimable(1))
-#define ended(t) (status[t] == SUCCESS || status[t] == FAILURE || status[t] == DELETED)
+#define ended(t) (status[t] == SUCCESS || status[t] == FAILURE || status[t] == EXPIRED || status[t] == DELETED)
 #define all_done (ended(0) && ended(1))
 
 inline wake() {
@@ -105,27 +122,49 @@ end:
   od
 }
 
+/* the shed: whoever reads an expired task's index entry first (the
+   sweep's reaper, a processor's claim read) moves it to EXPIRED with one
+   conditional update (expired, PENDING or TAKEN with a lapsed lease, on
+   the token read), which ends its life. */
+active proctype Shed() {
+  byte t;
+end:
+  do
+  :: atomic { (sheddable(0) || sheddable(1)) ->
+       if
+       :: sheddable(0) -> t = 0
+       :: sheddable(1) -> t = 1
+       fi;
+       assert(expired[t] && !(status[t] == TAKEN && lease[t]));
+       status[t] = EXPIRED; commits[t]++ }
+  od
+}
+
 /* an operator, acting on task 0 (task 1 runs undisturbed beside it):
-   redrives it once it failed (FAILURE -> PENDING, attempts reset, token
-   kept: a new life, and a nudge that wakes the processor), or deletes it
+   redrives it once it failed or was shed (FAILURE or EXPIRED -> PENDING,
+   attempts reset, a new expiry, token kept: a new life, and a nudge that
+   wakes the processor), or deletes it
    unless it is TAKEN under a live lease (one conditional DeleteItem).
    Either may land between a stale claim's run and its finish. */
 active proctype Operator() {
 end:
   do
-  :: atomic { redrives < MAX_REDRIVES && status[0] == FAILURE ->
-       status[0] = PENDING; attempts[0] = 0; commits[0] = 0; redrives++; wake() }
+  :: atomic { redrives < MAX_REDRIVES && (status[0] == FAILURE || status[0] == EXPIRED) ->
+       status[0] = PENDING; attempts[0] = 0; commits[0] = 0; expired[0] = false; redrives++; wake() }
   :: atomic { deletes < MAX_DELETES && created[0] && status[0] != DELETED && !(status[0] == TAKEN && lease[0]) ->
        status[0] = DELETED; lease[0] = false; was_deleted = true; deletes++ }
   od
 }
 
-/* time: a running lease may expire at any moment. */
+/* time: a running lease may expire at any moment, and so may a task's
+   TTL (at most MAX_EXPIRIES times in a run). */
 active [TASKS] proctype Clock() {
-  byte t = _pid - 4;   /* Producer, StreamTrigger, Sweep, Operator come first */
+  byte t = _pid - 5;   /* Producer, StreamTrigger, Sweep, Shed, Operator come first */
 end:
   do
   :: atomic { status[t] == TAKEN && lease[t] -> lease[t] = false }
+  :: atomic { expiries < MAX_EXPIRIES && created[t] && !expired[t] && !ended(t) ->
+       expired[t] = true; expiries++ }
   od
 }
 
@@ -165,6 +204,7 @@ end:
           :: claimable(0) -> t = 0
           :: claimable(1) -> t = 1
           fi;
+          assert(!expired[t]);   /* an expired task never starts */
           if
           :: status[t] == TAKEN && attempts[t] >= MAX_ATTEMPTS ->
                /* abandon: conditional on the expired lease and the token */

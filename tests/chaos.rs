@@ -1,8 +1,10 @@
 //! Chaos: 500 tasks through DynamoDB Local while processors are killed at
 //! random points, DynamoDB and SNS answers are replaced by throttling / 5xx
 //! errors at a set rate (after the request was applied, so outcomes are
-//! ambiguous), and two processors run at once. Bounded in time; prints its
-//! counts. The table's stream is the independent witness of what committed.
+//! ambiguous), and two processors run at once; beside them, a shed backlog
+//! of 300 expired tasks that a reaper (the sweep's) and the claim reads
+//! race to shed. Bounded in time; prints its counts. The table's stream is
+//! the independent witness of what committed.
 
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
@@ -20,6 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 const TASKS: usize = 500;
+/// Expired tasks present from the start: every one must end EXPIRED, shed
+/// once, and never run.
+const BACKLOG: usize = 300;
 const FAULT_RATE: f64 = 0.05;
 const LIMIT: Duration = Duration::from_secs(240);
 
@@ -246,6 +251,20 @@ async fn chaos(processors: u32, workers: usize) {
         .unwrap()
         .created;
     assert_eq!(created.len(), TASKS);
+    let expired_at = lifo_core::now_ms() - 120_000;
+    let backlog: Vec<Task> = (0..BACKLOG)
+        .map(|i| {
+            let payload = serde_json::json!({"old": i}).as_object().cloned().unwrap();
+            Task::new_pending(
+                format!("expired-{i}"),
+                payload,
+                expired_at + i as u64,
+                60,
+                4,
+            )
+        })
+        .collect();
+    h.store.put_new(&backlog).await.unwrap();
 
     let injected = Arc::new(AtomicUsize::new(0));
     let enabled = Arc::new(AtomicBool::new(true));
@@ -289,9 +308,22 @@ async fn chaos(processors: u32, workers: usize) {
             },
         ))
     };
-    let workers: Vec<_> = (0..workers)
+    let mut workers: Vec<_> = (0..workers)
         .map(|_| tokio::spawn(worker(processor(), counts.clone(), stop.clone())))
         .collect();
+    // The sweep's reaper, through the same faults, about once a second.
+    let reaper = Store::new(ddb.clone(), &h.stack.table);
+    let reaping = stop.clone();
+    workers.push(tokio::spawn(async move {
+        while !reaping.load(Ordering::Relaxed) {
+            let now = lifo_core::now_ms();
+            let until = Instant::now() + Duration::from_millis(500);
+            let _ = reaper
+                .reap(&[0, 1, 2, 3], now, now - 3_600_000, until)
+                .await;
+            tokio::time::sleep(Duration::from_millis(fastrand::u64(300..1200))).await;
+        }
+    }));
 
     let started = Instant::now();
     loop {
@@ -343,6 +375,30 @@ async fn chaos(processors: u32, workers: usize) {
         }
     }
     let duplicates = outcomes.values().filter(|n| **n > 1).count();
+    // Sheds: each backlog task shed exactly once, from PENDING (or a lapsed
+    // TAKEN), and never a live task.
+    let mut sheds: HashMap<&str, usize> = HashMap::new();
+    for (id, old, new) in &changes {
+        if new.as_ref().is_some_and(|(ns, _)| ns == "EXPIRED")
+            && old.as_ref().is_some_and(|(os, _)| os != "EXPIRED")
+        {
+            *sheds.entry(id.as_str()).or_default() += 1;
+        }
+    }
+    let shed_twice = sheds.values().filter(|n| **n > 1).count();
+    let shed_live = sheds
+        .keys()
+        .filter(|id| !id.starts_with("expired-"))
+        .count();
+    let backlog_run = witness
+        .started
+        .lock()
+        .map(|s| {
+            s.iter()
+                .filter(|(id, _)| id.starts_with("expired-"))
+                .count()
+        })
+        .unwrap_or(0);
     let final_tasks = h.tasks().await;
     let lost = created
         .iter()
@@ -384,12 +440,17 @@ async fn chaos(processors: u32, workers: usize) {
         .iter()
         .filter(|t| t.task_status == TaskStatus::Taken)
         .count();
+    let shed = final_tasks
+        .iter()
+        .filter(|t| t.task_status == TaskStatus::Expired)
+        .count();
 
     println!(
         "chaos: processors {processors}, tasks {TASKS}, succeeded {succeeded}, failed {failed}, faults injected {}, invocations {}, \
          aborted {} (claims cut before run {cut_before_run}, during run {cut_during_run}, before finish {cut_before_finish}), \
          invocation errors {}, stalled runs {}, reclaims {reclaims}, rejected stale finishes {}, re-runs {reruns}, \
-         stuck {stuck}, duplicates {duplicates}, stale commits {stale_commits}, lost {lost}, in {:.1} s",
+         stuck {stuck}, duplicates {duplicates}, stale commits {stale_commits}, lost {lost}, \
+         backlog {BACKLOG}: shed {shed} (twice {shed_twice}, run {backlog_run}), in {:.1} s",
         injected.load(Ordering::Relaxed),
         counts.invocations.load(Ordering::Relaxed),
         counts.aborted.load(Ordering::Relaxed),
@@ -410,6 +471,15 @@ async fn chaos(processors: u32, workers: usize) {
         TASKS,
         "the stream shows one outcome per task"
     );
+    assert_eq!(shed, BACKLOG, "every expired task ends EXPIRED");
+    assert_eq!(
+        sheds.len(),
+        BACKLOG,
+        "the stream shows one shed per expired task"
+    );
+    assert_eq!(shed_twice, 0, "no task is shed twice");
+    assert_eq!(shed_live, 0, "no live task is shed");
+    assert_eq!(backlog_run, 0, "no expired task is ever run");
     assert!(
         injected.load(Ordering::Relaxed) > 0 && counts.aborted.load(Ordering::Relaxed) > 0,
         "chaos happened"

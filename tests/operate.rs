@@ -258,6 +258,7 @@ async fn a_shed_task_is_redriven_and_a_claimable_one_is_not() {
     create(
         &h,
         serde_json::json!([{"taskId": "shed", "payload": {"n": 1}, "ttlSeconds": 2},
+                           {"taskId": "reaped", "payload": {"n": 3}, "ttlSeconds": 2},
                            {"taskId": "fresh", "payload": {"n": 2}}]),
     )
     .await;
@@ -272,12 +273,29 @@ async fn a_shed_task_is_redriven_and_a_claimable_one_is_not() {
         "{err}"
     );
     tokio::time::sleep(Duration::from_millis(3_100)).await;
+    // "shed" is past its expiry but no reader has shed it yet (PENDING);
+    // "reaped" is shed by the reaper first (EXPIRED, in the shed index).
     let revived = h.store.redrive("shed", settings(now_ms())).await.unwrap();
     assert_eq!(revived.task_status, TaskStatus::Pending);
     assert!(!revived.is_expired(now_ms()));
-    let p = h.processor(2, Duration::ZERO, Duration::from_secs(5));
+    let now = now_ms();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let reaped = h
+        .store
+        .reap(&[0], now, now - 3_600_000, until)
+        .await
+        .unwrap();
+    assert_eq!(reaped.shed, 1, "only 'reaped' is past its expiry now");
+    let t = h.store.get("reaped").await.unwrap().unwrap();
+    assert_eq!((t.task_status, t.claimable_at), (TaskStatus::Expired, None));
+    assert!(t.shed_at.is_some());
+    let revived = h.store.redrive("reaped", settings(now_ms())).await.unwrap();
+    assert_eq!(revived.task_status, TaskStatus::Pending);
+    assert_eq!(revived.shed_at, None, "out of the shed index");
+    assert!(revived.claimable_at.is_some(), "back in the LIFO index");
+    let p = h.processor(3, Duration::ZERO, Duration::from_secs(5));
     let report = p.handle(1, deadline()).await.unwrap();
-    assert_eq!(report.claimed, vec!["shed", "fresh"]);
+    assert_eq!(report.claimed, vec!["reaped", "shed", "fresh"]);
 }
 
 /// Write units of the failure path, measured: the fail move writes the

@@ -174,11 +174,11 @@ async fn expired_tasks_are_never_claimed() {
         .iter()
         .filter(|t| t.task_id.starts_with("expired"))
     {
-        // Either still PENDING and never started, or already deleted by TTL.
+        // Never started: shed (EXPIRED) by the claim read that met it.
         assert_eq!(
-            (t.task_status, t.started_at),
-            (TaskStatus::Pending, None),
-            "{} was touched",
+            (t.task_status, t.started_at, t.claimable_at),
+            (TaskStatus::Expired, None, None),
+            "{} was started",
             t.task_id
         );
     }

@@ -1,6 +1,8 @@
 //! `lifo stats`: depth by status and shard, and freshness, from queries of
-//! the indexes (COUNTs, and the ends of each shard for the ages; no scan): the claimable index gives pending,
-//! running and recently shed tasks per LIFO shard, the due-date index the
+//! the indexes (COUNTs, and the ends of each shard for the ages; no scan):
+//! the claimable index gives pending and running tasks per LIFO shard (its
+//! live work: what expired leaves it within a minute), the shed index the
+//! tasks shed in the last hour (counted up to a cap), the due-date index the
 //! scheduled tasks per day.
 
 use crate::{CliError, Target};
@@ -13,6 +15,9 @@ use std::fmt::Write as _;
 const PAST_DAYS: i64 = 7;
 /// COUNT queries in flight for the due-date index.
 const PARALLEL: usize = 16;
+/// Most shed-index entries counted per shard ("1000+" beyond): the
+/// count reads at most ≈ 8 read units per shard, however much was shed.
+pub const SHED_COUNT_CAP: usize = 1000;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShardStats {
@@ -23,8 +28,10 @@ pub struct ShardStats {
     pub running: usize,
     /// PENDING, resting before a retry (not claimable yet).
     pub backing_off: usize,
-    /// Shed by expiry in the last hour.
+    /// Shed by expiry in the last hour (counted up to [`SHED_COUNT_CAP`]).
     pub expired_last_hour: usize,
+    /// There were more than `expired_last_hour` (the count stopped at the cap).
+    pub expired_capped: bool,
     pub newest_claimable_at: Option<u64>,
     pub oldest_claimable_at: Option<u64>,
 }
@@ -56,15 +63,14 @@ pub async fn collect(target: &Target, now: u64, days: u32) -> Result<Stats, CliE
 /// Each LIFO shard's counts and claimable ages: six queries per shard.
 pub async fn shard_stats(target: &Target, now: u64) -> Result<Vec<ShardStats>, CliError> {
     let store = &target.store;
-    let max_ttl_ms = target.max_ttl_seconds * 1000;
-    let horizon = now.saturating_sub(max_ttl_ms);
+    let horizon = now.saturating_sub(target.max_ttl_seconds * 1000);
     let hour_ago = now.saturating_sub(3_600_000);
     futures::future::try_join_all((0..target.shards.max(1)).map(|shard| async move {
         let (pending, running, backing_off, expired, newest, oldest) = futures::try_join!(
             store.claimable_depth_in(shard, now, horizon),
             store.leased_in(shard, now, horizon),
             store.backing_off_in(shard, now, horizon),
-            store.expired_in(shard, hour_ago, now, max_ttl_ms),
+            store.shed_in(shard, hour_ago, now, SHED_COUNT_CAP),
             store.edge_claimable(shard, now, horizon, false),
             store.edge_claimable(shard, now, horizon, true),
         )?;
@@ -73,7 +79,8 @@ pub async fn shard_stats(target: &Target, now: u64) -> Result<Vec<ShardStats>, C
             pending,
             running,
             backing_off,
-            expired_last_hour: expired,
+            expired_last_hour: expired.0,
+            expired_capped: expired.1,
             newest_claimable_at: newest,
             oldest_claimable_at: oldest,
         })
@@ -117,6 +124,15 @@ pub async fn scheduled(
         .collect())
 }
 
+/// A shard's shed count as shown: `1000+` when the count stopped at the cap.
+pub fn shed_shown(s: &ShardStats) -> String {
+    if s.expired_capped {
+        format!("{}+", s.expired_last_hour)
+    } else {
+        s.expired_last_hour.to_string()
+    }
+}
+
 pub fn age_ms(at: Option<u64>, now: u64) -> Option<u64> {
     at.map(|c| now.saturating_sub(c))
 }
@@ -136,6 +152,7 @@ impl Stats {
                 "running": s.running,
                 "backingOff": s.backing_off,
                 "expiredLastHour": s.expired_last_hour,
+                "expiredCapped": s.expired_capped,
                 "newestAgeMs": age_ms(s.newest_claimable_at, now),
                 "oldestAgeMs": age_ms(s.oldest_claimable_at, now),
             })).collect::<Vec<_>>(),
@@ -172,7 +189,7 @@ impl Stats {
                 s.pending,
                 s.running,
                 s.backing_off,
-                s.expired_last_hour,
+                shed_shown(s),
                 show(s.newest_claimable_at),
                 show(s.oldest_claimable_at)
             );
@@ -200,12 +217,17 @@ impl Stats {
         }
         let _ = write!(
             out,
-            "\n{} pending, {} running, {} backing off, {} shed by expiry in the last hour, \
+            "\n{} pending, {} running, {} backing off, {}{} shed by expiry in the last hour, \
              {} scheduled (due from {} days ago to {} days ahead) in table {table}",
             self.total(|s| s.pending),
             self.total(|s| s.running),
             self.total(|s| s.backing_off),
             self.total(|s| s.expired_last_hour),
+            if self.shards.iter().any(|s| s.expired_capped) {
+                "+"
+            } else {
+                ""
+            },
             self.scheduled.iter().map(|(_, n)| n).sum::<usize>(),
             PAST_DAYS,
             self.days,

@@ -41,6 +41,10 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
                 "32",
                 "--latency-ms",
                 "5",
+                "--backlogs",
+                "0,300",
+                "--backlog-latency-ms",
+                "5",
                 "--bin-dir",
             ])
             .arg(bin_dir),
@@ -77,12 +81,22 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
         (4.0..4.5).contains(&wu),
         "claim + finish (+ group leases): {t}"
     );
+    // A shed backlog of 300: the reaper shed it all (3 write units each),
+    // and live work then costs what it costs with none.
+    let b = &f["shedBacklog"];
+    assert_eq!(b[1]["backlog"].as_u64(), Some(300), "{b}");
+    assert_eq!(b[1]["reapWriteUnitsPerShed"].as_f64(), Some(3.0), "{b}");
+    assert!(b[1]["ratio"].as_f64().unwrap() <= 1.2, "{b}");
+    assert!(
+        b[1]["refillMs"].as_f64().unwrap() > 5.0,
+        "through the 5 ms proxy: {b}"
+    );
     // Every row says how to reproduce it, with the settings it ran with.
     let rows = bench["rows"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        1 + 4 + 2 + 1 + 1 + 1 + 1,
-        "sizes, 4 cold starts, CPU, RSS, write units, rate limit, throughput, freshness"
+        1 + 4 + 2 + 1 + 1 + 1 + 2 + 1,
+        "sizes, 4 cold starts, CPU, RSS, write units, rate limit, throughput, 2 shed backlogs, freshness"
     );
     for r in rows {
         let cmd = r["command"].as_str().unwrap();

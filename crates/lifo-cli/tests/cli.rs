@@ -177,19 +177,43 @@ async fn stats_counts_running_and_recently_shed_tasks_per_shard() {
     let h = Harness::start(1).await;
     let now = now_ms();
     let payload = || serde_json::json!({"n": 1}).as_object().cloned().unwrap();
-    // Expired 20 minutes ago, never started: shed in the last hour.
+    // Expired 20 minutes ago, never started: shed in the last hour (below).
     let shed = Task::new_pending("shed".into(), payload(), now - 1_800_000, 600, 1);
-    // Expired 2 hours ago: not in the last hour.
+    // Expired and shed 2 hours ago: not in the last hour.
     let old = Task::new_pending("old".into(), payload(), now - 10_800_000, 3_600, 1);
     let running = Task::new_pending("running".into(), payload(), now - 1_000, 3_600, 1);
     let waiting = Task::new_pending("waiting".into(), payload(), now - 500, 3_600, 1);
     // Failed once, resting until a minute from now.
     let mut resting = Task::new_pending("resting".into(), payload(), now - 800, 3_600, 1);
     resting.retry_at = Some(now + 60_000);
+    let old_candidate = lifo_core::Candidate {
+        task_id: old.task_id.clone(),
+        lifo_shard: 0,
+        claimable_at: old.claimable_at.unwrap(),
+        expires_at: old.expires_at,
+        lease_until: None,
+        token: 0,
+        attempts: 0,
+    };
     h.store
         .put_new(&[shed, old, running, waiting, resting])
         .await
         .unwrap();
+    // "old" was shed (by some reader) two hours ago; "shed" is shed by the
+    // sweep's reaper now.
+    assert!(
+        h.store
+            .shed(&old_candidate, old_candidate.expires_at * 1000 + 1_000)
+            .await
+            .unwrap()
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let reaped = h
+        .store
+        .reap(&[0], now, now - 604_800_000, until)
+        .await
+        .unwrap();
+    assert_eq!(reaped.shed, 1);
     let step = Step {
         now_ms: now,
         lease_until: now + 60_000,

@@ -24,7 +24,17 @@ struct Driver {
 }
 
 impl Drop for Driver {
+    /// Stops chromedriver and every browser it started: they share its
+    /// process group (a test that panics before closing its session would
+    /// otherwise leave chromium running).
     fn drop(&mut self) {
+        if let Ok(pgid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) with a negative pid signals that process
+            // group, which chromedriver leads (process_group(0) at spawn).
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -40,8 +50,10 @@ fn free_port() -> u16 {
 
 async fn chromedriver() -> Driver {
     let port = free_port();
+    use std::os::unix::process::CommandExt;
     let child = Command::new("chromedriver")
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -32,17 +32,21 @@ pub enum TaskStatus {
     Scheduled,
     /// Cancelled while scheduled. Terminal.
     Cancelled,
+    /// Shed: not started before its expiry. Out of the LIFO index, in the
+    /// shed index; an operator may redrive it. Terminal for the processor.
+    Expired,
 }
 
 impl TaskStatus {
     /// Every status, for exhaustive tests.
-    pub const ALL: [TaskStatus; 6] = [
+    pub const ALL: [TaskStatus; 7] = [
         Self::Pending,
         Self::Taken,
         Self::Success,
         Self::Failure,
         Self::Scheduled,
         Self::Cancelled,
+        Self::Expired,
     ];
 
     /// The string stored in DynamoDB.
@@ -54,12 +58,17 @@ impl TaskStatus {
             Self::Failure => "FAILURE",
             Self::Scheduled => "SCHEDULED",
             Self::Cancelled => "CANCELLED",
+            Self::Expired => "EXPIRED",
         }
     }
 
-    /// No transition leaves a terminal status.
+    /// No processor move leaves a terminal status (an operator may redrive
+    /// a FAILURE or an EXPIRED task).
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Success | Self::Failure | Self::Cancelled)
+        matches!(
+            self,
+            Self::Success | Self::Failure | Self::Cancelled | Self::Expired
+        )
     }
 }
 
@@ -144,6 +153,10 @@ pub struct Task {
     /// before this, epoch ms (see [`crate::retry`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<u64>,
+    /// When the task was shed, epoch ms; present only while EXPIRED (the
+    /// range key of the sparse shed index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shed_at: Option<u64>,
 }
 
 /// How long finished, expired and cancelled tasks stay readable by default.
@@ -203,6 +216,7 @@ impl Task {
             ttl_seconds: Some(ttl_seconds),
             failed_at: None,
             retry_at: None,
+            shed_at: None,
         }
     }
 

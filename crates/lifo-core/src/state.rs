@@ -13,8 +13,13 @@
 //!   |  |  +------------------+ |                                |
 //!   |  |                reclaim (lease expired)                  |
 //!   |  +--- redrive (operator): a failed task ------------------+
-//!   +------ redrive (operator): a shed task (PENDING, or TAKEN with a lapsed
-//!           lease, past expiresAt)
+//!   |
+//!   |    PENDING, or TAKEN with a lapsed lease,
+//!   |    past expiresAt  --------- shed ---------> EXPIRED
+//!   |                                                 |
+//!   +------ redrive (operator): a shed task ----------+
+//!           (also a PENDING / lapsed TAKEN one past expiresAt that no
+//!           reader has shed yet)
 //!
 //!   delete (operator): any task, except TAKEN under a live lease
 //! ```
@@ -25,10 +30,17 @@
 //! Every move is one conditional `UpdateItem` (see [`crate::expr`]); delete
 //! is one conditional `DeleteItem`.
 //!
-//! The processor's outcomes are final: SUCCESS, FAILURE and CANCELLED take
-//! no processor move. An operator may *redrive* a FAILURE (or a task shed by
-//! expiry): it becomes PENDING again with its attempts reset, a new expiry,
-//! and the newest position in the LIFO order, as new work. A redrive keeps
+//! A task not started by its expiry is *shed*: whoever reads its index
+//! entry first (the sweep's reaper, or a processor's claim read) moves it
+//! to EXPIRED with one conditional update, which takes it out of the LIFO
+//! index (so no reader pays for it again) and into the shed index (so it
+//! is counted when it happens). A TAKEN task is shed only once its lease
+//! lapsed: a running task is never shed.
+//!
+//! The processor's outcomes are final: SUCCESS, FAILURE, CANCELLED and
+//! EXPIRED take no processor move. An operator may *redrive* a FAILURE or
+//! an EXPIRED task: it becomes PENDING again with its attempts reset, a new
+//! expiry, and the newest position in the LIFO order, as new work. A redrive keeps
 //! the token, and every finish needs `TAKEN` with the finishing claim's
 //! token, so a late finish of a claim from before the redrive is refused:
 //! it can neither resurrect the task nor commit a second outcome.
@@ -57,14 +69,18 @@ pub enum Transition {
     Start,
     /// SCHEDULED → CANCELLED: an administrator cancels a task not yet started.
     Cancel,
-    /// FAILURE → PENDING, or a shed task (PENDING, or TAKEN with a lapsed
-    /// lease, past its expiry) → PENDING: an operator runs it again as new
-    /// work (attempts reset, new expiry, newest in the LIFO order).
+    /// FAILURE or EXPIRED → PENDING (also a task past its expiry that no
+    /// reader has shed yet: PENDING, or TAKEN with a lapsed lease): an
+    /// operator runs it again as new work (attempts reset, new expiry,
+    /// newest in the LIFO order).
     Redrive,
+    /// PENDING, or TAKEN with a lapsed lease, past its expiry → EXPIRED:
+    /// shed, out of the LIFO index.
+    Shed,
 }
 
 impl Transition {
-    pub const ALL: [Transition; 10] = [
+    pub const ALL: [Transition; 11] = [
         Self::Claim,
         Self::Reclaim,
         Self::Succeed,
@@ -75,13 +91,14 @@ impl Transition {
         Self::Start,
         Self::Cancel,
         Self::Redrive,
+        Self::Shed,
     ];
 
     /// The status the move starts from (for a redrive, the main one: see
     /// [`Transition::sources`]).
     pub fn from(self) -> TaskStatus {
         match self {
-            Self::Claim => TaskStatus::Pending,
+            Self::Claim | Self::Shed => TaskStatus::Pending,
             Self::Start | Self::Cancel => TaskStatus::Scheduled,
             Self::Redrive => TaskStatus::Failure,
             _ => TaskStatus::Taken,
@@ -93,7 +110,13 @@ impl Transition {
         match self {
             Self::Claim => &[TaskStatus::Pending],
             Self::Start | Self::Cancel => &[TaskStatus::Scheduled],
-            Self::Redrive => &[TaskStatus::Failure, TaskStatus::Pending, TaskStatus::Taken],
+            Self::Redrive => &[
+                TaskStatus::Failure,
+                TaskStatus::Expired,
+                TaskStatus::Pending,
+                TaskStatus::Taken,
+            ],
+            Self::Shed => &[TaskStatus::Pending, TaskStatus::Taken],
             _ => &[TaskStatus::Taken],
         }
     }
@@ -107,6 +130,7 @@ impl Transition {
                 TaskStatus::Pending
             }
             Self::Cancel => TaskStatus::Cancelled,
+            Self::Shed => TaskStatus::Expired,
         }
     }
 
@@ -134,6 +158,7 @@ impl Transition {
             Self::Start => "start",
             Self::Cancel => "cancel",
             Self::Redrive => "redrive",
+            Self::Shed => "shed",
         }
     }
 }
@@ -160,6 +185,9 @@ pub fn is_legal(from: TaskStatus, to: TaskStatus) -> bool {
             | (Scheduled, Pending)
             | (Scheduled, Cancelled)
             | (Failure, Pending)
+            | (Pending, Expired)
+            | (Taken, Expired)
+            | (Expired, Pending)
     )
 }
 
@@ -178,16 +206,28 @@ pub fn check(t: Transition, current: TaskStatus) -> Result<(), IllegalTransition
     }
 }
 
-/// Whether a redrive may take a task in `current`: a FAILURE always; a
-/// PENDING task, or a TAKEN one whose lease lapsed, only once it is past
-/// its expiry (shed). A running or still-claimable task is not redriven.
+/// Whether a redrive may take a task in `current`: a FAILURE or an
+/// EXPIRED one always; a PENDING task, or a TAKEN one whose lease lapsed,
+/// only once it is past its expiry (shed, though no reader has moved it to
+/// EXPIRED yet). A running or still-claimable task is not redriven.
 pub fn may_redrive(current: TaskStatus, expired: bool, lease_live: bool) -> bool {
     match current {
-        TaskStatus::Failure => true,
+        TaskStatus::Failure | TaskStatus::Expired => true,
         TaskStatus::Pending => expired,
         TaskStatus::Taken => expired && !lease_live,
         _ => false,
     }
+}
+
+/// Whether a task in `current` may be shed: past its expiry, PENDING, or
+/// TAKEN with a lapsed lease (never one that runs).
+pub fn may_shed(current: TaskStatus, expired: bool, lease_live: bool) -> bool {
+    expired
+        && match current {
+            TaskStatus::Pending => true,
+            TaskStatus::Taken => !lease_live,
+            _ => false,
+        }
 }
 
 /// Whether an operator may delete a task in `current`: any status, except
@@ -226,6 +266,11 @@ mod tests {
             }
             assert!(!is_legal(Success, s) && !is_legal(Cancelled, s));
             assert_eq!(is_legal(Failure, s), s == Pending);
+            assert_eq!(is_legal(Expired, s), s == Pending);
+        }
+        // Only the shed move reaches EXPIRED.
+        for t in Transition::ALL {
+            assert_eq!(t.to() == Expired, t == Transition::Shed, "{t}");
         }
     }
 
@@ -241,6 +286,17 @@ mod tests {
         );
         assert!(!may_redrive(Success, true, false) && !may_redrive(Cancelled, true, false));
         assert!(!may_redrive(Scheduled, true, false));
+        assert!(may_redrive(Expired, true, false));
+        assert!(may_shed(Pending, true, false));
+        assert!(
+            may_shed(Taken, true, false),
+            "a dead claim's task, past its expiry"
+        );
+        assert!(!may_shed(Taken, true, true), "a running task is never shed");
+        assert!(!may_shed(Pending, false, false), "not expired yet");
+        for s in [Success, Failure, Scheduled, Cancelled, Expired] {
+            assert!(!may_shed(s, true, false), "{s}");
+        }
         assert!(!may_delete(Taken, true));
         for s in TaskStatus::ALL {
             assert!(may_delete(s, false));
@@ -334,6 +390,7 @@ mod tests {
                     Transition::Fail => m.attempts >= MAX_ATTEMPTS,
                     Transition::RetryAfterError => m.attempts < MAX_ATTEMPTS,
                     Transition::Redrive => may_redrive(m.status, m.expired, m.lease_live),
+                    Transition::Shed => may_shed(m.status, m.expired, m.lease_live),
                     _ => true,
                 };
                 if check(t, m.status).is_err() || !guard {
@@ -348,6 +405,10 @@ mod tests {
                 }
                 if t == Transition::RetryLater {
                     m.attempts -= 1;
+                }
+                if t == Transition::Shed {
+                    prop_assert!(m.expired && !(m.status == Taken && m.lease_live), "only an expired task that no one runs is shed");
+                    m.lease_live = false;
                 }
                 if t == Transition::Redrive {
                     prop_assert!(!(m.status == Taken && m.lease_live), "a running task is never redriven");

@@ -35,6 +35,9 @@ pub struct PipelineStats {
     pub scheduler_runs: AtomicUsize,
     pub scheduled_started: AtomicUsize,
     pub sweeps: AtomicUsize,
+    /// Tasks shed by expiry (the trigger's `TasksExpired`: the sweep's
+    /// reaper, TTL deletions of tasks never shed).
+    pub expired: AtomicUsize,
     pub errors: AtomicUsize,
 }
 
@@ -216,9 +219,14 @@ impl Pipeline {
                     }
                     stats.sweeps.fetch_add(1, Ordering::Relaxed);
                     stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
-                    if let Err(e) = trigger.handle(scheduled_event_json()).await {
-                        stats.errors.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(error = %e, "trigger (sweep) failed");
+                    match trigger.measured(scheduled_event_json()).await {
+                        Ok(outcome) => {
+                            stats.expired.fetch_add(outcome.expired, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            stats.errors.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(error = %e, "trigger (sweep) failed");
+                        }
                     }
                 }
             }));

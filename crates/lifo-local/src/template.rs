@@ -423,6 +423,7 @@ mod tests {
                         "!Sub ${QueueTable.Arn}/index/claimable-index",
                     ),
                     ("dynamodb:GetItem", table),
+                    ("dynamodb:UpdateItem", table),
                     ("kms:GenerateDataKey", key),
                     ("kms:Decrypt", key),
                     ("dynamodb:DescribeStream", "!GetAtt QueueTable.StreamArn"),
@@ -552,12 +553,19 @@ mod tests {
             assert!(!crate::filter::matches(&s.filters[0], &scheduled));
             let passes = |r: &Value| s.filters.iter().any(|f| crate::filter::matches(f, r));
             assert!(!passes(&modify) && !passes(&scheduled));
-            // DynamoDB's TTL deletion passes (TasksExpired); a user's delete does not.
+            // DynamoDB's TTL deletion of a task never started nor shed
+            // passes (TasksExpired); of a shed one (counted when shed), or
+            // a user's delete, does not.
             let mut ttl_delete = record.clone();
             ttl_delete["eventName"] = "REMOVE".into();
+            ttl_delete["dynamodb"]["OldImage"] =
+                serde_json::json!({"taskStatus": {"S": "PENDING"}});
             ttl_delete["userIdentity"] =
                 serde_json::json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
             assert!(passes(&ttl_delete));
+            let mut shed_delete = ttl_delete.clone();
+            shed_delete["dynamodb"]["OldImage"]["taskStatus"]["S"] = "EXPIRED".into();
+            assert!(!passes(&shed_delete));
             ttl_delete["userIdentity"] =
                 serde_json::json!({"type": "User", "principalId": "someone"});
             assert!(!passes(&ttl_delete));

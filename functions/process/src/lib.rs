@@ -270,6 +270,7 @@ impl<R: TaskRunner> Processor<R> {
             .map_or(0, |d| d.as_millis() as u64)
             + self.config.lease_margin.as_millis() as u64;
         let mut report = ProcessReport::default();
+        let shed_before = self.store.shed_by_reads();
         let owner = format!("process-{}", lifo_core::new_task_id());
         let Some(assignment) = self.assign(wake, lease_until, &owner).await? else {
             report.stop = StopReason::Held;
@@ -339,6 +340,8 @@ impl<R: TaskRunner> Processor<R> {
             report.tail_call = true;
         }
         report.elapsed_ms = started.elapsed().as_millis() as u64;
+        report.shed = usize::try_from(self.store.shed_by_reads().saturating_sub(shed_before))
+            .unwrap_or(usize::MAX);
         report.metrics().emit();
         tracing::info!(
             event = "process.end",
@@ -352,6 +355,7 @@ impl<R: TaskRunner> Processor<R> {
             staleRejected = report.stale_rejected,
             skipped = report.skipped,
             finishErrors = report.finish_errors,
+            shed = report.shed,
             stop = ?report.stop,
             tailCall = report.tail_call,
             elapsedMs = report.elapsed_ms,

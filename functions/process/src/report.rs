@@ -46,6 +46,8 @@ pub struct ProcessReport {
     pub skipped: usize,
     /// Outcomes that could not be recorded (I/O errors after retries).
     pub finish_errors: usize,
+    /// Expired tasks the claim reads met and shed on their way.
+    pub shed: usize,
     pub stop: StopReason,
     pub tail_call: bool,
     pub elapsed_ms: u64,
@@ -68,6 +70,7 @@ impl ProcessReport {
             .count("TasksRetriedLater", self.retried)
             .count("ClaimConflicts", self.conflicts)
             .count("StaleFinishRejected", self.stale_rejected)
+            .count("TasksExpired", self.shed)
             .count("TailCalls", usize::from(self.tail_call))
             .values(
                 "AgeAtStartMs",

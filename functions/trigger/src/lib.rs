@@ -7,9 +7,12 @@
 //!   inserts of claimable tasks), with partial batch responses: a malformed
 //!   record is reported on its own, never panicked on;
 //! - by the trigger topic (tail calls from `process`);
-//! - by the safety sweep (EventBridge, every minute): one COUNT query per shard,
-//!   and a wake-up only when claimable tasks exist. This catches tasks
-//!   pending at deploy, dropped events and expired leases.
+//! - by the safety sweep (EventBridge, every minute): first the reaper
+//!   sheds what expired at the oldest end of each shard (so no reader pays
+//!   for it again, and `TasksExpired` counts it in the minute it happens),
+//!   then one COUNT query per shard, and a wake-up only when claimable
+//!   tasks exist. This catches tasks pending at deploy, dropped events and
+//!   expired leases.
 //!
 //! A failed publish is an error (after retries), so Lambda retries the batch
 //! instead of silently losing the wake-up.
@@ -65,7 +68,8 @@ pub struct TriggerOutcome {
     pub failed_items: Vec<String>,
     /// Whether a wake-up was published.
     pub published: bool,
-    /// TTL deletions of tasks that never started: shed by expiry.
+    /// Tasks shed by expiry: by the sweep's reaper, or (a task no reader
+    /// shed) seen deleted by TTL without having started.
     pub expired: usize,
     /// The sweep's count of claimable tasks (the queue depth).
     pub depth: Option<usize>,
@@ -80,6 +84,10 @@ pub struct Sweep {
     pub shard_count: u32,
     pub max_ttl_seconds: u64,
 }
+
+/// How long the reaper may start new pages in one sweep (the function's
+/// Timeout is 30 s): what is left waits for the next minute's run.
+pub const REAP_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 
 impl Sweep {
     /// `SHARD_COUNT`, `MAX_TTL_SECONDS` (the table comes from `TABLE_NAME`).
@@ -353,6 +361,23 @@ impl Trigger {
         // One COUNT query per shard answers both "does anything wait?" and
         // "how deep is the queue?"; the control item says whether to wake.
         let paused = sweep.store.control(false).await?.paused;
+        let shards: Vec<u32> = (0..sweep.shard_count.max(1)).collect();
+        let reaped = sweep
+            .store
+            .reap(
+                &shards,
+                now,
+                horizon,
+                std::time::Instant::now() + REAP_BUDGET,
+            )
+            .await?;
+        tracing::info!(
+            event = "sweep.reaped",
+            shed = reaped.shed,
+            read = reaped.read,
+            lost = reaped.lost,
+            cutShort = reaped.cut_short
+        );
         let per_shard = sweep
             .store
             .claimable_depth_per_shard(sweep.shard_count, now, horizon)
@@ -371,6 +396,7 @@ impl Trigger {
             signals: usize::from(depth > 0),
             depth: Some(depth),
             paused: Some(paused),
+            expired: reaped.shed,
             ..TriggerOutcome::default()
         };
         if depth > 0 && !paused {
@@ -386,8 +412,9 @@ impl Trigger {
         Ok(outcome)
     }
 
-    /// Runs `handle_outcome` and emits the invocation's metrics.
-    async fn measured(&self, event: Value) -> Result<TriggerOutcome, TriggerError> {
+    /// Runs [`Trigger::handle_outcome`] and emits the invocation's metrics
+    /// (what [`Trigger::handle`] does, returning what was done).
+    pub async fn measured(&self, event: Value) -> Result<TriggerOutcome, TriggerError> {
         let outcome = self.handle_outcome(event).await?;
         let metrics = lifo_core::metrics::Metrics::new()
             .cold_start()

@@ -157,8 +157,20 @@ fn sweeping(rule: &Rule, query: &Rule) -> Trigger {
     sweeping_with(rule, query, &control(false))
 }
 
+/// The reaper's read of a shard's oldest end: nothing there.
+fn nothing_to_reap() -> Rule {
+    mock!(aws_sdk_dynamodb::Client::query)
+        .match_requests(|r| r.scan_index_forward() == Some(true) && r.select().is_none())
+        .then_output(|| QueryOutput::builder().build())
+}
+
 fn sweeping_with(rule: &Rule, query: &Rule, control: &Rule) -> Trigger {
-    let ddb = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [query, control]);
+    let reap = nothing_to_reap();
+    let ddb = mock_client!(
+        aws_sdk_dynamodb,
+        RuleMode::MatchAny,
+        [&reap, query, control]
+    );
     let sweep = Sweep {
         store: Store::new(ddb, "t"),
         shard_count: 2,
@@ -175,15 +187,16 @@ fn scheduled() -> Value {
 
 #[tokio::test]
 async fn the_sweep_wakes_only_when_claimable_tasks_exist() {
-    let empty =
-        mock!(aws_sdk_dynamodb::Client::query).then_output(|| QueryOutput::builder().build());
+    let empty = mock!(aws_sdk_dynamodb::Client::query)
+        .match_requests(|r| r.select() == Some(&aws_sdk_dynamodb::types::Select::Count))
+        .then_output(|| QueryOutput::builder().build());
     let rule = ok_publish();
     let out = sweeping(&rule, &empty)
         .handle_outcome(scheduled())
         .await
         .unwrap();
     assert_eq!((out.signals, out.published), (0, false));
-    assert_eq!(empty.num_calls(), 2, "one query per shard");
+    assert_eq!(empty.num_calls(), 2, "one COUNT query per shard");
     assert_eq!(rule.num_calls(), 0);
 
     let count = mock!(aws_sdk_dynamodb::Client::query)
@@ -205,6 +218,75 @@ async fn the_sweep_wakes_only_when_claimable_tasks_exist() {
         2,
         "one COUNT query per shard, nothing else"
     );
+}
+
+/// The sweep reaps first: the expired entries at a shard's oldest end are
+/// shed (one conditional update each, the shed move's), and counted as
+/// `TasksExpired` in this run; a live entry ends the reaper's read.
+#[tokio::test]
+async fn the_sweep_sheds_what_expired_at_the_oldest_end_and_counts_it() {
+    use aws_sdk_dynamodb::types::AttributeValue as Av;
+    let now_s = lifo_core::now_ms() / 1000;
+    let entry = |id: &str, expires: u64| {
+        std::collections::HashMap::from([
+            ("taskId".to_owned(), Av::S(id.into())),
+            ("lifoShard".to_owned(), Av::N("0".into())),
+            ("claimableAt".to_owned(), Av::N("1".into())),
+            ("expiresAt".to_owned(), Av::N(expires.to_string())),
+            ("token".to_owned(), Av::N("0".into())),
+        ])
+    };
+    let old_end = mock!(aws_sdk_dynamodb::Client::query)
+        .match_requests(|r| {
+            r.scan_index_forward() == Some(true)
+                && r.select().is_none()
+                && r.expression_attribute_values()
+                    .and_then(|v| v.get(":shard"))
+                    == Some(&Av::N("0".into()))
+        })
+        .then_output(move || {
+            QueryOutput::builder()
+                .items(entry("gone-1", now_s - 60))
+                .items(entry("gone-2", now_s - 30))
+                .items(entry("live", now_s + 600))
+                .build()
+        });
+    let other_shard = nothing_to_reap();
+    let shed = mock!(aws_sdk_dynamodb::Client::update_item)
+        .match_requests(|r| {
+            r.condition_expression()
+                == Some(
+                    "(#status = :from OR (#status = :taken AND #leaseUntil < :now)) \
+                     AND #token = :token AND #expiresAt <= :nowSec",
+                )
+        })
+        .then_output(|| {
+            aws_sdk_dynamodb::operation::update_item::UpdateItemOutput::builder().build()
+        });
+    let count = mock!(aws_sdk_dynamodb::Client::query)
+        .match_requests(|r| r.select() == Some(&aws_sdk_dynamodb::types::Select::Count))
+        .then_output(|| QueryOutput::builder().count(1).build());
+    let ddb = mock_client!(
+        aws_sdk_dynamodb,
+        RuleMode::MatchAny,
+        [&old_end, &other_shard, &shed, &count, &control(false)]
+    );
+    let rule = ok_publish();
+    let sweep = Sweep {
+        store: Store::new(ddb, "t"),
+        shard_count: 2,
+        max_ttl_seconds: 3600,
+    };
+    let out = trigger(&rule)
+        .with_sweep(sweep)
+        .handle_outcome(scheduled())
+        .await
+        .unwrap();
+    assert_eq!(out.expired, 2, "the two expired entries were shed");
+    assert_eq!(shed.num_calls(), 2);
+    assert_eq!(old_end.num_calls(), 1, "the shard's one page");
+    assert_eq!(other_shard.num_calls(), 1);
+    assert_eq!((out.depth, out.published), (Some(2), true));
 }
 
 #[tokio::test]

@@ -10,12 +10,16 @@
 //! - release binary sizes;
 //! - the downstream rate limit under 5× overload (starts in any second);
 //! - throughput per shard count, processor count and tasks in flight, with
-//!   and without latency in front of DynamoDB Local, against a floor.
+//!   and without latency in front of DynamoDB Local, against a floor;
+//! - what a shed backlog costs: read units per success, refill latency and
+//!   the sweep's reads with 0, 10k and 100k shed tasks in a shard, and the
+//!   reaper's cost per shed task.
 
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+mod backlog;
 mod binaries;
 mod overload;
 pub mod throughput;
@@ -33,6 +37,7 @@ pub enum Part {
     Sizes,
     RateLimit,
     Throughput,
+    ShedBacklog,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -71,6 +76,13 @@ pub struct BenchArgs {
     /// Throughput: milliseconds added to every DynamoDB request (0: none).
     #[arg(long, value_delimiter = ',', default_value = "0,20", value_parser = clap::value_parser!(u64).range(0..=1000))]
     pub latency_ms: Vec<u64>,
+    /// Shed backlog: expired tasks in the shard, per row (the first is the
+    /// floor the others are compared with).
+    #[arg(long, value_delimiter = ',', default_value = "0,10000,100000", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1_000_000))]
+    pub backlogs: Vec<usize>,
+    /// Shed backlog: milliseconds added to every DynamoDB request.
+    #[arg(long, value_delimiter = ',', default_value = "0,20", value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub backlog_latency_ms: Vec<u64>,
 }
 
 /// One line of the table.
@@ -173,6 +185,10 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<Bench> {
             "throughput: the grid of shards × processors × in flight × latency, each with its floor",
         );
         throughput::throughput(args, &mut bench).await?;
+    }
+    if args.wants(Part::ShedBacklog) {
+        step("shed backlog: reads per success, refill and sweep with a backlog shed");
+        backlog::shed_backlog(args, &mut bench).await?;
     }
     if args.wants(Part::Freshness) {
         step(&format!(

@@ -82,7 +82,7 @@ async fn load(stack: &LocalStack, shards: u32, count: usize) -> anyhow::Result<V
 }
 
 /// The store the measured client talks to: through the proxy, if any.
-async fn store_via(
+pub(super) async fn store_via(
     stack: &LocalStack,
     latency_ms: u64,
 ) -> anyhow::Result<(Store, Option<LatencyProxy>)> {

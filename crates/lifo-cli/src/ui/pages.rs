@@ -187,13 +187,18 @@ pub(super) fn action(
 /// page and `/api/overview` both come from here.
 pub fn fields(shards: &[ShardStats], failed_last_hour: usize, now: u64) -> Vec<(String, String)> {
     let total = |f: fn(&ShardStats) -> usize| shards.iter().map(f).sum::<usize>().to_string();
+    let capped = if shards.iter().any(|s| s.expired_capped) {
+        "+"
+    } else {
+        ""
+    };
     let newest = shards.iter().filter_map(|s| s.newest_claimable_at).max();
     let oldest = shards.iter().filter_map(|s| s.oldest_claimable_at).min();
     let mut out = vec![
         ("pending".to_owned(), total(|s| s.pending)),
         ("running".to_owned(), total(|s| s.running)),
         ("backing-off".to_owned(), total(|s| s.backing_off)),
-        ("shed".to_owned(), total(|s| s.expired_last_hour)),
+        ("shed".to_owned(), total(|s| s.expired_last_hour) + capped),
         ("failed".to_owned(), failed_last_hour.to_string()),
         ("newest-age".to_owned(), age(newest, now)),
         ("oldest-age".to_owned(), age(oldest, now)),
@@ -204,7 +209,7 @@ pub fn fields(shards: &[ShardStats], failed_last_hour: usize, now: u64) -> Vec<(
             (format!("shard-{n}-pending"), s.pending.to_string()),
             (format!("shard-{n}-running"), s.running.to_string()),
             (format!("shard-{n}-backing-off"), s.backing_off.to_string()),
-            (format!("shard-{n}-shed"), s.expired_last_hour.to_string()),
+            (format!("shard-{n}-shed"), stats::shed_shown(s)),
             (
                 format!("shard-{n}-newest-age"),
                 age(s.newest_claimable_at, now),

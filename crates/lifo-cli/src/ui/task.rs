@@ -53,7 +53,7 @@ pub async fn task(
     let body = html! {
         h1 { "Task " span.id { (Shown(&t.task_id)) } " " (status_badge(t.task_status)) @if shed { " " span.badge.s-shed { "SHED" } } }
         div.actions {
-            @if t.task_status == TaskStatus::Failure || shed {
+            @if matches!(t.task_status, TaskStatus::Failure | TaskStatus::Expired) || shed {
                 (action(&c, &format!("{path}/retry"), "Retry", None, "primary"))
             }
             @if t.task_status == TaskStatus::Scheduled {
@@ -70,6 +70,7 @@ pub async fn task(
             (row("Ready", html! { (time(t.ready_at, now)) }))
             @if let Some(at) = t.claimable_at { (row("Claimable since", html! { (time(at, now)) })) }
             @if let Some(at) = t.started_at { (row("Started", html! { (time(at, now)) })) }
+            @if let Some(at) = t.shed_at { (row("Shed", html! { (time(at, now)) })) }
             (row("Expires", html! { (time(t.expires_at * 1000, now)) }))
             @if let Some(at) = t.lease_until { (row("Lease until", html! { (time(at, now)) })) }
             @if let Some(by) = &t.claimed_by { (row("Claimed by", html! { code { (Shown(by)) } })) }

@@ -42,6 +42,7 @@ pub mod attr {
     pub const FAILED_AT: &str = "failedAt";
     pub const RETRY_AT: &str = "retryAt";
     pub const CLAIMED_BY: &str = "claimedBy";
+    pub const SHED_AT: &str = "shedAt";
 }
 
 /// The sparse LIFO index: hash `lifoShard`, range `claimableAt`, projecting
@@ -65,6 +66,13 @@ pub const USER_INDEX: &str = "user-index";
 /// so only failures pay for this index. Newest first, by time window and
 /// `lastError` prefix, without a scan.
 pub const FAILED_INDEX: &str = "failed-index";
+
+/// The sparse shed index: hash `lifoShard`, range `shedAt` (epoch ms),
+/// projecting `lastError` (the last bounce, if any: why it never ran) and
+/// `token`. Only EXPIRED tasks carry `shedAt` (the shed move writes it, a
+/// redrive removes it): sheds newest first, by time window, counted in the
+/// minute they happen, without a scan.
+pub const SHED_INDEX: &str = "shed-index";
 
 /// Longest reason stored on an item, so items stay small.
 pub const MAX_REASON_LEN: usize = 512;
@@ -254,7 +262,9 @@ mod tests {
             ("failed prefix".into(), failed(0, 0, NOW, "x")),
             ("claimable".into(), claimable(0, NOW, 0)),
             ("leased".into(), leased(0, NOW, 0)),
-            ("expired".into(), expired_since(0, 0, NOW, 0)),
+            ("shed".into(), shed_since(0, 0, NOW)),
+            ("claim read".into(), claim_read(0, NOW, 0)),
+            ("old end".into(), old_end(0, 0)),
             ("backing off".into(), backing_off(0, NOW, 0)),
             ("due".into(), due_partition("d#1")),
             ("user".into(), user_history("u")),

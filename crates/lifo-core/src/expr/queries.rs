@@ -85,13 +85,19 @@ fn shard_query(
 }
 
 /// Query of one shard of the LIFO index: claimable tasks, read newest first
-/// (`ScanIndexForward = false`; oldest first for a FIFO comparison run).
-/// `horizon_ms` bounds the range key from below: a task that became
-/// claimable before it has certainly expired (ttl ≤ readyAt + the largest TTL
-/// allowed), so expired leftovers are never even read. The filter drops
-/// tasks whose own ttl has passed before DynamoDB deleted them, TAKEN tasks
-/// whose lease is still running, and tasks backing off after a failed run
-/// (`retryAt` in the future): everything else keeps its order.
+/// (`ScanIndexForward = false`; oldest first for a FIFO comparison run),
+/// for a COUNT (the sweep's queue depth, `lifo stats`). `horizon_ms`
+/// bounds the range key from below: a task that became claimable before it
+/// has certainly expired (readyAt + the largest TTL allowed). That bound is
+/// loose (7 days by default); what keeps expired entries from being read
+/// over and over is that they do not stay: whoever reads one sheds it
+/// ([`crate::state::Transition::Shed`] takes it out of this index), the
+/// sweep's reaper from the oldest end every minute ([`old_end`]), the claim
+/// read on its way ([`claim_read`]). The filter drops tasks past their
+/// expiry, TAKEN tasks whose lease is still running, and tasks resting
+/// after a failed run (`retryAt` in the future): everything else keeps its
+/// order. (A filter runs after the read: DynamoDB charges for every entry
+/// the key condition reads.)
 pub fn claimable(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
     shard_query(
         shard,
@@ -105,6 +111,50 @@ pub fn claimable(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
         ],
         vec![(":nowSec", n(now_ms / 1000)), (":now", n(now_ms))],
     )
+}
+
+/// The claim read of one shard: what [`claimable`] matches, and also the
+/// entries no lease holds that are past their expiry, so that the reader
+/// sheds them on its way and nobody reads them again. (Returning them costs
+/// no more: DynamoDB charges for every entry the key condition reads,
+/// filtered or not.)
+pub fn claim_read(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
+    shard_query(
+        shard,
+        horizon_ms,
+        "(attribute_not_exists(#leaseUntil) OR #leaseUntil < :now) \
+         AND (#expiresAt <= :nowSec OR attribute_not_exists(#retryAt) OR #retryAt <= :now)",
+        &[
+            ("#expiresAt", attr::EXPIRES_AT),
+            ("#leaseUntil", attr::LEASE_UNTIL),
+            ("#retryAt", attr::RETRY_AT),
+        ],
+        vec![(":nowSec", n(now_ms / 1000)), (":now", n(now_ms))],
+    )
+}
+
+/// The reaper's read of one shard, oldest first (`ScanIndexForward =
+/// true`) from `horizon_ms`, with no filter: it sheds the expired entries
+/// it meets and stops at the first page that holds none (see
+/// [`crate::store::Store::reap`]).
+pub fn old_end(shard: u32, horizon_ms: u64) -> Expr {
+    shard_query(shard, horizon_ms, "", &[], Vec::new())
+}
+
+/// Query of one shard of the shed index: tasks shed in
+/// `[since_ms, until_ms]`, newest first with `ScanIndexForward = false`.
+pub fn shed_since(shard: u32, since_ms: u64, until_ms: u64) -> Expr {
+    use attr::*;
+    Expr {
+        main: "#shard = :shard AND #shedAt BETWEEN :since AND :until".to_owned(),
+        condition: String::new(),
+        names: BTreeMap::from([("#shard", SHARD), ("#shedAt", SHED_AT)]),
+        values: BTreeMap::from([
+            (":shard", n(shard)),
+            (":since", n(since_ms)),
+            (":until", n(until_ms)),
+        ]),
+    }
 }
 
 /// Tasks of one shard backing off after a failed run (PENDING, not
@@ -131,31 +181,6 @@ pub fn leased(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
         "#leaseUntil >= :now",
         &[("#leaseUntil", attr::LEASE_UNTIL)],
         vec![(":now", n(now_ms))],
-    )
-}
-
-/// Tasks of one shard shed by expiry since `since_ms`: their claim deadline
-/// passed in `[since, now]` with no outcome and no running lease (never
-/// claimed; put back by "retry later" or an error and not claimed again in
-/// time; or TAKEN with a lapsed lease). Abandoned tasks have left the index
-/// as FAILURE and are not counted. A shed task keeps its index entry until
-/// DynamoDB deletes it, so the index answers this without a scan;
-/// `horizon_ms` (`since` − the largest TTL) bounds what is read.
-pub fn expired_since(shard: u32, since_ms: u64, now_ms: u64, horizon_ms: u64) -> Expr {
-    shard_query(
-        shard,
-        horizon_ms,
-        "#expiresAt BETWEEN :sinceSec AND :nowSec \
-         AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)",
-        &[
-            ("#expiresAt", attr::EXPIRES_AT),
-            ("#leaseUntil", attr::LEASE_UNTIL),
-        ],
-        vec![
-            (":sinceSec", n(since_ms / 1000)),
-            (":nowSec", n(now_ms / 1000)),
-            (":now", n(now_ms)),
-        ],
     )
 }
 
@@ -225,13 +250,29 @@ mod tests {
             values(&e),
             ":horizon=N:1763942400123 :now=N:1764547200123 :nowSec=N:1764547200 :shard=N:3"
         );
+        let e = claim_read(3, NOW, NOW - 604_800_000);
+        assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
+        assert_eq!(
+            e.condition,
+            "(attribute_not_exists(#leaseUntil) OR #leaseUntil < :now) \
+             AND (#expiresAt <= :nowSec OR attribute_not_exists(#retryAt) OR #retryAt <= :now)"
+        );
+        assert_eq!(
+            values(&e),
+            ":horizon=N:1763942400123 :now=N:1764547200123 :nowSec=N:1764547200 :shard=N:3"
+        );
+        let e = old_end(3, NOW - 604_800_000);
+        assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
+        assert_eq!(e.condition, "");
+        assert_eq!(names(&e), "#claimableAt=claimableAt #shard=lifoShard");
+        assert_eq!(values(&e), ":horizon=N:1763942400123 :shard=N:3");
         let e = backing_off(3, NOW, NOW - 604_800_000);
         assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
         assert_eq!(e.condition, "#retryAt > :now AND #expiresAt > :nowSec");
     }
 
     #[test]
-    fn stats_counts_of_running_and_expired_tasks() {
+    fn stats_counts_of_running_and_shed_tasks() {
         let e = leased(2, NOW, NOW - 604_800_000);
         assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
         assert_eq!(e.condition, "#leaseUntil >= :now");
@@ -244,21 +285,16 @@ mod tests {
             ":horizon=N:1763942400123 :now=N:1764547200123 :shard=N:2"
         );
 
-        let e = expired_since(2, NOW - 3_600_000, NOW, NOW - 3_600_000 - 604_800_000);
-        assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
+        let e = shed_since(2, NOW - 3_600_000, NOW);
         assert_eq!(
-            e.condition,
-            "#expiresAt BETWEEN :sinceSec AND :nowSec \
-             AND (attribute_not_exists(#leaseUntil) OR #leaseUntil < :now)"
+            e.main,
+            "#shard = :shard AND #shedAt BETWEEN :since AND :until"
         );
-        assert_eq!(
-            names(&e),
-            "#claimableAt=claimableAt #expiresAt=expiresAt #leaseUntil=leaseUntil #shard=lifoShard"
-        );
+        assert_eq!(e.condition, "");
+        assert_eq!(names(&e), "#shard=lifoShard #shedAt=shedAt");
         assert_eq!(
             values(&e),
-            ":horizon=N:1763938800123 :now=N:1764547200123 :nowSec=N:1764547200 \
-             :shard=N:2 :sinceSec=N:1764543600"
+            ":shard=N:2 :since=N:1764543600123 :until=N:1764547200123"
         );
     }
 }

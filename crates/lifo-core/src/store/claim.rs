@@ -2,10 +2,16 @@
 //! for comparison runs, FIFO) order.
 
 use super::error::classify;
+use super::shed::sheddable;
 use super::{Item, Op, Store, StoreError};
 use crate::expr::{self, LIFO_INDEX};
 use crate::lifo::{Candidate, Order, merge};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+
+/// Most pages one shard's claim read takes: past them the head is cut
+/// short (read again at the next refill, which finds the expired entries
+/// of this read shed).
+pub const CLAIM_READ_PAGES: usize = 8;
 
 impl Store {
     /// The first `want` claimable, unexpired tasks across shards
@@ -38,8 +44,11 @@ impl Store {
 
     /// The head of each of `shards` (in that order): its first `page`
     /// claimable tasks in `order`, and whether that is all it holds. One
-    /// query per shard (more only when the filter drops expired leftovers),
-    /// in parallel. See [`crate::heads`].
+    /// query per shard, in parallel (more only when the page held entries
+    /// that are not claimable now). Expired entries met on the way are shed
+    /// before the next page is read ([`Store::shed`]), so no read meets
+    /// them again; at most [`CLAIM_READ_PAGES`] pages per shard, after
+    /// which the head counts as cut short. See [`crate::heads`].
     pub async fn claimable_heads(
         &self,
         order: Order,
@@ -70,9 +79,10 @@ impl Store {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<(Vec<Candidate>, bool), StoreError> {
-        let q = expr::claimable(shard, now_ms, horizon_ms);
+        let q = expr::claim_read(shard, now_ms, horizon_ms);
         let mut found = Vec::with_capacity(want);
         let mut start: Option<Item> = None;
+        let mut pages = 0;
         // Index items are tiny (keys and a few numbers, ~100 bytes): a page
         // of up to 40 is one read unit. At least 16, so that the tasks
         // running now (TAKEN, at the head, filtered out) and expired
@@ -88,14 +98,22 @@ impl Store {
                 .await
                 .map_err(|e| classify("Query", e))?;
             self.meter.record(Op::Read, out.consumed_capacity());
+            pages += 1;
+            let mut expired = Vec::new();
             for item in out.items.unwrap_or_default() {
                 match serde_dynamo::from_item::<_, Candidate>(item) {
+                    Ok(c) if sheddable(&c, now_ms) => expired.push(c),
                     Ok(c) => found.push(c),
                     Err(e) => tracing::warn!(shard, error = %e, "skipping malformed index entry"),
                 }
             }
+            if !expired.is_empty() {
+                let (shed, _) = self.shed_all(expired, now_ms).await?;
+                self.shed_by_reads
+                    .fetch_add(shed as u64, std::sync::atomic::Ordering::Relaxed);
+            }
             start = out.last_evaluated_key;
-            if found.len() >= want || start.is_none() {
+            if found.len() >= want || start.is_none() || pages >= CLAIM_READ_PAGES {
                 let complete = start.is_none() && found.len() <= want;
                 found.truncate(want);
                 return Ok((found, complete));

@@ -9,8 +9,10 @@ use crate::lifo::Candidate;
 impl Store {
     /// How many tasks are claimable now, across shards (the queue depth).
     /// A COUNT query per shard over the same key condition and filter as
-    /// [`Store::claimable`]: it reads the whole claimable index, so
-    /// it is meant for the once-a-minute sweep, not the claim loop.
+    /// [`Store::claimable`]: it reads every entry of the LIFO index, live
+    /// work and what expired since the last reaper run (the sweep reaps
+    /// first), so it is meant for the once-a-minute sweep, not the claim
+    /// loop.
     pub async fn claimable_depth(
         &self,
         shard_count: u32,
@@ -70,23 +72,6 @@ impl Store {
             .await
     }
 
-    /// Tasks of one shard shed by expiry since `since_ms`
-    /// ([`expr::expired_since`]); `max_ttl_ms` bounds what is read.
-    pub async fn expired_in(
-        &self,
-        shard: u32,
-        since_ms: u64,
-        now_ms: u64,
-        max_ttl_ms: u64,
-    ) -> Result<usize, StoreError> {
-        let horizon = since_ms.saturating_sub(max_ttl_ms);
-        self.count(
-            LIFO_INDEX,
-            &expr::expired_since(shard, since_ms, now_ms, horizon),
-        )
-        .await
-    }
-
     /// SCHEDULED tasks waiting in one due-index partition (`<date>#<shard>`).
     pub async fn due_count(&self, due_key: &str) -> Result<usize, StoreError> {
         self.count(expr::DUE_INDEX, &expr::due_partition(due_key))
@@ -127,8 +112,8 @@ impl Store {
         let mut start: Option<Item> = None;
         loop {
             // Newest first, the first few entries are claimable. Oldest
-            // first, the shed backlog comes first and is filtered out: read
-            // it in whole (1 MB) pages.
+            // first, what expired since the reaper's last run comes first
+            // and is filtered out: read it in whole (1 MB) pages.
             let query = self.claimable_query(&q).scan_index_forward(oldest);
             let out = if oldest { query } else { query.limit(25) }
                 .set_exclusive_start_key(start.take())

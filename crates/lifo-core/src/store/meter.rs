@@ -27,6 +27,8 @@ pub enum Op {
     Operate,
     /// Shard group leases (more than one processor).
     Group,
+    /// Sheds: an expired task leaves the LIFO index for the shed index.
+    Shed,
     /// Conditional writes whose condition failed. DynamoDB still charges
     /// them (1 write unit for an item under 1 KB) but returns no
     /// ConsumedCapacity with the error, so the meter books 1 unit each.
@@ -37,7 +39,7 @@ pub enum Op {
 const REJECTED_WRITE_UNITS: f64 = 1.0;
 
 impl Op {
-    pub const ALL: [Op; 9] = [
+    pub const ALL: [Op; 10] = [
         Op::Put,
         Op::Claim,
         Op::Finish,
@@ -46,6 +48,7 @@ impl Op {
         Op::Start,
         Op::Operate,
         Op::Group,
+        Op::Shed,
         Op::Rejected,
     ];
     fn index(self) -> usize {
@@ -60,6 +63,7 @@ impl Op {
             Transition::Start => Op::Start,
             Transition::RetryLater | Transition::RetryAfterError => Op::Requeue,
             Transition::Redrive => Op::Operate,
+            Transition::Shed => Op::Shed,
         }
     }
 }
@@ -67,8 +71,8 @@ impl Op {
 /// Capacity consumed, by kind of request. Shared by clones of a [`Store`].
 #[derive(Debug, Default)]
 pub struct CapacityMeter {
-    requests: [AtomicU64; 9],
-    milli_units: [AtomicU64; 9],
+    requests: [AtomicU64; Op::ALL.len()],
+    milli_units: [AtomicU64; Op::ALL.len()],
 }
 
 impl CapacityMeter {

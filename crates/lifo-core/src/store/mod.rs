@@ -1,7 +1,8 @@
 //! A small async API over the queue table, one file per concern:
 //! writes ([`write`]), the claim query ([`claim`]), state moves
 //! ([`transition`]), an operator's redrive and delete ([`operate`]), the
-//! failed-task index ([`failed`]), pause and resume ([`control`]), scheduled
+//! failed-task index ([`failed`]), shedding expired tasks ([`shed`]),
+//! pause and resume ([`control`]), scheduled
 //! tasks ([`schedule`]), reads ([`read`]), COUNT queries ([`counts`]), errors
 //! ([`error`]) and the capacity meter ([`meter`]).
 //!
@@ -18,6 +19,7 @@ mod meter;
 mod operate;
 mod read;
 mod schedule;
+mod shed;
 mod transition;
 mod write;
 
@@ -26,6 +28,7 @@ pub use error::{CancelError, StoreError};
 pub use failed::{Failed, FailedQuery};
 pub use meter::{CapacityMeter, Op, Spent};
 pub use operate::{OperateError, RedriveSettings};
+pub use shed::{REAP_MAX_PER_SHARD, REAP_PAGE, Reaped, sheddable};
 pub use write::BATCH_WRITE_MAX;
 
 use crate::expr;
@@ -46,6 +49,9 @@ pub struct Store {
     client: Client,
     table: String,
     meter: Arc<CapacityMeter>,
+    /// Tasks this store's claim reads shed on their way (for the
+    /// invocation's `TasksExpired`); shared by clones.
+    shed_by_reads: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Store {
@@ -54,7 +60,20 @@ impl Store {
             client,
             table: table.into(),
             meter: Arc::default(),
+            shed_by_reads: Arc::default(),
         }
+    }
+
+    /// A store over the same table and client whose meter (and shed
+    /// count) starts at zero: what one part of a run spent, alone.
+    pub fn with_fresh_meter(&self) -> Self {
+        Self::new(self.client.clone(), self.table.clone())
+    }
+
+    /// Tasks the claim reads of this store (and its clones) have shed so far.
+    pub fn shed_by_reads(&self) -> u64 {
+        self.shed_by_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn client(&self) -> &Client {

@@ -1,0 +1,226 @@
+//! Shedding: an expired task leaves the LIFO index (and enters the shed
+//! index) in the minute it expires, so that no reader pays for it again.
+//!
+//! Two readers shed, with the same conditional update
+//! ([`crate::state::Transition::Shed`]):
+//! - **the reaper** ([`Store::reap`]), run by the sweep every minute, reads
+//!   each shard from its oldest end, where expired entries gather (LIFO
+//!   sheds the oldest), sheds what expired, and stops at the first page
+//!   that holds no expired entry. Per run it reads what expired since the
+//!   last run plus one page of live entries: nothing that was shed before.
+//! - **the claim read** ([`Store::claimable_heads`]) sheds the expired
+//!   entries it meets on its way (tasks with a shorter TTL than the live
+//!   ones below them, or expired since the last sweep).
+//!
+//! A shed costs 3 write units (the item, the LIFO index entry removed, the
+//! shed index entry put) once per shed task, and nothing per success.
+
+use super::{Item, Op, Store, StoreError};
+use crate::expr::{self, LIFO_INDEX, SHED_INDEX, Step};
+use crate::lifo::Candidate;
+use crate::model::TaskStatus;
+use crate::state::Transition;
+use futures::StreamExt;
+
+/// Entries per page of the reaper's read (index entries are ≈ 100 bytes:
+/// a page is under 3 read units).
+pub const REAP_PAGE: i32 = 100;
+/// Most sheds per shard in one reaper run: more than one shard can shed in
+/// a minute (its index key takes 1,000 writes a second, and a task shed
+/// unstarted costs it two: its put and its shed), so the reaper keeps up
+/// with any overload; a backlog older than the reaper (after an upgrade)
+/// is worked off over several runs.
+pub const REAP_MAX_PER_SHARD: usize = 30_000;
+/// Sheds in flight at once.
+const SHED_PARALLEL: usize = 32;
+
+/// What a reaper run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reaped {
+    /// Tasks shed.
+    pub shed: usize,
+    /// Entries read (expired and live).
+    pub read: usize,
+    /// Sheds whose condition failed: claimed, redriven or shed by someone
+    /// else meanwhile.
+    pub lost: usize,
+    /// Shards where the run stopped at [`REAP_MAX_PER_SHARD`] or its time
+    /// budget with more to do.
+    pub cut_short: usize,
+}
+
+impl std::ops::AddAssign for Reaped {
+    fn add_assign(&mut self, o: Self) {
+        self.shed += o.shed;
+        self.read += o.read;
+        self.lost += o.lost;
+        self.cut_short += o.cut_short;
+    }
+}
+
+/// True when the index entry `c` may be shed at `now_ms`: past its expiry
+/// and held by no live lease.
+pub fn sheddable(c: &Candidate, now_ms: u64) -> bool {
+    c.expires_at <= now_ms / 1000 && c.lease_until.is_none_or(|l| l < now_ms)
+}
+
+impl Store {
+    /// Sheds the task of index entry `c` at `now_ms`: `Ok(true)` when this
+    /// call shed it, `Ok(false)` when it was no longer sheddable (claimed,
+    /// redriven, already shed, deleted).
+    pub async fn shed(&self, c: &Candidate, now_ms: u64) -> Result<bool, StoreError> {
+        let reason = format!("shed: expired at {} s with no outcome", c.expires_at);
+        let step = Step {
+            now_ms,
+            token: c.token,
+            attempts: c.attempts,
+            reason: &reason,
+            ..Step::default()
+        };
+        let current = if c.lease_until.is_some() {
+            TaskStatus::Taken
+        } else {
+            TaskStatus::Pending
+        };
+        match self
+            .record(&c.task_id, Transition::Shed, current, &step)
+            .await
+        {
+            Ok(()) => {
+                tracing::info!(event = "task.shed", taskId = %c.task_id, shard = c.lifo_shard,
+                    expiresAt = c.expires_at, token = c.token);
+                Ok(true)
+            }
+            Err(StoreError::ConditionFailed { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sheds every entry of `entries` (all sheddable), a few at a time:
+    /// how many this call shed.
+    pub(super) async fn shed_all(
+        &self,
+        entries: Vec<Candidate>,
+        now_ms: u64,
+    ) -> Result<(usize, usize), StoreError> {
+        let results: Vec<Result<bool, StoreError>> = futures::stream::iter(entries)
+            .map(|c| async move { self.shed(&c, now_ms).await })
+            .buffer_unordered(SHED_PARALLEL)
+            .collect()
+            .await;
+        let (mut shed, mut lost) = (0, 0);
+        for r in results {
+            if r? {
+                shed += 1;
+            } else {
+                lost += 1;
+            }
+        }
+        Ok((shed, lost))
+    }
+
+    /// The reaper: sheds the expired entries at the oldest end of each of
+    /// `shards` (see the module's documentation), starting no new page
+    /// after `until`.
+    pub async fn reap(
+        &self,
+        shards: &[u32],
+        now_ms: u64,
+        horizon_ms: u64,
+        until: std::time::Instant,
+    ) -> Result<Reaped, StoreError> {
+        let per_shard = futures::future::try_join_all(
+            shards
+                .iter()
+                .map(|s| self.reap_shard(*s, now_ms, horizon_ms, until)),
+        )
+        .await?;
+        let mut total = Reaped::default();
+        for r in per_shard {
+            total += r;
+        }
+        Ok(total)
+    }
+
+    async fn reap_shard(
+        &self,
+        shard: u32,
+        now_ms: u64,
+        horizon_ms: u64,
+        until: std::time::Instant,
+    ) -> Result<Reaped, StoreError> {
+        let q = expr::old_end(shard, horizon_ms);
+        let mut done = Reaped::default();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .index_query(LIFO_INDEX, &q)
+                .scan_index_forward(true)
+                .limit(REAP_PAGE)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| super::error::classify("Query", e))?;
+            self.meter.record(Op::Read, out.consumed_capacity());
+            let entries: Vec<Candidate> = out
+                .items
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|item| serde_dynamo::from_item(item).ok())
+                .collect();
+            done.read += entries.len();
+            let expired: Vec<Candidate> = entries
+                .into_iter()
+                .filter(|c| sheddable(c, now_ms))
+                .collect();
+            if expired.is_empty() {
+                return Ok(done);
+            }
+            let (shed, lost) = self.shed_all(expired, now_ms).await?;
+            done.shed += shed;
+            done.lost += lost;
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(done);
+            }
+            if done.shed >= REAP_MAX_PER_SHARD || std::time::Instant::now() >= until {
+                done.cut_short += 1;
+                return Ok(done);
+            }
+        }
+    }
+
+    /// Tasks of one shard shed in `[since_ms, now_ms]`, from the shed index
+    /// (a COUNT query), reading at most `cap` entries: `(count, capped)`,
+    /// where `capped` says there are at least `count`.
+    pub async fn shed_in(
+        &self,
+        shard: u32,
+        since_ms: u64,
+        now_ms: u64,
+        cap: usize,
+    ) -> Result<(usize, bool), StoreError> {
+        let q = expr::shed_since(shard, since_ms, now_ms);
+        let mut total = 0usize;
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .index_query(SHED_INDEX, &q)
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .limit(i32::try_from(cap.saturating_sub(total).clamp(1, 10_000)).unwrap_or(10_000))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| super::error::classify("Query", e))?;
+            self.meter.record(Op::Read, out.consumed_capacity());
+            total += usize::try_from(out.count).unwrap_or(0);
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok((total, false));
+            }
+            if total >= cap {
+                return Ok((total, true));
+            }
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! What the queue sheds stops costing it reads: on DynamoDB Local, with
+//! the real handlers, a shed backlog leaves the LIFO index (the sweep's
+//! reaper, the claim reads on their way), so that draining live work
+//! costs what it costs with no backlog, the sweep's reads do not grow with
+//! it, and every shed is counted in the minute it happens.
+
+use lifo_core::store::Op;
+use lifo_core::{Task, TaskStatus, now_ms};
+use lifo_local::{Pipeline, PipelineOptions, pipeline::PipelineStats};
+use lifo_tests::{Harness, deadline};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `n` tasks that expired a minute ago (older than any live one), never
+/// started: a shed backlog as an overload leaves it.
+async fn backlog(h: &Harness, n: usize) {
+    let created = now_ms() - 120_000;
+    let tasks: Vec<Task> = (0..n)
+        .map(|i| {
+            let payload = serde_json::json!({"n": i}).as_object().cloned().unwrap();
+            Task::new_pending(format!("old-{i:06}"), payload, created + i as u64, 60, 1)
+        })
+        .collect();
+    for chunk in tasks.chunks(1000) {
+        h.store.put_new(chunk).await.unwrap();
+    }
+}
+
+/// Read units the processor spends per success to run `live` new tasks
+/// (one invocation after another until all succeed), and the tasks its
+/// claim reads shed on the way. (100 tasks: one query more or less, a
+/// refill falling on either side of a second, then moves the figure by
+/// 0.005, not the 0.05 of 10 tasks.)
+async fn drain(h: &Harness, live: usize, tag: &str) -> (f64, usize) {
+    let ids: Vec<String> = (0..live).map(|i| format!("{tag}-{i}")).collect();
+    let tasks: Vec<serde_json::Value> = ids
+        .iter()
+        .map(|id| serde_json::json!({"taskId": id, "payload": {"n": 1}}))
+        .collect();
+    h.creator()
+        .handle(serde_json::json!({ "tasks": tasks }))
+        .await
+        .unwrap();
+    // A store of its own: its meter counts this drain's reads alone.
+    let p = h.processor_on(h.stack.store(), 3, Duration::ZERO, Duration::from_secs(5));
+    let (mut succeeded, mut shed) = (0, 0);
+    for _ in 0..20 {
+        let report = p.handle(1, deadline()).await.unwrap();
+        succeeded += report.succeeded;
+        shed += report.shed;
+        if succeeded >= live {
+            break;
+        }
+    }
+    assert_eq!(succeeded, live, "{tag}");
+    let reads = p.store().meter().spent(Op::Read).units;
+    (reads / live as f64, shed)
+}
+
+/// Read units of one sweep run (reaper, then the COUNT per shard).
+async fn sweep(h: &Harness) -> (f64, trigger::TriggerOutcome) {
+    let store = h.stack.store();
+    let t = h
+        .stack
+        .trigger(store.clone(), h.shards, lifo_tests::MAX_TTL);
+    let outcome = t
+        .measured(lifo_local::pipeline::scheduled_event_json())
+        .await
+        .unwrap();
+    (store.meter().spent(Op::Read).units, outcome)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_stay_flat_in_a_shed_backlog_and_a_shed_costs_three_write_units() {
+    const BACKLOG: usize = 2_000;
+    // No backlog: the floor.
+    let h = Harness::start(1).await;
+    let (sweep_floor, _) = sweep(&h).await;
+    let (floor, _) = drain(&h, 100, "floor").await;
+
+    // A backlog of expired tasks: the sweep's reaper sheds it all, and
+    // counts it in this run.
+    let h = Harness::start(1).await;
+    backlog(&h, BACKLOG).await;
+    let (reap_reads, outcome) = sweep(&h).await;
+    assert_eq!(outcome.expired, BACKLOG);
+    let tasks = h.tasks().await;
+    assert_eq!(tasks.len(), BACKLOG);
+    assert!(tasks.iter().all(|t| t.task_status == TaskStatus::Expired
+        && t.claimable_at.is_none()
+        && t.shed_at.is_some()));
+
+    // Draining live work now costs what it costs with no backlog.
+    let (with_backlog, shed_by_claims) = drain(&h, 100, "live").await;
+    assert_eq!(shed_by_claims, 0, "the reaper left nothing to shed");
+    println!(
+        "read units per success: no backlog {floor:.2}, {BACKLOG} shed {with_backlog:.2}; \
+         reaper: {:.3} read units per shed task; sweep: {sweep_floor:.1} read units empty",
+        reap_reads / BACKLOG as f64
+    );
+    assert!(
+        with_backlog <= floor * 1.2 + 1e-9,
+        "{with_backlog} vs {floor}"
+    );
+    // The next sweep reads what an empty queue's does.
+    let (sweep_after, outcome) = sweep(&h).await;
+    assert_eq!(outcome.expired, 0);
+    assert!(
+        sweep_after <= sweep_floor + 1e-9,
+        "{sweep_after} vs {sweep_floor}"
+    );
+
+    // Write units per shed task: the item, its LIFO index entry removed,
+    // its shed index entry put.
+    let h = Harness::start(1).await;
+    backlog(&h, 40).await;
+    let store = h.stack.store();
+    let t = h.stack.trigger(store.clone(), 1, lifo_tests::MAX_TTL);
+    let outcome = t
+        .measured(lifo_local::pipeline::scheduled_event_json())
+        .await
+        .unwrap();
+    assert_eq!(outcome.expired, 40);
+    let spent = store.meter().spent(Op::Shed);
+    assert_eq!(spent.requests, 40);
+    assert_eq!(spent.units / 40.0, 3.0, "write units per shed task");
+}
+
+/// Expired entries the reaper has not reached yet (say, shed since its
+/// last run) are shed by the claim read that meets them, so the next drain
+/// reads none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claim_read_sheds_the_expired_entries_it_meets() {
+    let h = Harness::start(1).await;
+    let (floor, _) = drain(&h, 100, "floor").await;
+    let h = Harness::start(1).await;
+    backlog(&h, 600).await;
+    let (_, shed) = drain(&h, 100, "first").await;
+    assert!(shed > 0, "the drain met the backlog");
+    // What the first drain left (its reads stop at 8 pages a refill), the
+    // sweep reaps; nothing is read twice after that.
+    let (_, outcome) = sweep(&h).await;
+    assert_eq!(shed + outcome.expired, 600);
+    let (second, shed_again) = drain(&h, 100, "second").await;
+    assert_eq!(shed_again, 0);
+    println!("read units per success: floor {floor:.2}, after the backlog {second:.2}");
+    assert!(second <= floor * 1.2 + 1e-9, "{second} vs {floor}");
+    let tasks = h.tasks().await;
+    let expired = tasks
+        .iter()
+        .filter(|t| t.task_status == TaskStatus::Expired)
+        .count();
+    assert_eq!(expired, 600);
+}
+
+/// On the local stack, with the sweep at the template's rate (every
+/// minute), a task shed by expiry is counted (`TasksExpired`) within two
+/// minutes of its expiry, and has left the LIFO index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_expired_counts_a_shed_task_within_two_minutes_of_its_expiry() {
+    let h = Harness::start(1).await;
+    // Paused: nothing is claimed, so every task is shed.
+    h.store.set_paused(true, "test", now_ms()).await.unwrap();
+    let processor = Arc::new(h.processor(3, Duration::ZERO, Duration::from_secs(3)));
+    let pipeline = Pipeline::start(
+        &h.stack,
+        Arc::new(h.trigger()),
+        processor,
+        PipelineOptions {
+            sweep_every: Some(Duration::from_secs(60)),
+            ..PipelineOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let tasks: Vec<serde_json::Value> = (0..20)
+        .map(|i| serde_json::json!({"taskId": format!("t-{i}"), "payload": {"n": i}, "ttlSeconds": 2}))
+        .collect();
+    h.creator()
+        .handle(serde_json::json!({ "tasks": tasks }))
+        .await
+        .unwrap();
+    let expires_at_ms = (now_ms() / 1000 + 2) * 1000;
+    let started = Instant::now();
+    while PipelineStats::get(&pipeline.stats.expired) < 20 {
+        assert!(
+            started.elapsed() < Duration::from_secs(125),
+            "only {} counted",
+            PipelineStats::get(&pipeline.stats.expired)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let counted_at = now_ms();
+    pipeline.stop().await;
+    assert!(
+        counted_at - expires_at_ms <= 120_000,
+        "counted {} ms after expiry",
+        counted_at - expires_at_ms
+    );
+    for t in h.tasks().await {
+        assert_eq!(t.task_status, TaskStatus::Expired, "{t:?}");
+        let shed_at = t.shed_at.unwrap();
+        assert!(shed_at >= t.expires_at * 1000 && shed_at - t.expires_at * 1000 <= 120_000);
+    }
+}
