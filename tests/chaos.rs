@@ -91,6 +91,11 @@ struct Witness {
     completed: Mutex<HashSet<(String, u64)>>,
     runs: Mutex<HashMap<String, usize>>,
     stalls: AtomicUsize,
+    /// Each task's payload as created (mixed sizes: some on the task item,
+    /// some in an item of their own, deflated).
+    payloads: Mutex<HashMap<String, serde_json::Map<String, serde_json::Value>>>,
+    /// Runs whose task did not carry its payload as created.
+    wrong_payload: AtomicUsize,
 }
 
 impl TaskRunner for Witness {
@@ -103,6 +108,14 @@ impl TaskRunner for Witness {
     async fn run(&self, task: &Task) -> RunOutcome {
         if let Ok(mut s) = self.started.lock() {
             s.insert((task.task_id.clone(), task.token));
+        }
+        let expected = self
+            .payloads
+            .lock()
+            .ok()
+            .and_then(|p| p.get(&task.task_id).cloned());
+        if expected.as_ref() != Some(&task.payload) {
+            self.wrong_payload.fetch_add(1, Ordering::Relaxed);
         }
         if fastrand::u32(0..40) == 0 {
             self.stalls.fetch_add(1, Ordering::Relaxed);
@@ -135,7 +148,8 @@ async fn worker(p: Arc<Processor<Witness>>, counts: Arc<Counts>, stop: Arc<Atomi
         counts.invocations.fetch_add(1, Ordering::Relaxed);
         // Short invocations: leases (deadline + margin) expire within seconds.
         let deadline = SystemTime::now() + Duration::from_millis(1500);
-        let run = p.handle(1, deadline);
+        let wake = process::Wake::one();
+        let run = p.handle(&wake, deadline);
         let result = if fastrand::bool() {
             tokio::time::timeout(Duration::from_millis(fastrand::u64(1..600)), run).await
         } else {
@@ -244,12 +258,36 @@ async fn chaos_with_three_processors_nothing_lost_nothing_stuck_nothing_committe
 
 async fn chaos(processors: u32, workers: usize) {
     let h = Harness::start(4).await;
-    let created = h
-        .creator()
-        .handle(serde_json::json!({"count": TASKS}))
-        .await
-        .unwrap()
-        .created;
+    let witness = Arc::new(Witness::default());
+    // Mixed payloads: 60 B (on the task item), 2 KB and 20 KB (items of
+    // their own), realistic JSON.
+    let mut created = Vec::new();
+    for batch in 0..TASKS / 100 {
+        let tasks: Vec<serde_json::Value> = (0..100)
+            .map(|i| {
+                let n = batch * 100 + i;
+                let payload = match n % 3 {
+                    0 => serde_json::json!({"n": n}).as_object().cloned().unwrap(),
+                    1 => lifo_local::payloads::realistic(n as u64, 2048),
+                    _ => lifo_local::payloads::realistic(n as u64, 20_480),
+                };
+                let id = format!("task-{n:04}");
+                witness
+                    .payloads
+                    .lock()
+                    .unwrap()
+                    .insert(id.clone(), payload.clone());
+                serde_json::json!({"taskId": id, "payload": payload})
+            })
+            .collect();
+        created.extend(
+            h.creator()
+                .handle(serde_json::json!({ "tasks": tasks }))
+                .await
+                .unwrap()
+                .created,
+        );
+    }
     assert_eq!(created.len(), TASKS);
     let expired_at = lifo_core::now_ms() - 120_000;
     let backlog: Vec<Task> = (0..BACKLOG)
@@ -282,7 +320,6 @@ async fn chaos(processors: u32, workers: usize) {
     });
     let ddb = aws_sdk_dynamodb::Client::from_conf(ddb_conf.build());
     let sns = aws_sdk_sns::Client::from_conf(sns_conf.build());
-    let witness = Arc::new(Witness::default());
     let counts = Arc::new(Counts::default());
     let stop = Arc::new(AtomicBool::new(false));
     let processor = || {
@@ -298,6 +335,7 @@ async fn chaos(processors: u32, workers: usize) {
                 time_budget: Duration::from_secs(1),
                 deadline_margin: Duration::from_millis(200),
                 idle_poll: Duration::from_millis(20),
+                linger: Duration::ZERO,
                 pause_poll: Duration::from_millis(500),
                 retry: lifo_core::retry::RetryPolicy::default(),
                 rate_limit: None,
@@ -450,13 +488,15 @@ async fn chaos(processors: u32, workers: usize) {
          aborted {} (claims cut before run {cut_before_run}, during run {cut_during_run}, before finish {cut_before_finish}), \
          invocation errors {}, stalled runs {}, reclaims {reclaims}, rejected stale finishes {}, re-runs {reruns}, \
          stuck {stuck}, duplicates {duplicates}, stale commits {stale_commits}, lost {lost}, \
-         backlog {BACKLOG}: shed {shed} (twice {shed_twice}, run {backlog_run}), in {:.1} s",
+         backlog {BACKLOG}: shed {shed} (twice {shed_twice}, run {backlog_run}), \
+         runs without their payload {}, in {:.1} s",
         injected.load(Ordering::Relaxed),
         counts.invocations.load(Ordering::Relaxed),
         counts.aborted.load(Ordering::Relaxed),
         counts.errors.load(Ordering::Relaxed),
         witness.stalls.load(Ordering::Relaxed),
         counts.stale_rejected.load(Ordering::Relaxed),
+        witness.wrong_payload.load(Ordering::Relaxed),
         elapsed.as_secs_f64(),
     );
     assert_eq!(lost, 0, "every task ends SUCCESS or FAILURE");
@@ -480,6 +520,11 @@ async fn chaos(processors: u32, workers: usize) {
     assert_eq!(shed_twice, 0, "no task is shed twice");
     assert_eq!(shed_live, 0, "no live task is shed");
     assert_eq!(backlog_run, 0, "no expired task is ever run");
+    assert_eq!(
+        witness.wrong_payload.load(Ordering::Relaxed),
+        0,
+        "every run carried its task's payload"
+    );
     assert!(
         injected.load(Ordering::Relaxed) > 0 && counts.aborted.load(Ordering::Relaxed) > 0,
         "chaos happened"

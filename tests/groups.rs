@@ -3,7 +3,7 @@
 //! the runner; a held group is left alone; a dead processor's group is
 //! taken over once its lease ends.
 
-use lifo_core::{Notifier, Task, TaskStatus, groups};
+use lifo_core::{Task, TaskStatus, groups};
 use lifo_tests::{Harness, deadline};
 use process::runner::{RunOutcome, TaskRunner};
 use process::{ProcessConfig, Processor, StopReason, Wake};
@@ -39,9 +39,8 @@ impl TaskRunner for Shared {
 }
 
 fn processor(h: &Harness, runner: Arc<Shared>) -> Processor<Shared> {
-    Processor::new(
+    h.stack.processor(
         h.store.clone(),
-        Notifier::new(h.stack.sns.clone(), &h.stack.trigger_topic_arn),
         runner,
         ProcessConfig {
             shard_count: SHARDS,
@@ -50,6 +49,7 @@ fn processor(h: &Harness, runner: Arc<Shared>) -> Processor<Shared> {
             time_budget: Duration::from_secs(20),
             deadline_margin: Duration::from_millis(200),
             idle_poll: Duration::from_millis(20),
+            linger: Duration::ZERO,
             lease_margin: Duration::from_millis(200),
             ..ProcessConfig::new(h.stack.table.clone(), h.stack.trigger_topic_arn.clone())
         },
@@ -75,7 +75,7 @@ async fn three_processors_split_the_shards_and_the_runner_between_them() {
                 records: 1,
                 groups: vec![g as u32],
             };
-            p.handle_wake(&wake, deadline()).await.unwrap()
+            p.handle(&wake, deadline()).await.unwrap()
         })
     });
     let reports: Vec<_> = futures::future::join_all(runs)
@@ -132,11 +132,11 @@ async fn a_held_group_is_left_alone_and_a_dead_ones_taken_over_after_its_lease()
         records: 1,
         groups: vec![1],
     };
-    let held = p.handle_wake(&wake, deadline()).await.unwrap();
+    let held = p.handle(&wake, deadline()).await.unwrap();
     assert_eq!((held.stop, held.claimed.len()), (StopReason::Held, 0));
     tokio::time::sleep(Duration::from_millis(1_600)).await;
     let taken = p
-        .handle_wake(&wake, SystemTime::now() + Duration::from_secs(30))
+        .handle(&wake, SystemTime::now() + Duration::from_secs(30))
         .await
         .unwrap();
     assert_eq!(taken.group, Some(1), "the dead processor's group");

@@ -72,7 +72,7 @@ fn run_all(event: Value) {
             );
         }
         let _ = trigger.handle(event.clone()).await;
-        let _ = process::wakeups_in(event.clone());
+        let _ = process::Wake::parse(event.clone());
     });
     // task items: any map that parses must round-trip
     if let Value::Object(m) = &event

@@ -3,8 +3,8 @@
 use lifo_core::{HistoryEntry, Step, Task, TaskStatus, Transition, now_ms};
 use lifo_local::{Pipeline, PipelineOptions, pipeline::PipelineStats};
 use lifo_tests::{Harness, deadline};
+use process::ProcessConfig;
 use process::runner::{RunOutcome, TaskRunner};
-use process::{ProcessConfig, Processor};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -64,7 +64,7 @@ async fn an_expired_lease_is_reclaimed_and_the_stale_finish_is_rejected() {
     // While the lease runs, nobody can claim it.
     let early = h
         .processor(1, Duration::ZERO, Duration::from_secs(5))
-        .handle(1, deadline())
+        .handle(&process::Wake::one(), deadline())
         .await
         .unwrap();
     assert!(early.claimed.is_empty());
@@ -72,7 +72,7 @@ async fn an_expired_lease_is_reclaimed_and_the_stale_finish_is_rejected() {
     tokio::time::sleep(Duration::from_millis(2_100)).await;
     let report = h
         .processor(1, Duration::ZERO, Duration::from_secs(5))
-        .handle(1, deadline())
+        .handle(&process::Wake::one(), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -114,9 +114,8 @@ async fn an_expired_lease_is_reclaimed_and_the_stale_finish_is_rejected() {
 async fn a_poison_task_ends_failure_after_max_attempts_with_the_last_error() {
     let h = Harness::start(1).await;
     let id = one_task(&h).await;
-    let failing = Processor::new(
+    let failing = h.stack.processor(
         h.store.clone(),
-        lifo_core::Notifier::new(h.stack.sns.clone(), &h.stack.trigger_topic_arn),
         Arc::new(process::runner::SimulatedRunner::new(
             1,
             Duration::ZERO,
@@ -125,7 +124,10 @@ async fn a_poison_task_ends_failure_after_max_attempts_with_the_last_error() {
         )),
         config(&h),
     );
-    let report = failing.handle(1, deadline()).await.unwrap();
+    let report = failing
+        .handle(&process::Wake::one(), deadline())
+        .await
+        .unwrap();
     assert_eq!((report.retried_after_error, report.failed), (2, 1));
     let task = h.store.get(&id).await.unwrap().unwrap();
     assert_eq!((task.task_status, task.attempts), (TaskStatus::Failure, 3));
@@ -176,6 +178,7 @@ fn config(h: &Harness) -> ProcessConfig {
         time_budget: Duration::from_secs(10),
         deadline_margin: Duration::from_millis(500),
         idle_poll: Duration::from_millis(50),
+        linger: Duration::ZERO,
         pause_poll: Duration::from_millis(500),
         retry: lifo_core::retry::RetryPolicy::default(),
         rate_limit: None,
@@ -190,9 +193,8 @@ fn config(h: &Harness) -> ProcessConfig {
 async fn retry_later_does_not_burn_an_attempt() {
     let h = Harness::start(1).await;
     let id = one_task(&h).await;
-    let p = Processor::new(
+    let p = h.stack.processor(
         h.store.clone(),
-        lifo_core::Notifier::new(h.stack.sns.clone(), &h.stack.trigger_topic_arn),
         Arc::new(BusyTwice(AtomicUsize::new(0))),
         config(&h),
     );
@@ -201,7 +203,7 @@ async fn retry_later_does_not_burn_an_attempt() {
     // as the sweep would wake it.
     let (mut retried, mut succeeded) = (0, 0);
     for _ in 0..20 {
-        let report = p.handle(1, deadline()).await.unwrap();
+        let report = p.handle(&process::Wake::one(), deadline()).await.unwrap();
         retried += report.retried;
         succeeded += report.succeeded;
         if succeeded > 0 {
@@ -241,7 +243,7 @@ async fn a_task_whose_leases_keep_expiring_is_abandoned_after_max_attempts() {
     tokio::time::sleep(Duration::from_millis(5)).await;
     let report = h
         .processor(1, Duration::ZERO, Duration::from_secs(5))
-        .handle(1, deadline())
+        .handle(&process::Wake::one(), deadline())
         .await
         .unwrap();
     assert_eq!((report.abandoned, report.claimed.len()), (1, 0));
@@ -256,9 +258,10 @@ async fn a_task_whose_leases_keep_expiring_is_abandoned_after_max_attempts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_picks_up_tasks_that_were_pending_before_deploy() {
     let h = Harness::start(2).await;
-    // Written before the pipeline exists: no stream event will announce them.
+    // Written before the pipeline exists, by a producer that wakes nobody
+    // itself: no stream event or wake-up will announce them.
     let ids = h
-        .creator()
+        .plain_creator()
         .handle(serde_json::json!({"count": 12}))
         .await
         .unwrap()
@@ -271,8 +274,8 @@ async fn the_sweep_picks_up_tasks_that_were_pending_before_deploy() {
     let processor = Arc::new(h.processor(4, Duration::from_millis(5), Duration::from_secs(5)));
     let options = PipelineOptions {
         stream_from_latest: true,
-        sweep_every: Some(Duration::from_millis(700)),
-        ..PipelineOptions::default()
+        sweep: lifo_local::SweepRate::Every(Duration::from_millis(700)),
+        ..PipelineOptions::fast()
     };
     let pipeline = Pipeline::start(&h.stack, Arc::new(h.trigger()), processor, options)
         .await

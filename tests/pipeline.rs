@@ -30,18 +30,20 @@ async fn create_trigger_process_end_to_end_at_six_write_units_per_task() {
         &h.stack,
         Arc::new(h.trigger()),
         processor,
-        PipelineOptions::default(),
+        PipelineOptions::fast(),
     )
     .await
     .unwrap();
 
+    // Through create (it wakes the processor itself), and through a
+    // producer that writes the table directly (the stream wakes it).
     let real = h
         .creator()
         .handle(fixture("create-tasks.json"))
         .await
         .unwrap();
     let demo = h
-        .creator()
+        .plain_creator()
         .handle(fixture("create-demo.json"))
         .await
         .unwrap();
@@ -56,11 +58,15 @@ async fn create_trigger_process_end_to_end_at_six_write_units_per_task() {
     pipeline.stop().await;
     assert!(
         PipelineStats::get(&stats.trigger_invocations) >= 1,
-        "the stream woke the trigger"
+        "the stream woke the trigger for the direct writes"
+    );
+    assert!(
+        PipelineStats::get(&stats.published) >= 2,
+        "create and the trigger each published a wake-up"
     );
     assert!(
         PipelineStats::get(&stats.process_invocations) >= 1,
-        "the trigger woke the processor"
+        "the wake-ups woke the processor"
     );
     assert_eq!(PipelineStats::get(&stats.errors), 0);
 
@@ -103,7 +109,8 @@ async fn two_processors_racing_finish_each_task_exactly_once() {
         Duration::from_millis(5),
         Duration::from_secs(30),
     );
-    let (ra, rb) = tokio::join!(a.handle(1, deadline()), b.handle(1, deadline()));
+    let wake = process::Wake::one();
+    let (ra, rb) = tokio::join!(a.handle(&wake, deadline()), b.handle(&wake, deadline()));
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     let sa: HashSet<&String> = ra.claimed.iter().collect();
     let sb: HashSet<&String> = rb.claimed.iter().collect();
@@ -162,7 +169,7 @@ async fn expired_tasks_are_never_claimed() {
     }
     let report = h
         .processor(2, Duration::from_millis(5), Duration::from_secs(10))
-        .handle(1, deadline())
+        .handle(&process::Wake::one(), deadline())
         .await
         .unwrap();
     let claimed: HashSet<&str> = report.claimed.iter().map(String::as_str).collect();
@@ -259,9 +266,8 @@ async fn claim_order(order: lifo_core::Order) -> (Vec<Task>, Vec<String>) {
     assert_eq!(shards.len(), 4, "the tasks span every shard");
     h.store.put_new(&tasks).await.unwrap();
     let p = h.processor(1, Duration::ZERO, Duration::from_secs(30));
-    let p = process::Processor::new(
+    let p = h.stack.processor(
         h.store.clone(),
-        lifo_core::Notifier::new(h.stack.sns.clone(), &h.stack.trigger_topic_arn),
         std::sync::Arc::new(process::runner::SimulatedRunner::new(
             1,
             Duration::ZERO,
@@ -273,7 +279,7 @@ async fn claim_order(order: lifo_core::Order) -> (Vec<Task>, Vec<String>) {
             ..p.config().clone()
         },
     );
-    let report = p.handle(1, deadline()).await.unwrap();
+    let report = p.handle(&process::Wake::one(), deadline()).await.unwrap();
     (tasks, report.claimed)
 }
 
@@ -359,13 +365,8 @@ async fn a_task_created_mid_run_is_claimed_within_one_refill() {
     });
     let p = h.processor(4, Duration::ZERO, Duration::from_secs(60));
     let config = p.config().clone();
-    let p = process::Processor::new(
-        h.store.clone(),
-        lifo_core::Notifier::new(h.stack.sns.clone(), &h.stack.trigger_topic_arn),
-        runner.clone(),
-        config,
-    );
-    let report = p.handle(1, deadline()).await.unwrap();
+    let p = h.stack.processor(h.store.clone(), runner.clone(), config);
+    let report = p.handle(&process::Wake::one(), deadline()).await.unwrap();
     assert_eq!(report.succeeded, 201);
     let newest = runner.inserted.lock().unwrap().clone().expect("inserted");
     let position = report.claimed.iter().position(|id| *id == newest).unwrap();
@@ -409,10 +410,10 @@ async fn fixtures_run_through_their_handlers_and_budget_overruns_tail_call() {
     );
 
     // The process fixture on an empty queue: nothing to do, no tail call.
-    let wakeups = process::wakeups_in(fixture("process-wakeup.json")).unwrap();
+    let wakeups = process::Wake::parse(fixture("process-wakeup.json")).unwrap();
     let report = h
         .processor(1, Duration::ZERO, Duration::from_secs(5))
-        .handle(wakeups, deadline())
+        .handle(&wakeups, deadline())
         .await
         .unwrap();
     assert_eq!((report.stop, report.tail_call), (StopReason::Empty, false));
@@ -424,7 +425,7 @@ async fn fixtures_run_through_their_handlers_and_budget_overruns_tail_call() {
         .unwrap();
     let report = h
         .processor(1, Duration::from_millis(50), Duration::from_millis(300))
-        .handle(1, deadline())
+        .handle(&process::Wake::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.stop, StopReason::Budget);
@@ -493,14 +494,15 @@ async fn empty_map_payloads_are_served_through_the_local_stream() {
         Arc::new(h.trigger()),
         processor,
         PipelineOptions {
-            sweep_every: None,
-            ..PipelineOptions::default()
+            sweep: lifo_local::SweepRate::Off,
+            ..PipelineOptions::fast()
         },
     )
     .await
     .unwrap();
+    // A producer writing the table directly: only the stream announces it.
     let created = h
-        .creator()
+        .plain_creator()
         .handle(serde_json::json!({"tasks": [
             {"taskId": "empty", "payload": {}},
             {"taskId": "nested", "payload": {"a": {}, "l": [{}, {"b": {}}]}},

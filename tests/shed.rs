@@ -45,7 +45,7 @@ async fn drain(h: &Harness, live: usize, tag: &str) -> (f64, usize) {
     let p = h.processor_on(h.stack.store(), 3, Duration::ZERO, Duration::from_secs(5));
     let (mut succeeded, mut shed) = (0, 0);
     for _ in 0..20 {
-        let report = p.handle(1, deadline()).await.unwrap();
+        let report = p.handle(&process::Wake::one(), deadline()).await.unwrap();
         succeeded += report.succeeded;
         shed += report.shed;
         if succeeded >= live {
@@ -167,7 +167,8 @@ async fn tasks_expired_counts_a_shed_task_within_two_minutes_of_its_expiry() {
         Arc::new(h.trigger()),
         processor,
         PipelineOptions {
-            sweep_every: Some(Duration::from_secs(60)),
+            // AWS: the sweep at the template's rate (every minute).
+            sweep: lifo_local::SweepRate::Template,
             ..PipelineOptions::default()
         },
     )

@@ -33,18 +33,28 @@ impl Harness {
         }
     }
 
+    fn create_config(&self) -> CreateConfig {
+        CreateConfig {
+            table_name: self.stack.table.clone(),
+            shard_count: self.shards,
+            default_ttl_seconds: 3600,
+            max_ttl_seconds: MAX_TTL,
+            due_shard_count: 4,
+            ..CreateConfig::new(self.stack.table.clone())
+        }
+    }
+
+    /// create as deployed: it wakes the processor itself (and its tasks'
+    /// stream inserts pass the filter by).
     pub fn creator(&self) -> Creator {
-        Creator::new(
-            self.store.clone(),
-            CreateConfig {
-                table_name: self.stack.table.clone(),
-                shard_count: self.shards,
-                default_ttl_seconds: 3600,
-                max_ttl_seconds: MAX_TTL,
-                due_shard_count: 4,
-                ..CreateConfig::new(self.stack.table.clone())
-            },
-        )
+        self.stack
+            .creator(self.store.clone(), self.create_config(), 1)
+    }
+
+    /// A producer that writes the table directly, waking nobody itself:
+    /// the stream (trigger) announces its tasks.
+    pub fn plain_creator(&self) -> Creator {
+        Creator::new(self.store.clone(), self.create_config())
     }
 
     pub fn trigger(&self) -> Trigger {
@@ -68,9 +78,8 @@ impl Harness {
         max_attempts: u32,
     ) -> Processor<SimulatedRunner> {
         let mut p = self.processor(1, Duration::ZERO, Duration::from_secs(5));
-        p = Processor::new(
+        p = self.stack.processor(
             self.store.clone(),
-            Notifier::new(self.stack.sns.clone(), &self.stack.trigger_topic_arn),
             Arc::new(runner),
             ProcessConfig {
                 max_attempts,
@@ -87,9 +96,8 @@ impl Harness {
         latency: Duration,
         budget: Duration,
     ) -> Processor<SimulatedRunner> {
-        Processor::new(
+        self.stack.processor(
             store,
-            Notifier::new(self.stack.sns.clone(), &self.stack.trigger_topic_arn),
             Arc::new(SimulatedRunner::new(capacity, latency, 0.0, 0.0)),
             ProcessConfig {
                 table_name: self.stack.table.clone(),
@@ -99,6 +107,7 @@ impl Harness {
                 time_budget: budget,
                 deadline_margin: Duration::from_millis(500),
                 idle_poll: Duration::from_millis(50),
+                linger: Duration::ZERO,
                 pause_poll: Duration::from_millis(500),
                 retry: lifo_core::retry::RetryPolicy::default(),
                 rate_limit: None,

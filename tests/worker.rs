@@ -5,7 +5,7 @@
 //! before each retry.
 
 use lifo_core::retry::RetryPolicy;
-use lifo_core::{HistoryEntry, Notifier, Task, TaskStatus};
+use lifo_core::{HistoryEntry, Task, TaskStatus};
 use lifo_local::lambda_api::{LambdaApi, python_handler};
 use lifo_local::{Pipeline, PipelineOptions};
 use lifo_tests::Harness;
@@ -21,6 +21,7 @@ fn config(h: &Harness, max_attempts: u32, backoff: Duration) -> ProcessConfig {
         time_budget: Duration::from_secs(5),
         deadline_margin: Duration::from_millis(500),
         idle_poll: Duration::from_millis(50),
+        linger: Duration::ZERO,
         max_attempts,
         retry: RetryPolicy { base: backoff },
         lease_margin: Duration::from_millis(500),
@@ -36,9 +37,9 @@ async fn run_until<R: TaskRunner>(
     let options = PipelineOptions {
         // A task resting after a failure is woken by the sweep once its
         // rest is over (or by a processor still running other work).
-        sweep_every: Some(Duration::from_millis(250)),
+        sweep: lifo_local::SweepRate::Every(Duration::from_millis(250)),
         process_timeout: Some(Duration::from_secs(10)),
-        ..PipelineOptions::default()
+        ..PipelineOptions::fast()
     };
     let pipeline = Pipeline::start(
         &h.stack,
@@ -75,9 +76,8 @@ async fn the_example_python_worker_runs_tasks_through_the_lambda_runner() {
         4,
         Duration::from_secs(6),
     );
-    let processor = Processor::new(
+    let processor = h.stack.processor(
         h.store.clone(),
-        Notifier::new(h.stack.sns.clone(), &h.stack.trigger_topic_arn),
         Arc::new(runner),
         config(&h, 2, Duration::from_millis(200)),
     );
@@ -151,12 +151,9 @@ fn rests(history: &[HistoryEntry]) -> Vec<u64> {
 async fn a_failing_tasks_claims_are_spaced_by_its_doubling_backoff() {
     let h = Harness::start(1).await;
     let base = Duration::from_millis(800);
-    let processor = Processor::new(
-        h.store.clone(),
-        Notifier::new(h.stack.sns.clone(), &h.stack.trigger_topic_arn),
-        Arc::new(Down),
-        config(&h, 3, base),
-    );
+    let processor = h
+        .stack
+        .processor(h.store.clone(), Arc::new(Down), config(&h, 3, base));
     h.creator()
         .handle(serde_json::json!({"tasks": [{"taskId": "flaky", "payload": {"n": 1}}]}))
         .await
@@ -202,9 +199,8 @@ async fn a_retry_costs_two_write_units_and_a_claim() {
         .handle(serde_json::json!({"tasks": [{"taskId": "twice", "payload": {"n": 1}}]}))
         .await
         .unwrap();
-    let processor = Processor::new(
+    let processor = h.stack.processor(
         h.store.clone(),
-        Notifier::new(h.stack.sns.clone(), &h.stack.trigger_topic_arn),
         Arc::new(OnceFlaky),
         config(&h, 3, Duration::from_millis(100)),
     );

@@ -4,6 +4,7 @@
 //! Errors are one clear line and a non-zero exit code.
 
 pub mod bench;
+pub mod loads;
 pub mod local;
 pub mod plot;
 pub mod queue;

@@ -1,11 +1,10 @@
 //! `lifo local up`: the local stack and its pipeline, until Ctrl-C.
 
 use anyhow::Context as _;
-use lifo_core::Notifier;
 use lifo_local::stack::StackOptions;
 use lifo_local::{LocalStack, Pipeline, PipelineOptions};
+use process::ProcessConfig;
 use process::runner::AnyRunner;
-use process::{ProcessConfig, Processor};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,9 +45,8 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
     // with AWS_ENDPOINT_URL_LAMBDA, …).
     let aws = aws_config::load_from_env().await;
     let runner = Arc::new(AnyRunner::from_source(&lifo_core::config::Env, &aws)?);
-    let processor = Arc::new(Processor::new(
+    let processor = Arc::new(stack.processor(
         store.clone(),
-        Notifier::new(stack.sns.clone(), &stack.trigger_topic_arn),
         runner,
         ProcessConfig {
             shard_count: shards,

@@ -11,6 +11,15 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// How tasks reach the queue in a simulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Producer {
+    /// Through create: it wakes the processor itself.
+    Create,
+    /// Written to the table directly: the stream wakes the processor.
+    Direct,
+}
+
 /// The workload and what to write.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
@@ -38,9 +47,27 @@ pub struct SimulateArgs {
     /// Seed of the arrival sequence.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Time budget of one process invocation, seconds (then it tail-calls).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=900))]
-    pub budget: u64,
+    /// Time budget of one process invocation, seconds (then it tail-calls);
+    /// the template's TimeBudgetSeconds when not given.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=900))]
+    pub budget: Option<u64>,
+    /// Freshness at every load instead of one workload: light (a task every
+    /// 5 s), steady (half the downstream's capacity), overload (twice it),
+    /// burst (200 tasks into an idle queue); comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub load: Vec<crate::loads::Load>,
+    /// How tasks arrive: through create, which wakes the processor itself
+    /// (as deployed), or written to the table directly, so that only the
+    /// stream (and the sweep) wakes it.
+    #[arg(long, value_enum, default_value = "create")]
+    pub producer: Producer,
+    /// process's LINGER_MS (how long an idle invocation keeps looking
+    /// before it ends), when not its default (1000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub linger_ms: Option<u64>,
+    /// Seconds of the light load (about one task every 5 s).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(10..=86_400))]
+    pub light_seconds: u64,
     /// Where the plot goes: PATH.svg and PATH.png.
     #[arg(long, default_value = "target/lifo-simulate.svg")]
     pub plot: PathBuf,
@@ -49,21 +76,30 @@ pub struct SimulateArgs {
 }
 
 impl SimulateArgs {
-    pub fn workload(&self, shards: u32) -> Workload {
-        Workload {
+    pub fn workload(&self, shards: u32) -> anyhow::Result<Workload> {
+        let budget = match self.budget {
+            Some(b) => b,
+            None => lifo_local::Template::workspace()?
+                .parameter_default("TimeBudgetSeconds")?
+                .parse()
+                .context("TimeBudgetSeconds")?,
+        };
+        Ok(Workload {
             rate: self.rate,
             duration: Duration::from_secs(self.duration),
             concurrency: self.capacity,
             latency: Duration::from_millis(self.latency_ms),
             ttl_seconds: self.ttl,
             shards,
-            budget: Duration::from_secs(self.budget),
+            budget: Duration::from_secs(budget),
             seed: self.seed,
             rate_limit: self.pacing.rate_limit(),
             retry: lifo_core::retry::RetryPolicy {
                 base: Duration::from_secs(self.pacing.retry_backoff),
             },
-        }
+            through_create: self.producer == Producer::Create,
+            linger: self.linger_ms.map(Duration::from_millis),
+        })
     }
 
     /// Refuses a rate clap cannot range-check (a float), naming the flag;
@@ -104,7 +140,7 @@ fn show(bar: &ProgressBar, p: &Progress) {
 /// Runs the workload once per order (`--compare`: LIFO then FIFO).
 pub async fn run_all(args: &SimulateArgs, shards: u32) -> anyhow::Result<Vec<Outcome>> {
     args.check()?;
-    let workload = args.workload(shards);
+    let workload = args.workload(shards)?;
     let arrivals = workload.arrivals();
     let orders = if args.compare {
         vec![Order::Lifo, Order::Fifo]
@@ -202,6 +238,15 @@ pub fn json(outcomes: &[Outcome]) -> Value {
 
 /// `lifo simulate`: runs, prints the table (or JSON), writes the plot.
 pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow::Result<String> {
+    if !args.load.is_empty() {
+        args.check()?;
+        let rows = crate::loads::run(args, shards, &args.load).await?;
+        return Ok(if as_json {
+            crate::loads::json(&rows).to_string()
+        } else {
+            crate::loads::table(&rows)
+        });
+    }
     let outcomes = run_all(args, shards).await?;
     let (svg, png) = crate::plot::write(&args.plot, &outcomes)?;
     if as_json {

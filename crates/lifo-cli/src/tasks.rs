@@ -268,6 +268,8 @@ async fn create(
             ));
         }
     };
+    let size = serde_json::to_vec(&request).map_or(usize::MAX, |v| v.len());
+    create::check_request_size(size).map_err(|e| CliError::Other(e.to_string()))?;
     let response: Value = match &target.create_function {
         Some(f) => invoke_create(f, &request).await?,
         None => {

@@ -41,6 +41,8 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
                 "32",
                 "--latency-ms",
                 "5",
+                "--payload-bytes",
+                "100,4096",
                 "--backlogs",
                 "0,300",
                 "--backlog-latency-ms",
@@ -95,8 +97,19 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
     let rows = bench["rows"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        1 + 4 + 2 + 1 + 1 + 1 + 2 + 1,
-        "sizes, 4 cold starts, CPU, RSS, write units, rate limit, throughput, 2 shed backlogs, freshness"
+        1 + 4 + 2 + 1 + 1 + 1 + 6 + 2 + 1,
+        "sizes, 4 cold starts, CPU, RSS, write units, rate limit, throughput, \
+         2 payload sizes × 3 storages, 2 shed backlogs, freshness"
+    );
+    // The default storage of a 4 KB payload costs at most 6 + 4 write units.
+    let p = f["payloadCost"].as_array().unwrap();
+    let deflated = p
+        .iter()
+        .find(|r| r["bytes"] == 4096 && r["storage"].as_str().unwrap().ends_with("(default)"))
+        .unwrap();
+    assert!(
+        deflated["writeUnits"].as_f64().unwrap() <= 10.0,
+        "{deflated}"
     );
     for r in rows {
         let cmd = r["command"].as_str().unwrap();

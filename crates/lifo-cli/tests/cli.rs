@@ -60,7 +60,7 @@ async fn admin_commands_against_the_local_stack() {
     );
 
     h.processor(1, Duration::ZERO, Duration::from_secs(5))
-        .handle(1, deadline())
+        .handle(&process::Wake::one(), deadline())
         .await
         .unwrap();
     let got = lifo(&h, &["tasks", "get", "run-me"]).await.unwrap();
@@ -448,4 +448,26 @@ fn an_endless_answer_cannot_fill_the_clis_memory() {
     assert!(stderr.contains("length limit exceeded"), "{stderr}");
     let peak_mb = peak_kb as f64 / 1024.0;
     assert!(peak_mb < 128.0, "peak RSS {peak_mb:.1} MB");
+}
+
+/// A create request over a synchronous invoke's 6 MB is refused by the CLI
+/// before anything is sent (with a stack it would go to Lambda, which
+/// refuses it without naming anything), with create's own message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_request_over_6_mb_is_refused_before_it_is_sent() {
+    let h = Harness::start(1).await;
+    let payload = "z".repeat(63 * 1024);
+    let tasks: Vec<serde_json::Value> = (0..100)
+        .map(|i| serde_json::json!({"taskId": format!("big-{i}"), "payload": {"blob": payload}}))
+        .collect();
+    let file = scratch("big-create").join("big.json");
+    std::fs::write(&file, serde_json::json!({ "tasks": tasks }).to_string()).unwrap();
+    let err = lifo(&h, &["tasks", "create", "--file", file.to_str().unwrap()])
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("(request): is ") && err.contains("a create request is at most 6291456"),
+        "{err}"
+    );
+    assert!(h.tasks().await.is_empty(), "nothing was written");
 }

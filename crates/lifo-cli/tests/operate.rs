@@ -10,8 +10,8 @@ use common::*;
 use lifo_core::{HistoryEntry, Task, TaskStatus, now_ms};
 use lifo_local::{Pipeline, PipelineOptions};
 use lifo_tests::Harness;
+use process::ProcessConfig;
 use process::runner::{RunOutcome, TaskRunner};
-use process::{ProcessConfig, Processor};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -64,9 +64,8 @@ async fn an_outage_paused_fixed_resumed_and_redriven_ends_with_every_task_run() 
     let h = Harness::start(2).await;
     let down = Arc::new(AtomicBool::new(true));
     let pause_poll = Duration::from_millis(500);
-    let processor = Arc::new(Processor::new(
+    let processor = Arc::new(h.stack.processor(
         h.store.clone(),
-        lifo_core::Notifier::new(h.stack.sns.clone(), &h.stack.trigger_topic_arn),
         Arc::new(Flaky { down: down.clone() }),
         ProcessConfig {
             shard_count: h.shards,
@@ -74,6 +73,7 @@ async fn an_outage_paused_fixed_resumed_and_redriven_ends_with_every_task_run() 
             time_budget: Duration::from_secs(5),
             deadline_margin: Duration::from_millis(500),
             idle_poll: Duration::from_millis(50),
+            linger: Duration::ZERO,
             pause_poll,
             max_attempts: 2,
             lease_margin: Duration::from_millis(500),
@@ -81,9 +81,9 @@ async fn an_outage_paused_fixed_resumed_and_redriven_ends_with_every_task_run() 
         },
     ));
     let options = PipelineOptions {
-        sweep_every: Some(Duration::from_secs(2)),
+        sweep: lifo_local::SweepRate::Every(Duration::from_secs(2)),
         process_timeout: Some(Duration::from_secs(10)),
-        ..PipelineOptions::default()
+        ..PipelineOptions::fast()
     };
     let pipeline = Pipeline::start(&h.stack, Arc::new(h.trigger()), processor, options)
         .await

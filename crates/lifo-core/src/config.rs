@@ -103,6 +103,12 @@ pub fn shard_count(src: &impl Source) -> Result<u32, ConfigError> {
     parsed(src, "SHARD_COUNT", 1u32, 1..=100)
 }
 
+/// `PROCESSOR_COUNT`: processors at once, each over a shard group
+/// (1..=32, default 1; process also checks it against `SHARD_COUNT`).
+pub fn processor_count(src: &impl Source) -> Result<u32, ConfigError> {
+    parsed(src, "PROCESSOR_COUNT", 1u32, 1..=32)
+}
+
 /// `MAX_TTL_SECONDS`: the largest TTL a producer may ask for; also bounds
 /// the LIFO index query (60..=1 year, default 7 days).
 pub fn max_ttl_seconds(src: &impl Source) -> Result<u64, ConfigError> {

@@ -19,6 +19,11 @@
 //!   does not stop for a read every few claims;
 //! - or they are older than [`HeadsPolicy::max_age`] (1 s).
 //!
+//! When only a cut-short shard's head ran out (the first case), only that
+//! shard is read again ([`ShardHeads::to_read`]): at 32 shards, the other
+//! 31 heads still hold their candidates, and a read of all 32 would cost 16
+//! read units and a round trip of 32 queries for one shard's want.
+//!
 //! Each read brings up to `page` candidates per shard, sized so that a read
 //! serves `refresh_claims` candidates: a shard's share of them plus two (at
 //! least 8, at most 40), no more, since what a read returns beyond what is
@@ -85,6 +90,16 @@ pub struct ShardHeads {
     read_at: Option<Instant>,
     served: usize,
     reads: usize,
+    partial_reads: usize,
+}
+
+/// What a refill must read ([`ShardHeads::to_read`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    Nothing,
+    All,
+    /// These shards only.
+    Some(Vec<u32>),
 }
 
 /// The key candidates sort by: newest first for LIFO (greater first).
@@ -107,6 +122,7 @@ impl ShardHeads {
             read_at: None,
             served: 0,
             reads: 0,
+            partial_reads: 0,
         }
     }
 
@@ -126,16 +142,62 @@ impl ShardHeads {
     /// True when the heads must be read before [`ShardHeads::take`] can be
     /// trusted for `want` candidates (none of them in `exclude`).
     pub fn needs_read(&self, want: usize, exclude: &HashSet<String>, now: Instant) -> bool {
-        match self.read_at {
-            None => true,
-            Some(at) => {
-                let age = now.duration_since(at);
-                age >= self.policy.max_age
-                    || self.served >= self.policy.refresh_claims
-                    || (self.served >= self.policy.min_claims && age >= self.policy.min_age)
-                    || self.available(want, exclude) < want
+        !matches!(self.to_read(want, exclude, now), Read::Nothing)
+    }
+
+    /// What must be read before [`ShardHeads::take`] can be trusted for
+    /// `want` candidates: nothing; every shard (never read, a refill's
+    /// worth served, old heads, or every head complete and spent); or only
+    /// the cut-short shards whose heads ran out (they block the merge).
+    pub fn to_read(&self, want: usize, exclude: &HashSet<String>, now: Instant) -> Read {
+        let Some(at) = self.read_at else {
+            return Read::All;
+        };
+        let age = now.duration_since(at);
+        if age >= self.policy.max_age
+            || self.served >= self.policy.refresh_claims
+            || (self.served >= self.policy.min_claims && age >= self.policy.min_age)
+        {
+            return Read::All;
+        }
+        let mut probe = self.clone();
+        if probe.take(want, exclude).len() >= want {
+            return Read::Nothing;
+        }
+        let blocked: Vec<u32> = probe
+            .heads
+            .iter()
+            .zip(&self.shards)
+            .filter(|(h, _)| !h.complete && h.items.is_empty())
+            .map(|(_, s)| *s)
+            .collect();
+        // None blocked (every head complete and spent: new work may be
+        // anywhere), or all of them (one shard): a full read, which also
+        // restarts the heads' age and count.
+        if blocked.is_empty() || blocked.len() == self.shards.len() {
+            Read::All
+        } else {
+            Read::Some(blocked)
+        }
+    }
+
+    /// Replaces the heads of `shards` only (a [`Read::Some`]): the others
+    /// keep theirs, and the read's age and count are the full read's.
+    pub fn replace_some(&mut self, shards: &[u32], read: Vec<(Vec<Candidate>, bool)>) {
+        for (shard, (items, complete)) in shards.iter().zip(read) {
+            if let Some(i) = self.shards.iter().position(|s| s == shard) {
+                self.heads[i] = Head {
+                    items: items.into(),
+                    complete,
+                };
             }
         }
+        self.partial_reads += 1;
+    }
+
+    /// Reads of some shards only so far.
+    pub fn partial_reads(&self) -> usize {
+        self.partial_reads
     }
 
     /// Replaces the heads with a fresh read: per shard (in the order of
@@ -153,11 +215,6 @@ impl ShardHeads {
         self.read_at = Some(now);
         self.served = 0;
         self.reads += 1;
-    }
-
-    /// How many candidates [`ShardHeads::take`] could give now.
-    fn available(&self, want: usize, exclude: &HashSet<String>) -> usize {
-        self.clone().take(want, exclude).len()
     }
 
     /// Up to `want` candidates in order, skipping those in `exclude`. Stops
@@ -231,7 +288,7 @@ mod tests {
 
     #[test]
     fn a_cut_short_shard_blocks_the_merge_when_used_up() {
-        let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 2));
+        let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 8));
         let now = Instant::now();
         // Shard 0 read in full; shard 1 cut short after 8 and 6.
         h.replace(
@@ -247,6 +304,21 @@ mod tests {
         // 1) could come before a1: stop there.
         assert_eq!(got, ["a9", "b8", "a7", "b6"]);
         assert!(h.needs_read(1, &none, now));
+        // Only shard 1 is read again; shard 0 keeps its head.
+        assert_eq!(h.to_read(1, &none, now), Read::Some(vec![1]));
+        h.replace_some(&[1], vec![(vec![c("b5", 5), c("b0", 0)], true)]);
+        let got: Vec<String> = h.take(10, &none).into_iter().map(|c| c.task_id).collect();
+        assert_eq!(got, ["b5", "a1", "b0"]);
+        assert_eq!((h.reads(), h.partial_reads()), (1, 1));
+        // Every head complete and spent: all are read (new work anywhere).
+        assert_eq!(h.to_read(1, &none, now), Read::All);
+
+        // One shard cut short and used up: that is every shard, a full
+        // read (which restarts the heads' age and count).
+        let mut one = ShardHeads::new(Order::Lifo, vec![0], HeadsPolicy::new(1, 8));
+        one.replace(vec![(vec![c("a9", 9)], false)], now);
+        assert_eq!(one.take(1, &none).len(), 1);
+        assert_eq!(one.to_read(1, &none, now), Read::All);
     }
 
     #[test]

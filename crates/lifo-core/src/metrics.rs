@@ -104,7 +104,9 @@ impl Metrics {
         }
         let namespace = std::env::var("METRICS_NAMESPACE").unwrap_or_else(|_| "LifoQueue".into());
         let service = std::env::var("SERVICE_NAME").unwrap_or_else(|_| "lifo-queue".into());
-        let doc = self.to_emf(&namespace, &service, crate::now_ms());
+        let mut doc = self.to_emf(&namespace, &service, crate::now_ms());
+        let level = emf_level(std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().as_deref());
+        doc["level"] = Value::from(level);
         let in_lambda = std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some();
         if in_lambda || std::env::var("LIFO_EMF").is_ok_and(|v| v == "1") {
             println!("{doc}");
@@ -114,9 +116,62 @@ impl Metrics {
     }
 }
 
+/// The `level` of an EMF line: the function's own application log level
+/// (`AWS_LAMBDA_LOG_LEVEL`, set by Lambda from `ApplicationLogLevel`) when
+/// it is above INFO, else INFO. Lambda's JSON log filtering drops a line
+/// below the function's level and counts a line without a level as INFO,
+/// so with `LogLevel` WARN or ERROR an EMF line without a level (or at
+/// INFO) would be dropped, and every metric with it.
+pub fn emf_level(function_level: Option<&str>) -> &'static str {
+    match function_level.map(str::to_ascii_uppercase).as_deref() {
+        Some("WARN") => "WARN",
+        Some("ERROR") => "ERROR",
+        Some("FATAL") => "FATAL",
+        _ => "INFO",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_emf_line_is_never_below_the_functions_log_level() {
+        assert_eq!(emf_level(None), "INFO");
+        for (function, line) in [
+            ("TRACE", "INFO"),
+            ("DEBUG", "INFO"),
+            ("INFO", "INFO"),
+            ("WARN", "WARN"),
+            ("error", "ERROR"),
+            ("FATAL", "FATAL"),
+        ] {
+            assert_eq!(emf_level(Some(function)), line, "{function}");
+        }
+        // Every LogLevel the template allows keeps the metrics.
+        let template = include_str!("../../../template.yaml");
+        let allowed = template
+            .split("  LogLevel:")
+            .nth(1)
+            .and_then(|s| s.split("AllowedValues:").nth(1))
+            .map(|s| {
+                s.lines()
+                    .skip(1)
+                    .take_while(|l| l.trim_start().starts_with("- "))
+                    .map(|l| l.trim().trim_start_matches("- ").to_owned())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        assert_eq!(allowed, ["DEBUG", "INFO", "WARN", "ERROR"]);
+        let rank = |l: &str| {
+            ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"]
+                .iter()
+                .position(|x| *x == l)
+        };
+        for level in allowed {
+            assert!(rank(emf_level(Some(&level))) >= rank(&level), "{level}");
+        }
+    }
 
     #[test]
     fn emf_document_is_valid() {

@@ -157,6 +157,16 @@ pub struct Task {
     /// range key of the sparse shed index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shed_at: Option<u64>,
+    /// The producer-facing create function woke the processor for this
+    /// task itself: the stream's filter lets its insert pass by (trigger
+    /// wakes the processor only for tasks written to the table directly).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub announced: bool,
+    /// Present when the payload lives in an item of its own (its size as
+    /// JSON, bytes): the task item then carries no `payload`, so its moves
+    /// stay small writes ([`crate::store::payload`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_bytes: Option<u32>,
 }
 
 /// How long finished, expired and cancelled tasks stay readable by default.
@@ -217,6 +227,8 @@ impl Task {
             failed_at: None,
             retry_at: None,
             shed_at: None,
+            announced: false,
+            payload_bytes: None,
         }
     }
 

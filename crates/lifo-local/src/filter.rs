@@ -111,11 +111,22 @@ pub fn matches(pattern: &Value, event: &Value) -> bool {
     fields.iter().all(|(key, rule)| {
         let value = event.get(key);
         match rule {
-            Value::Object(_) => value.is_some_and(|v| matches(rule, v)),
+            // A path the event lacks matches only rules that ask for the
+            // leaf's absence (`exists: false`), as in AWS.
+            Value::Object(_) => value.map_or_else(|| only_absence(rule), |v| matches(rule, v)),
             Value::Array(options) => options.iter().any(|o| leaf(o, value)),
             _ => false,
         }
     })
+}
+
+/// True if every leaf rule under `rule` accepts an absent value.
+fn only_absence(rule: &Value) -> bool {
+    match rule {
+        Value::Object(fields) => fields.values().all(only_absence),
+        Value::Array(options) => options.iter().any(|o| leaf(o, None)),
+        _ => false,
+    }
 }
 
 fn leaf(option: &Value, value: Option<&Value>) -> bool {
@@ -178,6 +189,18 @@ mod tests {
             &json!({"a": [{"exists": false}]}),
             &json!({"b": 1})
         ));
+        // A missing path satisfies `exists: false` below it, and nothing else.
+        let absent =
+            json!({"dynamodb": {"NewImage": {"announced": {"BOOL": [{"exists": false}]}}}});
+        assert!(matches(
+            &absent,
+            &json!({"dynamodb": {"NewImage": {"taskId": {"S": "x"}}}})
+        ));
+        assert!(!matches(
+            &absent,
+            &json!({"dynamodb": {"NewImage": {"announced": {"BOOL": true}}}})
+        ));
+        assert!(!matches(&json!({"a": {"b": ["x"]}}), &json!({"c": 1})));
     }
 
     #[test]

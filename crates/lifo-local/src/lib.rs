@@ -2,11 +2,14 @@
 //! resources of template.yaml created in them, and an in-process pipeline
 //! that feeds the real handlers the events Lambda would.
 
+pub mod aws;
 pub mod empty_maps;
 pub mod filter;
+pub mod invoke;
 pub mod lambda_api;
 pub mod latency;
 pub mod loopback;
+pub mod payloads;
 pub mod pipeline;
 pub mod report;
 pub mod runtime_api;
@@ -15,7 +18,7 @@ pub mod simulate;
 pub mod stack;
 pub mod template;
 
-pub use pipeline::{Pipeline, PipelineOptions};
+pub use pipeline::{Pipeline, PipelineOptions, SweepRate};
 pub use stack::LocalStack;
 pub use template::Template;
 

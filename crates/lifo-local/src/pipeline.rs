@@ -1,12 +1,19 @@
-//! The in-process pipeline: what Lambda's event source mappings and SNS
-//! subscriptions do in AWS, done by pollers that call the real handlers.
+//! The in-process pipeline: what Lambda's event source mappings, SNS
+//! subscriptions and asynchronous invocations do in AWS, done by pollers
+//! that call the real handlers, with AWS's timings ([`crate::aws`]) and the
+//! template's settings by default.
 //!
-//! - table stream → (template's filter, batch size, window) → `trigger`
-//! - process topic → SQS → SNS-shaped event → `process`, one at a time
-//!   (reserved concurrency 1)
-//! - trigger topic (tail calls) → SQS → SNS-shaped event → `trigger`
+//! - table stream → (template's filter, batch size, window; polled 4 times
+//!   a second) → `trigger`
+//! - process topic → SQS → SNS-shaped event → Lambda's asynchronous queue
+//!   ([`crate::invoke`]: delivery delay, reserved concurrency `ProcessorCount`
+//!   with throttle retries, event age, cold starts) → `process`
+//! - trigger topic (tail calls) → SQS → the same, unreserved → `trigger`
+//! - the sweep rule (the template's rate) → `trigger`
 
+use crate::aws::AwsTiming;
 use crate::filter;
+use crate::invoke::{AsyncFunction, Handler};
 use crate::stack::LocalStack;
 use anyhow::{Context, Result};
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
@@ -29,7 +36,7 @@ pub struct PipelineStats {
     pub trigger_invocations: AtomicUsize,
     pub process_invocations: AtomicUsize,
     pub tail_calls: AtomicUsize,
-    /// SNS messages delivered (first deliveries): wake-ups and tail calls.
+    /// SNS messages delivered: wake-ups and tail calls.
     pub published: AtomicUsize,
     /// scheduler-start runs, and the tasks they started.
     pub scheduler_runs: AtomicUsize,
@@ -38,6 +45,14 @@ pub struct PipelineStats {
     /// Tasks shed by expiry (the trigger's `TasksExpired`: the sweep's
     /// reaper, TTL deletions of tasks never shed).
     pub expired: AtomicUsize,
+    /// Asynchronous attempts Lambda throttled (reserved concurrency busy).
+    pub throttles: AtomicUsize,
+    /// Invocations that started a new instance.
+    pub cold_starts: AtomicUsize,
+    /// Events Lambda gave up on, sent to the on-failure destination.
+    pub dead_lettered: AtomicUsize,
+    /// Events Lambda gave up on, with no destination: gone.
+    pub dropped: AtomicUsize,
     pub errors: AtomicUsize,
 }
 
@@ -47,15 +62,29 @@ impl PipelineStats {
     }
 }
 
-/// Knobs that differ from AWS for a quick local run.
-#[derive(Debug, Clone)]
+/// How often the safety sweep runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SweepRate {
+    /// The template's rule (`rate(1 minute)`).
+    #[default]
+    Template,
+    Every(Duration),
+    Off,
+}
+
+/// How the pipeline behaves. The default is AWS: the template's batch
+/// size, batching window, sweep rate, timeouts, reserved concurrency and
+/// asynchronous invocation settings, and [`AwsTiming::default`] for what
+/// the template does not decide. A test that needs it faster says so
+/// ([`PipelineOptions::fast`]).
+#[derive(Debug, Clone, Default)]
 pub struct PipelineOptions {
-    /// Overrides the template's MaximumBatchingWindowInSeconds (10 s in AWS).
+    /// AWS's own timings (stream polling, SNS delivery, cold starts,
+    /// throttle retries).
+    pub timing: AwsTiming,
+    /// Overrides the template's MaximumBatchingWindowInSeconds.
     pub batching_window: Option<Duration>,
-    /// How often the stream is polled.
-    pub stream_poll: Duration,
-    /// How often the safety sweep runs (the EventBridge rule; 1 minute in AWS).
-    pub sweep_every: Option<Duration>,
+    pub sweep: SweepRate,
     /// Read the stream from now on (LATEST) instead of TRIM_HORIZON: tasks
     /// written before the pipeline started are then found only by the sweep,
     /// like tasks already pending when the stack is deployed.
@@ -66,15 +95,31 @@ pub struct PipelineOptions {
     pub process_timeout: Option<Duration>,
 }
 
-impl Default for PipelineOptions {
-    fn default() -> Self {
+impl PipelineOptions {
+    /// Faster than AWS, for tests that say so: a 500 ms batching window, a
+    /// sweep every 5 s, [`AwsTiming::fast`].
+    pub fn fast() -> Self {
         Self {
+            timing: AwsTiming::fast(),
             batching_window: Some(Duration::from_millis(500)),
-            stream_poll: Duration::from_millis(100),
-            sweep_every: Some(Duration::from_secs(5)),
-            stream_from_latest: false,
-            process_timeout: None,
+            sweep: SweepRate::Every(Duration::from_secs(5)),
+            ..Self::default()
         }
+    }
+
+    /// The batching window and sweep rate these options give with
+    /// `template` (the sweep's `None`: off).
+    pub fn resolve(&self, template: &crate::Template) -> Result<(Duration, Option<Duration>)> {
+        let source = template.stream_source(crate::stack::TRIGGER_STREAM)?;
+        let window = self
+            .batching_window
+            .unwrap_or(Duration::from_secs(source.batching_window_seconds));
+        let sweep = match self.sweep {
+            SweepRate::Template => Some(template.schedule_rate("TriggerFunction", "Sweep")?),
+            SweepRate::Every(d) => Some(d),
+            SweepRate::Off => None,
+        };
+        Ok((window, sweep))
     }
 }
 
@@ -97,6 +142,7 @@ pub fn scheduled_event_json() -> Value {
 pub struct Pipeline {
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    functions: Vec<Arc<AsyncFunction>>,
     pub stats: Arc<PipelineStats>,
 }
 
@@ -160,7 +206,13 @@ pub fn sns_event_json(envelope: &Value, queue: &str) -> Value {
 }
 
 impl Pipeline {
-    /// Starts the pollers.
+    /// Starts the pollers: the stream (polled per [`AwsTiming::stream_poll`],
+    /// batched by the template's BatchSize and window, filtered by its
+    /// FilterCriteria) into `trigger`; each topic's queue into its
+    /// function through Lambda's asynchronous invocation
+    /// ([`crate::invoke`]): the process topic into `processor` under its
+    /// reserved concurrency, the trigger topic (tail calls) into `trigger`;
+    /// and the sweep rule into `trigger`.
     pub async fn start<R: TaskRunner>(
         stack: &LocalStack,
         trigger: Arc<Trigger>,
@@ -170,47 +222,57 @@ impl Pipeline {
         let (shutdown, rx) = watch::channel(false);
         let stats = Arc::new(PipelineStats::default());
         let source = stack.template.stream_source(crate::stack::TRIGGER_STREAM)?;
-        let window = options
-            .batching_window
-            .unwrap_or(Duration::from_secs(source.batching_window_seconds));
+        let (window, sweep_every) = options.resolve(&stack.template)?;
         let process_timeout = match options.process_timeout {
             Some(t) => t,
             None => Duration::from_secs(stack.template.function_timeout("ProcessFunction")?),
         };
+        let timing = options.timing;
+
+        // The functions as Lambda invokes them asynchronously.
+        let mut process_config = stack.template.async_config("ProcessFunction")?;
+        // The reserved concurrency is ProcessorCount, as this processor
+        // was configured.
+        process_config.reserved = Some(processor.config().processors.max(1) as usize);
+        let process_fn = {
+            let (processor, counts) = (processor.clone(), stats.clone());
+            let handler: Handler = Arc::new(move |event| {
+                let (processor, stats) = (processor.clone(), counts.clone());
+                Box::pin(async move {
+                    stats.process_invocations.fetch_add(1, Ordering::Relaxed);
+                    let wake = process::Wake::parse(event).map_err(|e| e.to_string())?;
+                    processor
+                        .handle(&wake, SystemTime::now() + process_timeout)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| lifo_core::error::chain(&e))
+                })
+            });
+            AsyncFunction::new(process_config, timing, handler, stats.clone(), rx.clone())
+        };
+        let trigger_fn = {
+            let (trigger, counts) = (trigger.clone(), stats.clone());
+            let handler: Handler = Arc::new(move |event| {
+                let (trigger, stats) = (trigger.clone(), counts.clone());
+                Box::pin(async move {
+                    stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
+                    let outcome = trigger
+                        .measured(event)
+                        .await
+                        .map_err(|e| lifo_core::error::chain(&e))?;
+                    stats.expired.fetch_add(outcome.expired, Ordering::Relaxed);
+                    Ok(())
+                })
+            });
+            let config = stack.template.async_config("TriggerFunction")?;
+            AsyncFunction::new(config, timing, handler, stats.clone(), rx.clone())
+        };
 
         // Iterators are taken now, so nothing written after start is missed.
-        let shards = stack
-            .streams
-            .describe_stream()
-            .stream_arn(&stack.stream_arn)
-            .send()
-            .await
-            .context("describing the stream")?
-            .stream_description
-            .map(|d| d.shards.unwrap_or_default())
-            .unwrap_or_default();
-        let mut iterators = Vec::new();
-        for shard in shards {
-            let it = stack
-                .streams
-                .get_shard_iterator()
-                .stream_arn(&stack.stream_arn)
-                .shard_id(shard.shard_id().unwrap_or_default())
-                .shard_iterator_type(if options.stream_from_latest {
-                    ShardIteratorType::Latest
-                } else {
-                    ShardIteratorType::TrimHorizon
-                })
-                .send()
-                .await
-                .context("getting a shard iterator")?
-                .shard_iterator;
-            iterators.extend(it);
-        }
-
+        let iterators = stream_iterators(stack, options.stream_from_latest).await?;
         let mut tasks = Vec::new();
-        if let Some(every) = options.sweep_every {
-            let (trigger, stats, mut rx) = (trigger.clone(), stats.clone(), rx.clone());
+        if let Some(every) = sweep_every {
+            let (f, stats, mut rx) = (trigger_fn.clone(), stats.clone(), rx.clone());
             tasks.push(tokio::spawn(async move {
                 loop {
                     tokio::select! {
@@ -218,137 +280,44 @@ impl Pipeline {
                         _ = rx.changed() => return,
                     }
                     stats.sweeps.fetch_add(1, Ordering::Relaxed);
-                    stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
-                    match trigger.measured(scheduled_event_json()).await {
-                        Ok(outcome) => {
-                            stats.expired.fetch_add(outcome.expired, Ordering::Relaxed);
-                        }
-                        Err(e) => {
-                            stats.errors.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(error = %e, "trigger (sweep) failed");
-                        }
-                    }
+                    f.deliver(scheduled_event_json());
                 }
             }));
         }
-        {
-            let (streams, arn, trigger, stats, mut rx) = (
-                stack.streams.clone(),
-                stack.stream_arn.clone(),
-                trigger.clone(),
-                stats.clone(),
-                rx.clone(),
-            );
-            let (filters, batch_size, poll) = (
-                source.filters.clone(),
-                source.batch_size.max(1),
-                options.stream_poll,
-            );
-            tasks.push(tokio::spawn(async move {
-                let mut batch: Vec<Value> = Vec::new();
-                let mut first_at: Option<Instant> = None;
-                loop {
-                    let mut next = Vec::new();
-                    for it in iterators.drain(..) {
-                        match streams.get_records().shard_iterator(&it).limit(100).send().await {
-                            Ok(out) => {
-                                for r in out.records() {
-                                    stats.stream_records.fetch_add(1, Ordering::Relaxed);
-                                    let event = stream_record_json(r, &arn);
-                                    if filters.is_empty() || filters.iter().any(|f| filter::matches(f, &event)) {
-                                        first_at.get_or_insert_with(Instant::now);
-                                        batch.push(event);
-                                    } else {
-                                        stats.filtered_out.fetch_add(1, Ordering::Relaxed);
-                                    }
-                                }
-                                next.extend(out.next_shard_iterator);
-                            }
-                            Err(e) => {
-                                stats.errors.fetch_add(1, Ordering::Relaxed);
-                                tracing::warn!(error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e), "GetRecords failed");
-                                next.push(it);
-                            }
-                        }
-                    }
-                    iterators = next;
-                    let stopping = *rx.borrow();
-                    while !batch.is_empty() && (batch.len() >= batch_size || first_at.is_some_and(|t| t.elapsed() >= window) || stopping) {
-                        let take = batch.len().min(batch_size);
-                        let records: Vec<Value> = batch.drain(..take).collect();
-                        stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
-                        if let Err(e) = trigger.handle(json!({ "Records": records })).await {
-                            stats.errors.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(error = %e, "trigger (stream) failed");
-                        }
-                        first_at = (!batch.is_empty()).then(Instant::now);
-                    }
-                    if stopping {
-                        return;
-                    }
-                    tokio::select! {
-                        _ = tokio::time::sleep(poll) => {}
-                        _ = rx.changed() => {}
-                    }
-                }
-            }));
-        }
-        {
-            let (sqs, url, trigger, stats, rx) = (
-                stack.sqs.clone(),
-                stack.trigger_queue_url.clone(),
-                trigger.clone(),
-                stats.clone(),
-                rx.clone(),
-            );
-            tasks.push(tokio::spawn(poll_queue(
-                sqs,
-                url,
-                rx,
-                stats.clone(),
-                move |event| {
-                    let (trigger, stats) = (trigger.clone(), stats.clone());
-                    async move {
-                        stats.tail_calls.fetch_add(1, Ordering::Relaxed);
-                        stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
-                        trigger
-                            .handle(event)
-                            .await
-                            .map(|_| ())
-                            .map_err(|e| e.to_string())
-                    }
-                },
-            )));
-        }
-        {
-            let (sqs, url, stats, rx) = (
-                stack.sqs.clone(),
-                stack.process_queue_url.clone(),
-                stats.clone(),
-                rx.clone(),
-            );
-            tasks.push(tokio::spawn(poll_queue(
-                sqs,
-                url,
-                rx,
-                stats.clone(),
-                move |event| {
-                    let (processor, stats) = (processor.clone(), stats.clone());
-                    async move {
-                        stats.process_invocations.fetch_add(1, Ordering::Relaxed);
-                        let wakeups = process::wakeups_in(event).map_err(|e| e.to_string())?;
-                        processor
-                            .handle(wakeups, SystemTime::now() + process_timeout)
-                            .await
-                            .map(|_| ())
-                            .map_err(|e| e.to_string())
-                    }
-                },
-            )));
-        }
+        tasks.push(tokio::spawn(poll_stream(
+            stack.streams.clone(),
+            stack.stream_arn.clone(),
+            iterators,
+            StreamBatching {
+                filters: source.filters.clone(),
+                batch_size: source.batch_size.max(1),
+                window,
+                poll: timing.stream_poll,
+            },
+            trigger,
+            stats.clone(),
+            rx.clone(),
+        )));
+        tasks.push(tokio::spawn(subscribe(
+            stack.sqs.clone(),
+            stack.trigger_queue_url.clone(),
+            trigger_fn.clone(),
+            stats.clone(),
+            rx.clone(),
+            true,
+        )));
+        tasks.push(tokio::spawn(subscribe(
+            stack.sqs.clone(),
+            stack.process_queue_url.clone(),
+            process_fn.clone(),
+            stats.clone(),
+            rx.clone(),
+            false,
+        )));
         Ok(Self {
             shutdown,
             tasks,
+            functions: vec![process_fn, trigger_fn],
             stats,
         })
     }
@@ -393,36 +362,158 @@ impl Pipeline {
         }));
     }
 
-    /// Asks every poller to stop after its current invocation and waits.
+    /// Asks every poller to stop after its current invocation and waits
+    /// (events waiting for a retry are dropped).
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
         for t in self.tasks {
             let _ = t.await;
         }
+        for f in &self.functions {
+            f.drain().await;
+        }
     }
 }
 
-/// Polls an SQS queue subscribed to a topic and invokes `handler` once per
-/// message, one at a time. A failed invocation leaves the message for a
-/// retry (like Lambda's async retry); after 3 receives it is dropped.
-async fn poll_queue<F, Fut>(
+/// A shard iterator per stream shard, from now on or from the start.
+async fn stream_iterators(stack: &LocalStack, from_latest: bool) -> Result<Vec<String>> {
+    let shards = stack
+        .streams
+        .describe_stream()
+        .stream_arn(&stack.stream_arn)
+        .send()
+        .await
+        .context("describing the stream")?
+        .stream_description
+        .map(|d| d.shards.unwrap_or_default())
+        .unwrap_or_default();
+    let mut iterators = Vec::new();
+    for shard in shards {
+        let it = stack
+            .streams
+            .get_shard_iterator()
+            .stream_arn(&stack.stream_arn)
+            .shard_id(shard.shard_id().unwrap_or_default())
+            .shard_iterator_type(if from_latest {
+                ShardIteratorType::Latest
+            } else {
+                ShardIteratorType::TrimHorizon
+            })
+            .send()
+            .await
+            .context("getting a shard iterator")?
+            .shard_iterator;
+        iterators.extend(it);
+    }
+    Ok(iterators)
+}
+
+/// How the event source mapping batches stream records.
+struct StreamBatching {
+    filters: Vec<Value>,
+    batch_size: usize,
+    window: Duration,
+    poll: Duration,
+}
+
+/// The stream's event source mapping: reads every shard each `poll`,
+/// passes the records its filters match, and invokes `trigger`
+/// (synchronously, as the mapping does) with a batch once it holds
+/// `batch_size` records or its first record has waited `window`.
+async fn poll_stream(
+    streams: aws_sdk_dynamodbstreams::Client,
+    arn: String,
+    mut iterators: Vec<String>,
+    b: StreamBatching,
+    trigger: Arc<Trigger>,
+    stats: Arc<PipelineStats>,
+    rx: watch::Receiver<bool>,
+) {
+    let mut rx = rx;
+    let mut batch: Vec<Value> = Vec::new();
+    let mut first_at: Option<Instant> = None;
+    loop {
+        let mut next = Vec::new();
+        for it in iterators.drain(..) {
+            match streams
+                .get_records()
+                .shard_iterator(&it)
+                .limit(100)
+                .send()
+                .await
+            {
+                Ok(out) => {
+                    for r in out.records() {
+                        stats.stream_records.fetch_add(1, Ordering::Relaxed);
+                        let event = stream_record_json(r, &arn);
+                        if b.filters.is_empty()
+                            || b.filters.iter().any(|f| filter::matches(f, &event))
+                        {
+                            first_at.get_or_insert_with(Instant::now);
+                            batch.push(event);
+                        } else {
+                            stats.filtered_out.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    next.extend(out.next_shard_iterator);
+                }
+                Err(e) => {
+                    stats.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e), "GetRecords failed");
+                    next.push(it);
+                }
+            }
+        }
+        iterators = next;
+        let stopping = *rx.borrow();
+        while !batch.is_empty()
+            && (batch.len() >= b.batch_size
+                || first_at.is_some_and(|t| t.elapsed() >= b.window)
+                || stopping)
+        {
+            let take = batch.len().min(b.batch_size);
+            let records: Vec<Value> = batch.drain(..take).collect();
+            stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
+            match trigger.measured(json!({ "Records": records })).await {
+                Ok(outcome) => {
+                    stats.expired.fetch_add(outcome.expired, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    stats.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, "trigger (stream) failed");
+                }
+            }
+            first_at = (!batch.is_empty()).then(Instant::now);
+        }
+        if stopping {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(b.poll) => {}
+            _ = rx.changed() => {}
+        }
+    }
+}
+
+/// A topic's subscription of a function: SNS hands each message to
+/// Lambda's asynchronous queue of `function` ([`AsyncFunction::deliver`]).
+/// Locally the topic delivers to an SQS queue, read here; a message is
+/// deleted as soon as Lambda has it (Lambda's queue retries, not SQS).
+/// `tail_calls`: the trigger topic, whose messages are tail calls.
+async fn subscribe(
     sqs: aws_sdk_sqs::Client,
     url: String,
-    mut rx: watch::Receiver<bool>,
+    function: Arc<AsyncFunction>,
     stats: Arc<PipelineStats>,
-    handler: F,
-) where
-    F: Fn(Value) -> Fut,
-    Fut: std::future::Future<Output = std::result::Result<(), String>>,
-{
-    use aws_sdk_sqs::types::MessageSystemAttributeName;
+    mut rx: watch::Receiver<bool>,
+    tail_calls: bool,
+) {
     loop {
         if *rx.borrow() {
             return;
         }
         let received = tokio::select! {
-            r = sqs.receive_message().queue_url(&url).max_number_of_messages(10).wait_time_seconds(1)
-                .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount).send() => r,
+            r = sqs.receive_message().queue_url(&url).max_number_of_messages(10).wait_time_seconds(1).send() => r,
             _ = rx.changed() => return,
         };
         let messages = match received {
@@ -439,22 +530,12 @@ async fn poll_queue<F, Fut>(
                 .body()
                 .and_then(|b| serde_json::from_str(b).ok())
                 .unwrap_or(Value::Null);
-            let receives: u32 = m
-                .attributes()
-                .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
-                .and_then(|c| c.parse().ok())
-                .unwrap_or(1);
-            if receives == 1 {
-                stats.published.fetch_add(1, Ordering::Relaxed);
+            stats.published.fetch_add(1, Ordering::Relaxed);
+            if tail_calls {
+                stats.tail_calls.fetch_add(1, Ordering::Relaxed);
             }
-            let result = handler(sns_event_json(&envelope, &url)).await;
-            if let Err(e) = &result {
-                stats.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(error = %e, receives, "invocation failed");
-            }
-            if (result.is_ok() || receives >= 3)
-                && let Some(h) = m.receipt_handle()
-            {
+            function.deliver(sns_event_json(&envelope, &url));
+            if let Some(h) = m.receipt_handle() {
                 let _ = sqs
                     .delete_message()
                     .queue_url(&url)
@@ -463,5 +544,40 @@ async fn poll_queue<F, Fut>(
                     .await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The local stack behaves as deployed unless a test says otherwise:
+    /// the default options take the template's batching window and sweep
+    /// rate, and AWS's timings.
+    #[test]
+    fn the_default_options_are_the_templates_and_aws() {
+        let t = crate::Template::workspace().unwrap();
+        let o = PipelineOptions::default();
+        assert_eq!((o.batching_window, o.sweep), (None, SweepRate::Template));
+        assert_eq!(o.timing, AwsTiming::default());
+        let (window, sweep) = o.resolve(&t).unwrap();
+        let text = include_str!("../../../template.yaml");
+        let declared = |key: &str| -> String {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix(key))
+                .map(|v| v.trim().to_owned())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            window,
+            Duration::from_secs(declared("MaximumBatchingWindowInSeconds:").parse().unwrap())
+        );
+        assert_eq!(declared("Schedule: rate("), "1 minute)");
+        assert_eq!(sweep, Some(Duration::from_secs(60)));
+        let fast = PipelineOptions::fast().resolve(&t).unwrap();
+        assert_eq!(
+            fast,
+            (Duration::from_millis(500), Some(Duration::from_secs(5)))
+        );
     }
 }

@@ -10,9 +10,9 @@ use anyhow::Result;
 use anyhow::{Context, anyhow};
 use create::{CreateConfig, Creator, MAX_TASKS_PER_REQUEST};
 use lifo_core::store::Op;
-use lifo_core::{Notifier, Order, Store, now_ms};
+use lifo_core::{Order, Store, now_ms};
+use process::ProcessConfig;
 use process::runner::SimulatedRunner;
-use process::{ProcessConfig, Processor};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,12 @@ pub struct Workload {
     pub rate_limit: Option<process::RateLimit>,
     /// Rests before retries (`RetryBackoffSeconds`).
     pub retry: lifo_core::retry::RetryPolicy,
+    /// Tasks arrive through create, which wakes the processor itself (as
+    /// deployed); `false`: written to the table directly, so only the
+    /// stream wakes it (a producer that bypasses create).
+    pub through_create: bool,
+    /// process's `LINGER_MS`, when not its default.
+    pub linger: Option<Duration>,
 }
 
 impl Workload {
@@ -125,7 +131,43 @@ pub struct Outcome {
     pub publishes_per_task: f64,
     /// Starts that skipped a newer waiting task (0 for a LIFO run).
     pub lifo_inversions: usize,
+    /// What the pipeline (AWS's side) did.
+    pub pipeline: PipelineCounts,
     pub elapsed: Duration,
+}
+
+/// The pipeline's counters at the end of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PipelineCounts {
+    pub process_invocations: usize,
+    pub trigger_invocations: usize,
+    /// SNS messages delivered (wake-ups and tail calls).
+    pub published: usize,
+    pub tail_calls: usize,
+    pub sweeps: usize,
+    /// Asynchronous attempts throttled by process's reserved concurrency.
+    pub throttles: usize,
+    pub cold_starts: usize,
+    /// Events Lambda gave up on: to the dead-letter queue, or gone.
+    pub dead_lettered: usize,
+    pub dropped: usize,
+}
+
+impl PipelineCounts {
+    pub fn of(stats: &PipelineStats) -> Self {
+        let g = PipelineStats::get;
+        Self {
+            process_invocations: g(&stats.process_invocations),
+            trigger_invocations: g(&stats.trigger_invocations),
+            published: g(&stats.published),
+            tail_calls: g(&stats.tail_calls),
+            sweeps: g(&stats.sweeps),
+            throttles: g(&stats.throttles),
+            cold_starts: g(&stats.cold_starts),
+            dead_lettered: g(&stats.dead_lettered),
+            dropped: g(&stats.dropped),
+        }
+    }
 }
 
 impl Outcome {
@@ -158,15 +200,17 @@ pub async fn run(
     // exactly "not expired", which a FIFO run needs not to read every task
     // already shed.
     let max_ttl = workload.ttl_seconds;
-    let creator = Creator::new(
-        store.clone(),
-        CreateConfig {
-            shard_count: workload.shards,
-            default_ttl_seconds: workload.ttl_seconds,
-            max_ttl_seconds: max_ttl,
-            ..CreateConfig::new(stack.table.clone())
-        },
-    );
+    let create_config = CreateConfig {
+        shard_count: workload.shards,
+        default_ttl_seconds: workload.ttl_seconds,
+        max_ttl_seconds: max_ttl,
+        ..CreateConfig::new(stack.table.clone())
+    };
+    let creator = if workload.through_create {
+        stack.creator(store.clone(), create_config, 1)
+    } else {
+        Creator::new(store.clone(), create_config)
+    };
     let trigger = Arc::new(stack.trigger(store.clone(), workload.shards, max_ttl));
     let runner = Arc::new(SimulatedRunner::new(
         workload.concurrency,
@@ -174,20 +218,17 @@ pub async fn run(
         0.0,
         0.0,
     ));
-    let processor = Arc::new(Processor::new(
+    let processor = Arc::new(stack.processor(
         store.clone(),
-        Notifier::new(stack.sns.clone(), &stack.trigger_topic_arn),
         runner,
         ProcessConfig {
             shard_count: workload.shards,
             max_ttl_seconds: max_ttl,
             time_budget: workload.budget,
-            idle_poll: Duration::from_millis(100),
-            pause_poll: Duration::from_millis(500),
+            linger: workload.linger.unwrap_or(ProcessConfig::new("", "").linger),
             retry: workload.retry,
             rate_limit: workload.rate_limit,
             processors: 1,
-            lease_margin: Duration::from_millis(500),
             order,
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         },
@@ -360,6 +401,7 @@ fn outcome(
             PipelineStats::get(&stats.published) as f64 / created.len() as f64
         },
         lifo_inversions: report.lifo_inversions,
+        pipeline: PipelineCounts::of(stats),
         elapsed,
     }
 }
@@ -380,6 +422,8 @@ mod tests {
             seed,
             rate_limit: None,
             retry: lifo_core::retry::RetryPolicy::default(),
+            through_create: true,
+            linger: None,
         }
     }
 

@@ -268,6 +268,36 @@ impl LocalStack {
         .collect()
     }
 
+    /// A process handler over this stack: `store`, tail calls through its
+    /// trigger topic, `runner`, `config`.
+    pub fn processor<R: process::runner::TaskRunner>(
+        &self,
+        store: lifo_core::Store,
+        runner: std::sync::Arc<R>,
+        config: process::ProcessConfig,
+    ) -> process::Processor<R> {
+        process::Processor::new(
+            store,
+            lifo_core::Notifier::new(self.sns.clone(), &self.trigger_topic_arn),
+            runner,
+            config,
+        )
+    }
+
+    /// create as the template deploys it: it wakes the processor itself,
+    /// through this stack's process topic (`processors` shard groups).
+    pub fn creator(
+        &self,
+        store: lifo_core::Store,
+        config: create::CreateConfig,
+        processors: u32,
+    ) -> create::Creator {
+        create::Creator::new(store, config).with_wakeups(create::Wakeups {
+            notifier: lifo_core::Notifier::new(self.sns.clone(), &self.process_topic_arn),
+            processors,
+        })
+    }
+
     /// A store over the local table.
     pub fn store(&self) -> lifo_core::Store {
         lifo_core::Store::new(self.ddb.clone(), &self.table)

@@ -10,6 +10,7 @@ use aws_sdk_dynamodb::types::{
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
+use std::time::Duration;
 
 /// template.yaml, as JSON (CloudFormation short tags become `{"!Tag": value}`).
 #[derive(Debug, Clone)]
@@ -331,6 +332,73 @@ impl Template {
         Ok(out)
     }
 
+    /// A number of the template, or a `!Ref` to a parameter's default.
+    fn number(&self, v: &Value) -> Result<u64> {
+        if let Some(n) = v.as_u64() {
+            return Ok(n);
+        }
+        let name = v
+            .get("!Ref")
+            .and_then(Value::as_str)
+            .context(format!("expected a number or !Ref, got {v}"))?;
+        self.parameter_default(name)?
+            .parse()
+            .context(format!("parameter {name}'s default"))
+    }
+
+    /// How Lambda invokes `function` asynchronously: its reserved
+    /// concurrency and its EventInvokeConfig.
+    pub fn async_config(&self, function: &str) -> Result<crate::invoke::AsyncConfig> {
+        let props = self
+            .resource(function)?
+            .get("Properties")
+            .context(format!("{function} has no Properties"))?;
+        let reserved = match props.get("ReservedConcurrentExecutions") {
+            Some(v) => Some(usize::try_from(self.number(v)?)?),
+            None => None,
+        };
+        let config = props.get("EventInvokeConfig");
+        let field = |k: &str, default: u64| -> Result<u64> {
+            config
+                .and_then(|c| c.get(k))
+                .map_or(Ok(default), |v| self.number(v))
+        };
+        Ok(crate::invoke::AsyncConfig {
+            reserved,
+            // Lambda's defaults: 6 hours, 2 retries.
+            max_event_age: Duration::from_secs(field("MaximumEventAgeInSeconds", 21_600)?),
+            max_retries: u32::try_from(field("MaximumRetryAttempts", 2)?)?,
+            on_failure: config
+                .and_then(|c| c.pointer("/DestinationConfig/OnFailure"))
+                .is_some(),
+        })
+    }
+
+    /// How often a function's `Schedule` event `event` fires: its
+    /// `rate(N minute[s] | hour[s])`.
+    pub fn schedule_rate(&self, function: &str, event: &str) -> Result<Duration> {
+        let expr = self
+            .resource(function)?
+            .pointer(&format!("/Properties/Events/{event}/Properties/Schedule"))
+            .and_then(Value::as_str)
+            .context(format!("{function} has no Schedule event {event}"))?;
+        let inner = expr
+            .strip_prefix("rate(")
+            .and_then(|r| r.strip_suffix(')'))
+            .context(format!("{expr} is not a rate expression"))?;
+        let (n, unit) = inner
+            .split_once(' ')
+            .context(format!("{expr}: expected rate(N unit)"))?;
+        let n: u64 = n.parse().context(format!("{expr}: N"))?;
+        let per = match unit.trim_end_matches('s') {
+            "minute" => 60,
+            "hour" => 3600,
+            "day" => 86_400,
+            other => return Err(anyhow!("{expr}: unit {other}")),
+        };
+        Ok(Duration::from_secs(n * per))
+    }
+
     /// A function's Timeout in seconds.
     pub fn function_timeout(&self, function: &str) -> Result<u64> {
         self.resource(function)?
@@ -379,7 +447,7 @@ mod tests {
         let s = t.stream_source(crate::stack::TRIGGER_STREAM).unwrap();
         assert_eq!(
             (s.batch_size, s.batching_window_seconds, s.filters.len()),
-            (10, 10, 3)
+            (10, 1, 3)
         );
         assert_eq!(t.parameter_default("ShardCount").unwrap(), "1");
         assert_eq!(t.parameter_default("RunnerFailureRate").unwrap(), "0");
@@ -412,6 +480,9 @@ mod tests {
                 pairs(&[
                     ("dynamodb:BatchWriteItem", table),
                     ("dynamodb:PutItem", table),
+                    ("sns:Publish", "!Ref ProcessTopic"),
+                    ("kms:GenerateDataKey", key),
+                    ("kms:Decrypt", key),
                 ]),
             ),
             (
@@ -587,5 +658,64 @@ mod tests {
                 .iter()
                 .any(|f| crate::filter::matches(f, &task_modify))
         );
+    }
+
+    /// A wake-up that process's reserved concurrency throttles is retried
+    /// by Lambda for at most a minute and then dropped, never sent to the
+    /// dead-letter queue (where it would look like a failure and hide real
+    /// ones); trigger's failures still go there.
+    #[test]
+    fn throttled_wakeups_are_dropped_after_a_minute_not_dead_lettered() {
+        let t = Template::workspace().unwrap();
+        assert_eq!(
+            t.async_config("ProcessFunction").unwrap(),
+            crate::invoke::AsyncConfig {
+                reserved: Some(1),
+                max_event_age: Duration::from_secs(60),
+                max_retries: 0,
+                on_failure: false,
+            }
+        );
+        let trigger = t.async_config("TriggerFunction").unwrap();
+        assert!(trigger.on_failure && trigger.reserved.is_none());
+        assert_eq!(
+            t.schedule_rate("TriggerFunction", "Sweep").unwrap(),
+            Duration::from_secs(60)
+        );
+    }
+
+    /// Lambda's START and REPORT lines (duration, memory, init) stay: no
+    /// function sets SystemLogLevel above INFO. create wakes the processor
+    /// itself, so it may publish to the process topic, and the stream's
+    /// filter skips the inserts it announced.
+    #[test]
+    fn system_logs_stay_and_create_announces_its_tasks() {
+        let t = Template::workspace().unwrap();
+        let globals = t.doc["Globals"]["Function"]["LoggingConfig"]["SystemLogLevel"].clone();
+        assert_eq!(globals, "INFO");
+        for (name, r) in t.doc["Resources"].as_object().unwrap() {
+            if let Some(level) = r.pointer("/Properties/LoggingConfig/SystemLogLevel") {
+                assert_eq!(level, "INFO", "{name}");
+            }
+        }
+        let create = t.resource("CreateFunction").unwrap();
+        assert_eq!(
+            create["Properties"]["Environment"]["Variables"]["PROCESS_TOPIC_ARN"],
+            serde_json::json!({"!Ref": "ProcessTopic"})
+        );
+        assert!(
+            t.function_permissions("CreateFunction")
+                .unwrap()
+                .contains(&("sns:Publish".to_owned(), "!Ref ProcessTopic".to_owned()))
+        );
+        let s = t.stream_source(crate::stack::TRIGGER_STREAM).unwrap();
+        assert_eq!((s.batch_size, s.batching_window_seconds), (10, 1));
+        let insert = serde_json::json!({"eventName": "INSERT", "dynamodb": {"NewImage": {
+            "claimableAt": {"N": "1"}}}});
+        let mut announced = insert.clone();
+        announced["dynamodb"]["NewImage"]["announced"] = serde_json::json!({"BOOL": true});
+        let passes = |r: &Value| s.filters.iter().any(|f| crate::filter::matches(f, r));
+        assert!(passes(&insert), "a direct write wakes the trigger");
+        assert!(!passes(&announced), "create's own tasks do not");
     }
 }

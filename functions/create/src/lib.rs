@@ -12,7 +12,7 @@
 use futures::{StreamExt, TryStreamExt};
 use lifo_core::config::{self, ConfigError, Source};
 use lifo_core::model::{MAX_PAYLOAD_BYTES, MAX_TASK_ID_LEN};
-use lifo_core::{Store, StoreError, Task, new_task_id, now_ms};
+use lifo_core::{Notifier, Store, StoreError, Task, Wakeup, new_task_id, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -20,6 +20,25 @@ use std::collections::HashSet;
 
 /// Most tasks one request may create.
 pub const MAX_TASKS_PER_REQUEST: usize = 1000;
+/// Largest create request, as JSON: what a synchronous Lambda invoke
+/// carries (6 MB). Lambda refuses a larger one before create runs, so it
+/// could never name the field; every path that builds a request (the CLI,
+/// a local create) checks this first, the same way.
+pub const MAX_REQUEST_BYTES: usize = 6 * 1024 * 1024;
+
+/// Refuses a request of `bytes` over [`MAX_REQUEST_BYTES`].
+pub fn check_request_size(bytes: usize) -> Result<(), CreateError> {
+    if bytes > MAX_REQUEST_BYTES {
+        return Err(invalid(
+            "(request)",
+            format!(
+                "is {bytes} bytes; a create request is at most {MAX_REQUEST_BYTES} \
+                 (a synchronous Lambda invoke's 6 MB): send fewer or smaller tasks per call"
+            ),
+        ));
+    }
+    Ok(())
+}
 /// Conditional puts in flight at once for producer-supplied ids.
 const PUT_CONCURRENCY: usize = 16;
 
@@ -124,16 +143,54 @@ struct Planned {
     supplied_id: bool,
 }
 
+/// Where create announces new claimable tasks: the process topic, one
+/// wake-up per shard group that got some.
+#[derive(Debug, Clone)]
+pub struct Wakeups {
+    pub notifier: Notifier,
+    /// `PROCESSOR_COUNT`: with more than one, a wake-up names its group.
+    pub processors: u32,
+}
+
+/// How long after a wake-up for a group this instance publishes no other
+/// for it: the processor that wake-up starts (or the one already running,
+/// which it finds busy) keeps looking for at least process's `LINGER_MS`
+/// (1 s) after its last work, so it sees a task created meanwhile; and if
+/// that processor ends first, the throttled wake-up's retry (about 1 s
+/// later) starts the next. Under load this turns one publish per create
+/// call into one per second per instance.
+pub const WAKE_DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(900);
+
 /// The create function's handler.
 #[derive(Debug, Clone)]
 pub struct Creator {
     store: Store,
     config: CreateConfig,
+    wakeups: Option<Wakeups>,
+    /// When this instance last published a wake-up, per group.
+    woken: std::sync::Arc<
+        std::sync::Mutex<std::collections::HashMap<Option<u32>, std::time::Instant>>,
+    >,
 }
 
 impl Creator {
     pub fn new(store: Store, config: CreateConfig) -> Self {
-        Self { store, config }
+        Self {
+            store,
+            config,
+            wakeups: None,
+            woken: Default::default(),
+        }
+    }
+
+    /// Wakes the processor itself once its tasks are written (and marks
+    /// them `announced`, so the stream does not wake it again): the first
+    /// task into an idle queue starts without waiting for the stream's
+    /// batching window. Without this, only the stream (and the sweep)
+    /// wakes the processor.
+    pub fn with_wakeups(mut self, wakeups: Wakeups) -> Self {
+        self.wakeups = Some(wakeups);
+        self
     }
 
     pub fn store(&self) -> &Store {
@@ -143,20 +200,96 @@ impl Creator {
     /// [`Creator::handle`] for the event as the runtime hands it over: an
     /// event nested too deeply for the JSON parser is an invalid request too.
     pub async fn handle_raw(&self, event: &RawValue) -> Result<CreateResponse, CreateError> {
+        check_request_size(event.get().len())?;
         let event =
             lifo_core::event::parse(event).map_err(|e| invalid("(request)", e.to_string()))?;
         self.handle(event).await
     }
 
-    /// Validates `event` completely, then writes it.
+    /// Validates `event` completely, then writes it, then wakes the
+    /// processor for the new claimable tasks (see [`Creator::with_wakeups`]).
     pub async fn handle(&self, event: Value) -> Result<CreateResponse, CreateError> {
-        let planned = self.validate(event, now_ms())?;
+        check_request_size(serde_json::to_vec(&event).map_or(usize::MAX, |v| v.len()))?;
+        let mut planned = self.validate(event, now_ms())?;
+        if self.wakeups.is_some() {
+            for p in &mut planned {
+                p.task.announced = p.task.claimable_at.is_some();
+            }
+        }
+        let groups = self.groups_of(&planned);
         let response = self.write(planned).await?;
+        let published = if response.created.is_empty() {
+            0
+        } else {
+            self.wake(&groups).await
+        };
         lifo_core::metrics::Metrics::new()
             .cold_start()
             .count("TasksCreated", response.created.len())
+            .count("WakeupsPublished", published)
             .emit();
         Ok(response)
+    }
+
+    /// The shard groups of the claimable tasks in `planned`.
+    fn groups_of(&self, planned: &[Planned]) -> std::collections::BTreeSet<u32> {
+        let processors = self.wakeups.as_ref().map_or(1, |w| w.processors.max(1));
+        planned
+            .iter()
+            .filter(|p| p.task.claimable_at.is_some())
+            .map(|p| lifo_core::groups::group_of(p.task.lifo_shard, processors))
+            .collect()
+    }
+
+    /// One wake-up per group (one naming none with a single processor).
+    /// A failed publish is logged, not returned: the tasks are written, and
+    /// the sweep finds them within a minute. How many were published.
+    async fn wake(&self, groups: &std::collections::BTreeSet<u32>) -> usize {
+        let Some(w) = &self.wakeups else { return 0 };
+        let targets: Vec<Option<u32>> = if w.processors <= 1 {
+            if groups.is_empty() {
+                Vec::new()
+            } else {
+                vec![None]
+            }
+        } else {
+            groups.iter().copied().map(Some).collect()
+        };
+        let mut published = 0;
+        for group in targets {
+            let recent = self
+                .woken
+                .lock()
+                .ok()
+                .is_some_and(|w| w.get(&group).is_some_and(|at| at.elapsed() < WAKE_DEBOUNCE));
+            if recent {
+                continue;
+            }
+            let wakeup = Wakeup {
+                source: "create".into(),
+                reason: "created".into(),
+                at: now_ms(),
+                group,
+            };
+            match w.notifier.wake(&wakeup).await {
+                Ok(message_id) => {
+                    published += 1;
+                    if let Ok(mut w) = self.woken.lock() {
+                        w.insert(group, std::time::Instant::now());
+                    }
+                    tracing::info!(
+                        event = "wakeup.published",
+                        reason = "created",
+                        group,
+                        messageId = message_id
+                    );
+                }
+                Err(e) => tracing::error!(event = "wakeup.publish_failed", group,
+                    error = %lifo_core::error::Chain(&e),
+                    "the tasks are written; the sweep wakes the processor within a minute"),
+            }
+        }
+        published
     }
 
     fn ttl(&self, field: String, ttl: Option<u64>) -> Result<u64, CreateError> {

@@ -149,6 +149,32 @@ async fn oversized_payload_is_refused() {
     );
 }
 
+/// 100 tasks of 63 KB each are each under the payload limit, and 6.3 MB
+/// together: more than a synchronous Lambda invoke carries. Refused whole,
+/// naming the request, on every path (`handle` and `handle_raw`).
+#[tokio::test]
+async fn a_request_over_a_synchronous_invokes_6_mb_is_refused_whole() {
+    let payload = "y".repeat(63 * 1024);
+    let tasks: Vec<Value> = (0..100)
+        .map(|_| json!({"payload": {"blob": payload}}))
+        .collect();
+    let request = json!({ "tasks": tasks });
+    let bytes = serde_json::to_vec(&request).unwrap().len();
+    assert!(bytes > MAX_REQUEST_BYTES);
+    let expected = format!(
+        "invalid request: (request): is {bytes} bytes; a create request is at most 6291456 \
+         (a synchronous Lambda invoke's 6 MB): send fewer or smaller tasks per call"
+    );
+    assert_eq!(refused(request.clone()).await, expected);
+    let raw = serde_json::value::to_raw_value(&request).unwrap();
+    let (b, p) = (batch(), put());
+    let err = creator(&[&b, &p]).handle_raw(&raw).await.unwrap_err();
+    assert_eq!(err.to_string(), expected);
+    assert_eq!(b.num_calls() + p.num_calls(), 0);
+    // Just under the limit is fine.
+    assert!(check_request_size(MAX_REQUEST_BYTES).is_ok());
+}
+
 #[tokio::test]
 async fn too_many_tasks_is_refused() {
     let tasks: Vec<Value> = (0..1001).map(|_| json!({"payload": {}})).collect();
@@ -320,4 +346,82 @@ async fn scheduled_tasks_are_written_scheduled_in_a_due_shard_and_not_claimable(
         .unwrap();
     assert_eq!(out.created.len(), 1);
     assert_eq!(scheduled.num_calls(), 1);
+}
+
+/// With wake-ups, create marks its claimable tasks `announced` (the
+/// stream's filter then passes them by), publishes one wake-up to the
+/// process topic after the write, and none for a second call within
+/// `WAKE_DEBOUNCE` (the processor it woke is still looking); a scheduled
+/// task is neither announced nor woken for.
+#[tokio::test]
+async fn create_wakes_the_processor_once_per_call_and_marks_its_tasks() {
+    use aws_sdk_sns::operation::publish::PublishOutput;
+    let announced = mock!(Client::batch_write_item)
+        .match_requests(|r| {
+            r.request_items().is_some_and(|m| {
+                m["t"].iter().all(|w| {
+                    let item = w.put_request().unwrap().item();
+                    item.contains_key("claimableAt")
+                        == (item.get("announced")
+                            == Some(&aws_sdk_dynamodb::types::AttributeValue::Bool(true)))
+                })
+            })
+        })
+        .sequence()
+        .output(|| BatchWriteItemOutput::builder().build())
+        .repeatedly()
+        .build();
+    let publish = mock!(aws_sdk_sns::Client::publish)
+        .match_requests(|r| {
+            r.topic_arn() == Some("arn:process")
+                && r.message()
+                    .is_some_and(|m| m.contains("\"source\":\"create\""))
+        })
+        .sequence()
+        .output(|| PublishOutput::builder().message_id("m").build())
+        .repeatedly()
+        .build();
+    let ddb = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&announced]);
+    let sns = mock_client!(aws_sdk_sns, RuleMode::MatchAny, [&publish]);
+    let c = Creator::new(Store::new(ddb, "t"), config()).with_wakeups(Wakeups {
+        notifier: lifo_core::Notifier::new(sns, "arn:process"),
+        processors: 1,
+    });
+    let first = c
+        .handle(json!({"tasks": [{"payload": {"n": 1}}, {"payload": {"n": 2}, "dueInDays": 3}]}))
+        .await
+        .unwrap();
+    assert_eq!(first.created.len(), 2);
+    assert_eq!(
+        announced.num_calls(),
+        1,
+        "every claimable task announced, no scheduled one"
+    );
+    assert_eq!(publish.num_calls(), 1, "one wake-up for the call");
+    c.handle(json!({"count": 3})).await.unwrap();
+    assert_eq!(
+        publish.num_calls(),
+        1,
+        "within WAKE_DEBOUNCE of the last: none"
+    );
+    // Only scheduled tasks: nothing to wake for.
+    let quiet = Creator::new(
+        Store::new(
+            mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&announced]),
+            "t",
+        ),
+        config(),
+    )
+    .with_wakeups(Wakeups {
+        notifier: lifo_core::Notifier::new(
+            mock_client!(aws_sdk_sns, RuleMode::MatchAny, [&publish]),
+            "arn:process",
+        ),
+        processors: 1,
+    });
+    quiet
+        .handle(json!({"tasks": [{"payload": {"n": 1}, "dueInDays": 2}]}))
+        .await
+        .unwrap();
+    assert_eq!(publish.num_calls(), 1);
 }

@@ -13,7 +13,7 @@
 use crate::finish::{FinishPolicy, run_and_finish};
 use crate::report::{Finished, ProcessReport, tally};
 use crate::runner::TaskRunner;
-use lifo_core::heads::ShardHeads;
+use lifo_core::heads::{Read, ShardHeads};
 use lifo_core::{Candidate, Step, Store, StoreError, Task, TaskStatus, Transition, now_ms};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -296,12 +296,23 @@ pub(crate) async fn refill(
     want: usize,
     exclude: &HashSet<String>,
 ) -> Result<Vec<Candidate>, StoreError> {
-    if heads.needs_read(want, exclude, Instant::now()) {
-        let now = now_ms();
-        let read = store
-            .claimable_heads(order, heads.shards(), heads.policy().page, now, horizon_ms)
-            .await?;
-        heads.replace(read, Instant::now());
+    match heads.to_read(want, exclude, Instant::now()) {
+        Read::Nothing => {}
+        Read::All => {
+            let now = now_ms();
+            let read = store
+                .claimable_heads(order, heads.shards(), heads.policy().page, now, horizon_ms)
+                .await?;
+            heads.replace(read, Instant::now());
+        }
+        // Only the cut-short shards whose heads ran out.
+        Read::Some(shards) => {
+            let now = now_ms();
+            let read = store
+                .claimable_heads(order, &shards, heads.policy().page, now, horizon_ms)
+                .await?;
+            heads.replace_some(&shards, read);
+        }
     }
     Ok(heads.take(want, exclude))
 }

@@ -20,6 +20,13 @@ pub struct ProcessConfig {
     /// How long to wait before looking again when tasks are running but no
     /// new claimable task was found.
     pub idle_poll: Duration,
+    /// How long an invocation keeps looking (every `idle_poll`) once it
+    /// found nothing to claim and nothing runs, before it ends: a wake-up
+    /// can arrive a moment before its task is visible in the index (GSIs
+    /// are updated asynchronously), and a task created while the processor
+    /// is about to end would otherwise wait for a throttled wake-up's
+    /// retry.
+    pub linger: Duration,
     /// How often a running invocation reads the control item (paused or
     /// not). Each read is one eventually consistent GetItem (0.5 read
     /// units): 6 read units a minute at the default 5 s.
@@ -57,6 +64,7 @@ impl ProcessConfig {
             time_budget: Duration::from_secs(60),
             deadline_margin: Duration::from_secs(2),
             idle_poll: Duration::from_millis(250),
+            linger: Duration::from_secs(1),
             pause_poll: Duration::from_secs(5),
             max_attempts: 3,
             retry: RetryPolicy {
@@ -71,7 +79,7 @@ impl ProcessConfig {
 
     pub fn from_source(src: &impl Source) -> Result<Self, ConfigError> {
         let shard_count = config::shard_count(src)?;
-        let processors = config::parsed(src, "PROCESSOR_COUNT", 1u32, 1..=32)?;
+        let processors = config::processor_count(src)?;
         if processors > shard_count {
             return Err(ConfigError::Invalid {
                 name: "PROCESSOR_COUNT",
@@ -102,33 +110,44 @@ impl ProcessConfig {
                 }
             }
         }
+        // The defaults are `new()`'s, held once.
+        let d = Self::new(
+            config::required(src, "TABLE_NAME")?,
+            config::required(src, "TRIGGER_TOPIC_ARN")?,
+        );
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         Ok(Self {
-            table_name: config::required(src, "TABLE_NAME")?,
-            trigger_topic_arn: config::required(src, "TRIGGER_TOPIC_ARN")?,
             shard_count,
             processors,
             max_ttl_seconds: config::max_ttl_seconds(src)?,
             time_budget: Duration::from_secs(config::parsed(
                 src,
                 "TIME_BUDGET_SECONDS",
-                60u64,
+                d.time_budget.as_secs(),
                 1..=900,
             )?),
-            deadline_margin: config::millis(src, "DEADLINE_MARGIN_MS", 2_000, 0..=60_000)?,
-            idle_poll: config::millis(src, "IDLE_POLL_MS", 250, 10..=10_000)?,
-            pause_poll: config::millis(src, "PAUSE_POLL_MS", 5_000, 100..=60_000)?,
-            max_attempts: config::parsed(src, "MAX_ATTEMPTS", 3u32, 1..=100)?,
+            deadline_margin: config::millis(
+                src,
+                "DEADLINE_MARGIN_MS",
+                ms(d.deadline_margin),
+                0..=60_000,
+            )?,
+            idle_poll: config::millis(src, "IDLE_POLL_MS", ms(d.idle_poll), 10..=10_000)?,
+            linger: config::millis(src, "LINGER_MS", ms(d.linger), 0..=60_000)?,
+            pause_poll: config::millis(src, "PAUSE_POLL_MS", ms(d.pause_poll), 100..=60_000)?,
+            max_attempts: config::parsed(src, "MAX_ATTEMPTS", d.max_attempts, 1..=100)?,
             retry: RetryPolicy {
                 base: Duration::from_secs(config::parsed(
                     src,
                     "RETRY_BACKOFF_SECONDS",
-                    10u64,
+                    d.retry.base.as_secs(),
                     0..=3600,
                 )?),
             },
             rate_limit,
-            lease_margin: config::millis(src, "LEASE_MARGIN_MS", 2_000, 0..=60_000)?,
-            order: config::value(src, "SELECTION_ORDER", Order::Lifo)?,
+            lease_margin: config::millis(src, "LEASE_MARGIN_MS", ms(d.lease_margin), 0..=60_000)?,
+            order: config::value(src, "SELECTION_ORDER", d.order)?,
+            ..d
         })
     }
 }

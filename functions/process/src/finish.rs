@@ -21,10 +21,18 @@ pub(crate) struct FinishPolicy {
 pub(crate) async fn run_and_finish<R: TaskRunner>(
     store: Store,
     runner: Arc<R>,
-    task: Task,
+    mut task: Task,
     policy: FinishPolicy,
 ) -> Finished {
-    let outcome = runner.run(&task).await;
+    // The payload, read once, if it lives in its own item: a task never
+    // runs without it.
+    let outcome = match store.load_payload(&mut task).await {
+        Ok(()) => runner.run(&task).await,
+        Err(StoreError::Payload { reason, .. }) => {
+            RunOutcome::Failure(format!("payload: {reason}"))
+        }
+        Err(e) => RunOutcome::RetryLater(format!("payload unreadable: {}", Chain(&e))),
+    };
     let max_attempts = policy.max_attempts;
     let now = now_ms();
     // When a task put back may be claimed again (0: at once).

@@ -63,38 +63,43 @@ pub struct Wake {
     pub groups: Vec<u32>,
 }
 
-/// [`wake_in`] for the event as the runtime hands it over.
-pub fn wake_in_raw(event: &serde_json::value::RawValue) -> Result<Wake, ProcessError> {
-    let event = lifo_core::event::parse(event)
-        .map_err(|e| ProcessError::Malformed(format!("the event is {e}")))?;
-    wake_in(event)
-}
-
-/// Checks that `event` is an SNS event and reads its wake-ups. Any wake-up
-/// means "look"; one that names a shard group (a [`Wakeup`] with `group`)
-/// says where.
-pub fn wake_in(event: serde_json::Value) -> Result<Wake, ProcessError> {
-    let sns: aws_lambda_events::sns::SnsEvent =
-        serde_json::from_value(event).map_err(|e| ProcessError::Malformed(e.to_string()))?;
-    let mut groups = Vec::new();
-    for r in &sns.records {
-        if let Some(g) = serde_json::from_str::<Wakeup>(&r.sns.message)
-            .ok()
-            .and_then(|w| w.group)
-            && !groups.contains(&g)
-        {
-            groups.push(g);
+impl Wake {
+    /// One wake-up naming no group (the sweep's, a test's).
+    pub fn one() -> Self {
+        Self {
+            records: 1,
+            groups: Vec::new(),
         }
     }
-    Ok(Wake {
-        records: sns.records.len(),
-        groups,
-    })
-}
 
-/// How many wake-ups `event` carries (see [`wake_in`]).
-pub fn wakeups_in(event: serde_json::Value) -> Result<usize, ProcessError> {
-    wake_in(event).map(|w| w.records)
+    /// [`Wake::parse`] for the event as the runtime hands it over.
+    pub fn parse_raw(event: &serde_json::value::RawValue) -> Result<Self, ProcessError> {
+        let event = lifo_core::event::parse(event)
+            .map_err(|e| ProcessError::Malformed(format!("the event is {e}")))?;
+        Self::parse(event)
+    }
+
+    /// Checks that `event` is an SNS event and reads its wake-ups. Any
+    /// wake-up means "look"; one that names a shard group (a [`Wakeup`]
+    /// with `group`) says where.
+    pub fn parse(event: serde_json::Value) -> Result<Self, ProcessError> {
+        let sns: aws_lambda_events::sns::SnsEvent =
+            serde_json::from_value(event).map_err(|e| ProcessError::Malformed(e.to_string()))?;
+        let mut groups = Vec::new();
+        for r in &sns.records {
+            if let Some(g) = serde_json::from_str::<Wakeup>(&r.sns.message)
+                .ok()
+                .and_then(|w| w.group)
+                && !groups.contains(&g)
+            {
+                groups.push(g);
+            }
+        }
+        Ok(Self {
+            records: sns.records.len(),
+            groups,
+        })
+    }
 }
 
 impl From<ProcessError> for lambda_runtime::Diagnostic {
@@ -230,21 +235,9 @@ impl<R: TaskRunner> Processor<R> {
         Ok(heads.iter().any(|(head, _)| !head.is_empty()))
     }
 
-    /// Runs one invocation woken by `wakeups` records, naming no group.
+    /// Runs one invocation woken by `wake` ([`Wake::parse`]); `deadline`
+    /// is the invocation deadline.
     pub async fn handle(
-        &self,
-        wakeups: usize,
-        deadline: SystemTime,
-    ) -> Result<ProcessReport, ProcessError> {
-        let wake = Wake {
-            records: wakeups,
-            groups: Vec::new(),
-        };
-        self.handle_wake(&wake, deadline).await
-    }
-
-    /// Runs one invocation. `deadline` is the invocation deadline.
-    pub async fn handle_wake(
         &self,
         wake: &Wake,
         deadline: SystemTime,
@@ -402,6 +395,8 @@ impl<R: TaskRunner> Processor<R> {
             owner: Arc::clone(&assignment.owner),
         };
         let mut control_read = Instant::now();
+        // When there last was work: a candidate found, or a task running.
+        let mut last_work = Instant::now();
         loop {
             if report.stop == StopReason::Paused {
                 return Ok(());
@@ -462,9 +457,22 @@ impl<R: TaskRunner> Processor<R> {
             .await?;
             if candidates.is_empty() {
                 if running.is_empty() {
-                    report.stop = StopReason::Empty;
-                    return Ok(());
+                    // Nothing to claim and nothing runs: look a little
+                    // longer (a task announced a moment ago may not be in
+                    // the index yet), then end.
+                    if last_work.elapsed() >= self.config.linger {
+                        report.stop = StopReason::Empty;
+                        return Ok(());
+                    }
+                    tokio::time::sleep(
+                        self.config
+                            .idle_poll
+                            .min(stop_claiming_at.saturating_duration_since(Instant::now())),
+                    )
+                    .await;
+                    continue;
                 }
+                last_work = Instant::now();
                 claims::wait_for_one(
                     state,
                     report,
@@ -475,6 +483,7 @@ impl<R: TaskRunner> Processor<R> {
                 .await;
                 continue;
             }
+            last_work = Instant::now();
             let sent_at = now_ms();
             for c in candidates {
                 state.seq += 1;

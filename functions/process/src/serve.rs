@@ -27,7 +27,7 @@
 //! ```
 
 use crate::runner::TaskRunner;
-use crate::{ProcessConfig, Processor, wake_in_raw};
+use crate::{ProcessConfig, Processor, Wake};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::{ConfigError, Env};
 use lifo_core::event::RawEvent;
@@ -58,8 +58,8 @@ where
     let processor = Processor::new(store, tail, runner, config);
     let processor = &processor;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
-        let wake = wake_in_raw(&event.payload)?;
-        processor.handle_wake(&wake, event.context.deadline()).await
+        let wake = Wake::parse_raw(&event.payload)?;
+        processor.handle(&wake, event.context.deadline()).await
     }))
     .await
 }

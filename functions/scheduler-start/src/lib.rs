@@ -55,7 +55,7 @@ impl SchedulerConfig {
             default_ttl_seconds: config::task_ttl_seconds(src, config::max_ttl_seconds(src)?)?,
             retention_seconds: config::retention_seconds(src)?,
             deadline_margin: config::millis(src, "DEADLINE_MARGIN_MS", 5_000, 0..=120_000)?,
-            processors: config::parsed(src, "PROCESSOR_COUNT", 1u32, 1..=32)?,
+            processors: config::processor_count(src)?,
         })
     }
 }

@@ -20,12 +20,7 @@ async fn main() -> Result<(), Error> {
     let store = Store::new(aws_sdk_dynamodb::Client::new(&aws), table);
     let trigger = Trigger::new(Notifier::new(aws_sdk_sns::Client::new(&aws), topic))
         .with_sweep(Sweep::from_source(store, &Env)?)
-        .with_processors(lifo_core::config::parsed(
-            &Env,
-            "PROCESSOR_COUNT",
-            1u32,
-            1..=32,
-        )?);
+        .with_processors(lifo_core::config::processor_count(&Env)?);
     let trigger = &trigger;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
         trigger.handle_raw(&event.payload).await

@@ -10,13 +10,11 @@
 //!   backlog.
 
 use super::{Bench, BenchArgs, Part, Row};
-use lifo_core::{Notifier, Op, Order, Task, now_ms};
+use lifo_core::{Op, Order, Task, now_ms};
 use lifo_local::LocalStack;
-use process::runner::SimulatedRunner;
-use process::{ProcessConfig, Processor};
+use process::ProcessConfig;
 use serde_json::json;
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Instant;
 
 /// Live tasks run per measurement: enough that one query more or less (a
 /// refill falling on either side of a second) moves the figure by 0.005
@@ -101,25 +99,11 @@ async fn measure(backlog: usize, latency_ms: u64) -> anyhow::Result<BacklogRow> 
         .collect();
     stack.store().put_new(&live).await?;
     let drain_store = store.with_fresh_meter();
-    let processor = Processor::new(
-        drain_store.clone(),
-        Notifier::new(stack.sns.clone(), &stack.trigger_topic_arn),
-        Arc::new(SimulatedRunner::new(3, Duration::ZERO, 0.0, 0.0)),
-        ProcessConfig {
-            shard_count: 1,
-            time_budget: Duration::from_secs(30),
-            retry: lifo_core::retry::RetryPolicy::default(),
-            ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
-        },
-    );
-    let mut succeeded = 0;
-    for _ in 0..10 {
-        let deadline = SystemTime::now() + Duration::from_secs(60);
-        succeeded += processor.handle(1, deadline).await?.succeeded;
-        if succeeded >= LIVE {
-            break;
-        }
-    }
+    let succeeded = super::drain(&stack, drain_store.clone(), LIVE, |c| ProcessConfig {
+        shard_count: 1,
+        ..c
+    })
+    .await?;
     let read_units_per_success =
         drain_store.meter().spent(Op::Read).units / succeeded.max(1) as f64;
 

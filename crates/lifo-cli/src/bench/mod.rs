@@ -13,7 +13,9 @@
 //!   and without latency in front of DynamoDB Local, against a floor;
 //! - what a shed backlog costs: read units per success, refill latency and
 //!   the sweep's reads with 0, 10k and 100k shed tasks in a shard, and the
-//!   reaper's cost per shed task.
+//!   reaper's cost per shed task;
+//! - write and read units per task against payload size (100 B to 60 KB),
+//!   for each way of storing the payload.
 
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -22,6 +24,7 @@ use std::path::{Path, PathBuf};
 mod backlog;
 mod binaries;
 mod overload;
+mod payload;
 pub mod throughput;
 
 /// The four Lambda binaries.
@@ -38,6 +41,7 @@ pub enum Part {
     RateLimit,
     Throughput,
     ShedBacklog,
+    PayloadCost,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -76,6 +80,13 @@ pub struct BenchArgs {
     /// Throughput: milliseconds added to every DynamoDB request (0: none).
     #[arg(long, value_delimiter = ',', default_value = "0,20", value_parser = clap::value_parser!(u64).range(0..=1000))]
     pub latency_ms: Vec<u64>,
+    /// Throughput: runs of each configuration; the median is reported,
+    /// with the spread of the ratios.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=20))]
+    pub repeat: usize,
+    /// Payload cost: payload sizes (bytes of JSON), each stored three ways.
+    #[arg(long, value_delimiter = ',', default_value = "100,1024,4096,16384,61440", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub payload_bytes: Vec<usize>,
     /// Shed backlog: expired tasks in the shard, per row (the first is the
     /// floor the others are compared with).
     #[arg(long, value_delimiter = ',', default_value = "0,10000,100000", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1_000_000))]
@@ -152,6 +163,43 @@ impl BenchArgs {
     }
 }
 
+/// Runs a processor with an instant three-slot downstream over `store`
+/// until `want` tasks succeeded (at most ten invocations); the successes.
+/// `config` adjusts the stack's own process configuration.
+async fn drain(
+    stack: &lifo_local::LocalStack,
+    store: lifo_core::store::Store,
+    want: usize,
+    config: impl FnOnce(process::ProcessConfig) -> process::ProcessConfig,
+) -> anyhow::Result<usize> {
+    let processor = stack.processor(
+        store,
+        std::sync::Arc::new(process::runner::SimulatedRunner::new(
+            3,
+            std::time::Duration::ZERO,
+            0.0,
+            0.0,
+        )),
+        config(process::ProcessConfig {
+            time_budget: std::time::Duration::from_secs(30),
+            retry: lifo_core::retry::RetryPolicy::default(),
+            ..process::ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
+        }),
+    );
+    let mut succeeded = 0;
+    for _ in 0..10 {
+        let deadline = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        succeeded += processor
+            .handle(&process::Wake::one(), deadline)
+            .await?
+            .succeeded;
+        if succeeded >= want {
+            break;
+        }
+    }
+    Ok(succeeded)
+}
+
 fn secs(ms: u64) -> String {
     format!("{:.2} s", ms as f64 / 1000.0)
 }
@@ -185,6 +233,10 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<Bench> {
             "throughput: the grid of shards × processors × in flight × latency, each with its floor",
         );
         throughput::throughput(args, &mut bench).await?;
+    }
+    if args.wants(Part::PayloadCost) {
+        step("payload cost: write and read units per task against payload size");
+        payload::payload_cost(args, &mut bench).await?;
     }
     if args.wants(Part::ShedBacklog) {
         step("shed backlog: reads per success, refill and sweep with a backlog shed");

@@ -23,6 +23,8 @@ pub(super) fn overload(duration: Duration, ttl_seconds: u64) -> Workload {
         seed: 1,
         rate_limit: None,
         retry: lifo_core::retry::RetryPolicy::default(),
+        through_create: true,
+        linger: None,
     }
 }
 

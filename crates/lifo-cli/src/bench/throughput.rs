@@ -8,7 +8,7 @@
 //! known, at the same latency and parallelism.
 
 use super::{Bench, BenchArgs, Part, Row};
-use lifo_core::{Notifier, Op, Order, Step, Store, Task, TaskStatus, Transition, now_ms};
+use lifo_core::{Op, Order, Step, Store, Task, TaskStatus, Transition, now_ms};
 use lifo_local::LocalStack;
 use lifo_local::latency::LatencyProxy;
 use process::runner::SimulatedRunner;
@@ -39,6 +39,9 @@ pub struct Measured {
     /// Index writes per second on the busiest LIFO shard (claims and
     /// finishes: each rewrites or deletes the task's index entry).
     pub busiest_key_writes_per_s: f64,
+    /// With `--repeat`: every run's ratio to its floor, ascending (this
+    /// row is the median run).
+    pub ratios: Vec<f64>,
 }
 
 impl Measured {
@@ -48,8 +51,17 @@ impl Measured {
 
     /// The row's result, as printed while the grid runs and in the table.
     pub fn summary(&self) -> String {
+        let spread = match self.ratios.as_slice() {
+            [first, .., last] => format!(
+                " (median of {} runs; {:.2}× to {:.2}×)",
+                self.ratios.len(),
+                first,
+                last
+            ),
+            _ => String::new(),
+        };
         format!(
-            "{:.0} tasks/s (floor {:.0}, {:.2}×); {:.2} read, {:.2} write units per task; \
+            "{:.0} tasks/s (floor {:.0}, {:.2}×){spread}; {:.2} read, {:.2} write units per task; \
              busiest index key {:.0} writes/s",
             self.tasks_per_s,
             self.floor_per_s,
@@ -114,9 +126,8 @@ async fn processors(config: Config, tasks: usize) -> anyhow::Result<Measured> {
     ));
     let procs: Vec<Arc<Processor<SimulatedRunner>>> = (0..config.processors)
         .map(|_| {
-            Arc::new(Processor::new(
+            Arc::new(stack.processor(
                 store.clone(),
-                Notifier::new(stack.sns.clone(), &stack.trigger_topic_arn),
                 runner.clone(),
                 ProcessConfig {
                     shard_count: config.shards,
@@ -124,6 +135,7 @@ async fn processors(config: Config, tasks: usize) -> anyhow::Result<Measured> {
                     max_ttl_seconds: 3600,
                     time_budget: Duration::from_secs(600),
                     idle_poll: Duration::from_millis(5),
+                    linger: Duration::ZERO,
                     order: Order::Lifo,
                     ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
                 },
@@ -138,7 +150,7 @@ async fn processors(config: Config, tasks: usize) -> anyhow::Result<Measured> {
                 records: 1,
                 groups: vec![g as u32],
             };
-            p.handle_wake(&wake, SystemTime::now() + Duration::from_secs(900))
+            p.handle(&wake, SystemTime::now() + Duration::from_secs(900))
                 .await
         }
     });
@@ -178,6 +190,7 @@ async fn processors(config: Config, tasks: usize) -> anyhow::Result<Measured> {
         read_units_per_task: meter.spent(Op::Read).units / tasks as f64,
         write_units_per_task: writes / tasks as f64,
         busiest_key_writes_per_s: 2.0 * busiest as f64 / wall,
+        ratios: Vec::new(),
     })
 }
 
@@ -265,6 +278,15 @@ fn flags(
     )
 }
 
+/// ` --repeat N` when more than one run.
+fn repeat(args: &BenchArgs) -> String {
+    if args.repeat > 1 {
+        format!(" --repeat {}", args.repeat)
+    } else {
+        String::new()
+    }
+}
+
 fn list<T: std::fmt::Display>(xs: &[T]) -> String {
     xs.iter().map(T::to_string).collect::<Vec<_>>().join(",")
 }
@@ -285,9 +307,19 @@ pub(super) async fn throughput(args: &BenchArgs, bench: &mut Bench) -> anyhow::R
                         in_flight,
                         latency_ms,
                     };
-                    eprintln!("bench: throughput {config:?}");
-                    let m = measure(config, args.throughput_tasks).await?;
-                    eprintln!("bench:   {}", m.summary());
+                    let mut runs = Vec::new();
+                    for run in 1..=args.repeat {
+                        eprintln!("bench: throughput {config:?}, run {run} of {}", args.repeat);
+                        let m = measure(config, args.throughput_tasks).await?;
+                        eprintln!("bench:   {}", m.summary());
+                        runs.push(m);
+                    }
+                    runs.sort_by(|a, b| a.ratio().total_cmp(&b.ratio()));
+                    let ratios: Vec<f64> = runs.iter().map(Measured::ratio).collect();
+                    let mut m = runs.swap_remove(runs.len() / 2);
+                    if ratios.len() > 1 {
+                        m.ratios = ratios;
+                    }
                     measured.push(m);
                 }
             }
@@ -326,13 +358,13 @@ pub(super) async fn throughput(args: &BenchArgs, bench: &mut Bench) -> anyhow::R
             met: (!targets.is_empty()).then_some(met),
             command: args.command(
                 Part::Throughput,
-                &flags(
+                &(flags(
                     args.throughput_tasks,
                     &c.shards.to_string(),
                     &c.processors.to_string(),
                     &c.in_flight.to_string(),
                     &c.latency_ms.to_string(),
-                ),
+                ) + &repeat(args)),
             ),
         });
     }
@@ -345,11 +377,12 @@ pub(super) async fn throughput(args: &BenchArgs, bench: &mut Bench) -> anyhow::R
             "ratio": m.ratio(), "readUnitsPerTask": m.read_units_per_task,
             "writeUnitsPerTask": m.write_units_per_task,
             "busiestKeyWritesPerSecond": m.busiest_key_writes_per_s,
+            "ratios": m.ratios,
         })).collect::<Vec<_>>()),
     );
     bench.figures.insert(
         "throughputCommand".into(),
-        json!(args.command(Part::Throughput, &grid)),
+        json!(args.command(Part::Throughput, &(grid + &repeat(args)))),
     );
     Ok(())
 }

@@ -16,6 +16,18 @@ pub fn put_if_absent() -> Expr {
     }
 }
 
+/// A redrive's new deletion time for the task's payload item, if it has
+/// one (the condition fails, writing nothing, when the payload is on the
+/// task item).
+pub fn extend_payload(ttl: u64) -> Expr {
+    Expr {
+        main: "SET #ttl = :ttl".to_owned(),
+        condition: "attribute_exists(#taskId)".to_owned(),
+        names: BTreeMap::from([("#ttl", attr::TTL), ("#taskId", attr::TASK_ID)]),
+        values: BTreeMap::from([(":ttl", n(ttl))]),
+    }
+}
+
 /// Condition of an operator's delete (`DeleteItem`): the task the operator
 /// saw (same token), unless it is running under a live lease. On a task
 /// that is gone the condition fails, so nothing is ever recreated.
@@ -106,6 +118,15 @@ pub fn release_group(token: u64) -> Expr {
 mod tests {
     use super::super::testing::*;
     use super::*;
+
+    #[test]
+    fn a_redrive_moves_the_payload_items_deletion_only_if_it_exists() {
+        let e = extend_payload(1_797_000_000);
+        assert_eq!(e.main, "SET #ttl = :ttl");
+        assert_eq!(e.condition, "attribute_exists(#taskId)");
+        assert_eq!(names(&e), "#taskId=taskId #ttl=ttl");
+        assert_eq!(values(&e), ":ttl=N:1797000000");
+    }
 
     #[test]
     fn delete_spares_a_running_task_and_never_recreates_one() {

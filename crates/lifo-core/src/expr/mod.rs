@@ -43,6 +43,8 @@ pub mod attr {
     pub const RETRY_AT: &str = "retryAt";
     pub const CLAIMED_BY: &str = "claimedBy";
     pub const SHED_AT: &str = "shedAt";
+    pub const PAYLOAD: &str = "payload";
+    pub const PAYLOAD_BYTES: &str = "payloadBytes";
 }
 
 /// The sparse LIFO index: hash `lifoShard`, range `claimableAt`, projecting
@@ -269,6 +271,7 @@ mod tests {
             ("due".into(), due_partition("d#1")),
             ("user".into(), user_history("u")),
             ("put".into(), put_if_absent()),
+            ("extend payload".into(), extend_payload(1)),
             ("pause".into(), set_paused(true, "r", NOW)),
             ("nudge".into(), nudge(NOW)),
             ("take group".into(), take_group(NOW, NOW, "o")),

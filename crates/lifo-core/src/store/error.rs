@@ -47,6 +47,9 @@ pub enum StoreError {
     /// The state machine refused the move; nothing was sent.
     #[error(transparent)]
     Illegal(#[from] IllegalTransition),
+    /// A task's payload item is gone or does not decode.
+    #[error("task {task_id}'s payload: {reason}")]
+    Payload { task_id: String, reason: String },
     /// An item that does not parse as a task.
     #[error("task {task_id} is malformed")]
     Malformed {

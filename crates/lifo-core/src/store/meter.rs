@@ -29,6 +29,8 @@ pub enum Op {
     Group,
     /// Sheds: an expired task leaves the LIFO index for the shed index.
     Shed,
+    /// Reads of payload items (a claimed task's payload, once).
+    Payload,
     /// Conditional writes whose condition failed. DynamoDB still charges
     /// them (1 write unit for an item under 1 KB) but returns no
     /// ConsumedCapacity with the error, so the meter books 1 unit each.
@@ -39,7 +41,7 @@ pub enum Op {
 const REJECTED_WRITE_UNITS: f64 = 1.0;
 
 impl Op {
-    pub const ALL: [Op; 10] = [
+    pub const ALL: [Op; 11] = [
         Op::Put,
         Op::Claim,
         Op::Finish,
@@ -49,6 +51,7 @@ impl Op {
         Op::Operate,
         Op::Group,
         Op::Shed,
+        Op::Payload,
         Op::Rejected,
     ];
     fn index(self) -> usize {

@@ -17,6 +17,7 @@ mod failed;
 mod groups;
 mod meter;
 mod operate;
+pub mod payload;
 mod read;
 mod schedule;
 mod shed;
@@ -28,6 +29,7 @@ pub use error::{CancelError, StoreError};
 pub use failed::{Failed, FailedQuery};
 pub use meter::{CapacityMeter, Op, Spent};
 pub use operate::{OperateError, RedriveSettings};
+pub use payload::PayloadPolicy;
 pub use shed::{REAP_MAX_PER_SHARD, REAP_PAGE, Reaped, sheddable};
 pub use write::BATCH_WRITE_MAX;
 
@@ -52,6 +54,8 @@ pub struct Store {
     /// Tasks this store's claim reads shed on their way (for the
     /// invocation's `TasksExpired`); shared by clones.
     shed_by_reads: Arc<std::sync::atomic::AtomicU64>,
+    /// Where new tasks' payloads go (see [`payload`]).
+    payload_policy: PayloadPolicy,
 }
 
 impl Store {
@@ -61,13 +65,20 @@ impl Store {
             table: table.into(),
             meter: Arc::default(),
             shed_by_reads: Arc::default(),
+            payload_policy: PayloadPolicy::default(),
         }
+    }
+
+    /// With `policy` for the payloads of the tasks it writes.
+    pub fn with_payload_policy(mut self, policy: PayloadPolicy) -> Self {
+        self.payload_policy = policy;
+        self
     }
 
     /// A store over the same table and client whose meter (and shed
     /// count) starts at zero: what one part of a run spent, alone.
     pub fn with_fresh_meter(&self) -> Self {
-        Self::new(self.client.clone(), self.table.clone())
+        Self::new(self.client.clone(), self.table.clone()).with_payload_policy(self.payload_policy)
     }
 
     /// Tasks the claim reads of this store (and its clones) have shed so far.

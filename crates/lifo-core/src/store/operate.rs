@@ -65,7 +65,7 @@ fn not_redrivable(t: &Task, now_ms: u64) -> OperateError {
 impl Store {
     /// The task, read strongly consistent, or [`OperateError::NotFound`].
     async fn existing(&self, task_id: &str) -> Result<Task, OperateError> {
-        self.get(task_id)
+        self.get_item(task_id)
             .await?
             .ok_or_else(|| OperateError::NotFound {
                 task_id: task_id.to_owned(),
@@ -104,7 +104,13 @@ impl Store {
             .apply(task_id, Transition::Redrive, task.task_status, &step)
             .await
         {
-            Ok(t) => Ok(t),
+            Ok(t) => {
+                // Its payload item lives as long as the task's new life.
+                if t.payload_bytes.is_some() {
+                    self.extend_payload(task_id, t.ttl).await?;
+                }
+                Ok(t)
+            }
             Err(StoreError::ConditionFailed { current, .. }) => Err(OperateError::Changed {
                 task_id: task_id.to_owned(),
                 status: current.map_or("deleted".to_owned(), |t| t.task_status.to_string()),
@@ -148,7 +154,17 @@ impl Store {
             Ok(out) => {
                 self.meter.record(Op::Operate, out.consumed_capacity());
                 match out.attributes {
-                    Some(old) => Ok(parse_task(old)?),
+                    Some(old) => {
+                        let old = parse_task(old)?;
+                        // The task is gone; then its payload item.
+                        if old.payload_bytes.is_some()
+                            && let Err(e) = self.delete_payload(task_id).await
+                        {
+                            tracing::warn!(event = "payload.orphaned", taskId = %task_id,
+                                error = %crate::error::Chain(&e), "its TTL deletes it");
+                        }
+                        Ok(old)
+                    }
                     None => Err(OperateError::NotFound {
                         task_id: task_id.to_owned(),
                     }),

@@ -9,8 +9,18 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use std::collections::HashMap;
 
 impl Store {
-    /// One task by id (strongly consistent).
+    /// One task by id (strongly consistent), with its payload (read from
+    /// its payload item when it has one).
     pub async fn get(&self, task_id: &str) -> Result<Option<Task>, StoreError> {
+        let Some(mut task) = self.get_item(task_id).await? else {
+            return Ok(None);
+        };
+        self.load_payload(&mut task).await?;
+        Ok(Some(task))
+    }
+
+    /// One task item by id (strongly consistent), without a payload item.
+    pub async fn get_item(&self, task_id: &str) -> Result<Option<Task>, StoreError> {
         let out = self
             .client
             .get_item()

@@ -4,7 +4,7 @@ use super::error::classify;
 use super::{Item, Op, Store, StoreError, backoff};
 use crate::expr;
 use crate::model::Task;
-use aws_sdk_dynamodb::types::{PutRequest, ReturnConsumedCapacity, WriteRequest};
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, ReturnConsumedCapacity, WriteRequest};
 
 /// Largest batch BatchWriteItem accepts.
 pub const BATCH_WRITE_MAX: usize = 25;
@@ -18,51 +18,128 @@ fn to_item(task: &Task) -> Result<Item, StoreError> {
     })
 }
 
+/// A task's item and, when its payload goes to an item of its own, that
+/// item (the task item then carries `payloadBytes` instead of `payload`).
+type Items = (Item, Option<Item>);
+
+fn put(item: Item) -> Result<WriteRequest, StoreError> {
+    let put = PutRequest::builder()
+        .set_item(Some(item))
+        .build()
+        .map_err(|e| StoreError::Other {
+            operation: "BatchWriteItem",
+            source: e.into(),
+        })?;
+    Ok(WriteRequest::builder().put_request(put).build())
+}
+
 impl Store {
+    /// The items that store `task` under this store's payload policy.
+    fn items(&self, task: &Task) -> Result<Items, StoreError> {
+        let payload = self.payload_item(task)?;
+        let mut item = to_item(task)?;
+        if payload.is_some() {
+            item.remove(expr::attr::PAYLOAD);
+            let bytes = serde_json::to_vec(&task.payload).map_or(0, |v| v.len());
+            item.insert(
+                expr::attr::PAYLOAD_BYTES.to_owned(),
+                AttributeValue::N(bytes.to_string()),
+            );
+        }
+        Ok((item, payload))
+    }
+
     /// Writes new tasks whose ids are fresh (generated here), 25 per
-    /// BatchWriteItem; unprocessed items are retried with exponential backoff.
-    /// Returns how many were written. If a batch fails after others were
-    /// written, the error is [`StoreError::PartialWrite`], saying how many.
+    /// BatchWriteItem; unprocessed items are retried with exponential
+    /// backoff. Payload items go first, every one of them before any task
+    /// (a task is never there without its payload). Returns how many tasks
+    /// were written. If a batch fails after others were written, the error
+    /// is [`StoreError::PartialWrite`], saying how many; the payload items
+    /// of the tasks not written are deleted (best effort; else their TTL
+    /// does it).
     pub async fn put_new(&self, tasks: &[Task]) -> Result<usize, StoreError> {
-        let mut written = 0;
-        for chunk in tasks.chunks(BATCH_WRITE_MAX) {
-            let mut requests = Vec::with_capacity(chunk.len());
-            for task in chunk {
-                let put = PutRequest::builder()
-                    .set_item(Some(to_item(task)?))
-                    .build()
-                    .map_err(|e| StoreError::Other {
-                        operation: "BatchWriteItem",
-                        source: e.into(),
-                    })?;
-                requests.push(WriteRequest::builder().put_request(put).build());
+        let items: Vec<Items> = tasks
+            .iter()
+            .map(|t| self.items(t))
+            .collect::<Result<_, _>>()?;
+        let payloads: Vec<Item> = items.iter().filter_map(|(_, p)| p.clone()).collect();
+        for chunk in payloads.chunks(BATCH_WRITE_MAX) {
+            let requests = chunk
+                .iter()
+                .cloned()
+                .map(put)
+                .collect::<Result<Vec<_>, _>>()?;
+            if let Err((e, _)) = self.batch_write(requests).await {
+                self.forget_payloads(tasks.iter()).await;
+                return Err(e);
             }
-            self.batch_write(requests)
-                .await
-                .map_err(|e| match (written, e) {
-                    (0, e) => e,
-                    (written, e) => StoreError::PartialWrite {
+        }
+        let mut written = 0;
+        for (i, chunk) in items.chunks(BATCH_WRITE_MAX).enumerate() {
+            let requests = chunk
+                .iter()
+                .map(|(item, _)| put(item.clone()))
+                .collect::<Result<Vec<_>, _>>()?;
+            if let Err((e, unprocessed)) = self.batch_write(requests).await {
+                // Not written: what this batch left over, and every later batch.
+                let left: std::collections::HashSet<String> = unprocessed
+                    .iter()
+                    .filter_map(|r| r.put_request())
+                    .filter_map(|p| p.item().get(expr::attr::TASK_ID))
+                    .filter_map(|v| v.as_s().ok().cloned())
+                    .collect();
+                let from = (i + 1) * BATCH_WRITE_MAX;
+                let unwritten = tasks[i * BATCH_WRITE_MAX..from.min(tasks.len())]
+                    .iter()
+                    .filter(|t| left.contains(&t.task_id))
+                    .chain(tasks.iter().skip(from));
+                self.forget_payloads(unwritten).await;
+                return Err(match written {
+                    0 => e,
+                    written => StoreError::PartialWrite {
                         written,
                         total: tasks.len(),
                         source: Box::new(e),
                     },
-                })?;
+                });
+            }
             written += chunk.len();
         }
         Ok(written)
     }
 
-    async fn batch_write(&self, mut requests: Vec<WriteRequest>) -> Result<(), StoreError> {
+    /// Deletes the payload items of `tasks` that have one (tasks that were
+    /// not written), logging what could not be deleted.
+    async fn forget_payloads(&self, tasks: impl Iterator<Item = &Task>) {
+        for t in tasks {
+            if matches!(self.payload_item(t), Ok(Some(_)))
+                && let Err(e) = self.delete_payload(&t.task_id).await
+            {
+                tracing::warn!(event = "payload.orphaned", taskId = %t.task_id, error = %crate::error::Chain(&e),
+                    "its TTL deletes it");
+            }
+        }
+    }
+
+    /// One BatchWriteItem of `requests`, retrying unprocessed items; on
+    /// failure, the error and the requests still unprocessed.
+    async fn batch_write(
+        &self,
+        mut requests: Vec<WriteRequest>,
+    ) -> Result<(), (StoreError, Vec<WriteRequest>)> {
         let mut attempt = 0;
         loop {
-            let out = self
+            let out = match self
                 .client
                 .batch_write_item()
-                .request_items(self.table.clone(), requests)
+                .request_items(self.table.clone(), requests.clone())
                 .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
                 .send()
                 .await
-                .map_err(|e| classify("BatchWriteItem", e))?;
+            {
+                Ok(out) => out,
+                Err(e) => return Err((classify("BatchWriteItem", e), requests)),
+            };
             self.meter.record(Op::Put, out.consumed_capacity());
             requests = out
                 .unprocessed_items
@@ -73,20 +150,43 @@ impl Store {
             }
             attempt += 1;
             if attempt > UNPROCESSED_RETRIES {
-                return Err(StoreError::Unprocessed {
-                    operation: "BatchWriteItem",
-                    remaining: requests.len(),
-                    retries: UNPROCESSED_RETRIES,
-                });
+                let remaining = requests.len();
+                return Err((
+                    StoreError::Unprocessed {
+                        operation: "BatchWriteItem",
+                        remaining,
+                        retries: UNPROCESSED_RETRIES,
+                    },
+                    requests,
+                ));
             }
             tokio::time::sleep(backoff(attempt)).await;
         }
     }
 
     /// Writes a task whose id the producer chose, only if no task has that id
-    /// yet. Returns `false` when it already existed (nothing written).
+    /// yet. Returns `false` when it already existed (nothing written). Its
+    /// payload item, if any, goes first, also only if absent: an existing
+    /// one belongs to the existing task (the first create of an id wins).
     pub async fn put_if_absent(&self, task: &Task) -> Result<bool, StoreError> {
-        let item = to_item(task)?;
+        let (item, payload) = self.items(task)?;
+        let wrote_payload = match payload {
+            Some(p) => self.put_absent(p).await?,
+            None => false,
+        };
+        match self.put_absent(item).await {
+            Ok(created) => Ok(created),
+            Err(e) => {
+                if wrote_payload {
+                    self.forget_payloads(std::iter::once(task)).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// A conditional PutItem of `item`: `false` when its key existed.
+    async fn put_absent(&self, item: Item) -> Result<bool, StoreError> {
         let cond = expr::put_if_absent();
         let result = self
             .client

@@ -10,8 +10,8 @@ fn the_wakeup_fixture_parses_and_garbage_is_an_error() {
     );
     let event: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    assert_eq!(wakeups_in(event).unwrap(), 1);
-    let err = wakeups_in(serde_json::json!({"Records": [{"Sns": 3}]})).unwrap_err();
+    assert_eq!(Wake::parse(event).unwrap().records, 1);
+    let err = Wake::parse(serde_json::json!({"Records": [{"Sns": 3}]})).unwrap_err();
     assert!(
         err.to_string().starts_with("malformed SNS event: "),
         "{err}"
@@ -25,7 +25,7 @@ fn a_wakeup_that_names_a_group_is_read() {
     event["Records"][0]["Sns"]["Message"] =
         serde_json::json!(r#"{"source":"trigger","reason":"sweep","at":1,"group":2}"#);
     assert_eq!(
-        wake_in(event).unwrap(),
+        Wake::parse(event).unwrap(),
         Wake {
             records: 1,
             groups: vec![2]

@@ -147,6 +147,7 @@ fn processor_with(
         time_budget: budget,
         deadline_margin: Duration::from_millis(10),
         idle_poll: Duration::from_millis(10),
+        linger: Duration::ZERO,
         pause_poll: Duration::from_millis(20),
         retry: lifo_core::retry::RetryPolicy::default(),
         rate_limit: None,
@@ -174,7 +175,7 @@ async fn claims_newest_runs_and_stops_on_an_empty_queue() {
     let (claim, finish) = updates();
     let sns = publish();
     let report = processor(&[&query, &claim, &finish], &sns, Duration::from_secs(10))
-        .handle(1, deadline())
+        .handle(&crate::Wake::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.claimed, vec!["b", "a"]);
@@ -206,7 +207,7 @@ async fn a_lost_claim_is_a_conflict_not_an_error() {
     });
     let sns = publish();
     let report = processor(&[&query, &lost], &sns, Duration::from_secs(10))
-        .handle(1, deadline())
+        .handle(&crate::Wake::one(), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -237,7 +238,7 @@ async fn items_with_unknown_status_are_skipped_not_retried_forever() {
     });
     let sns = publish();
     let report = processor(&[&query, &odd], &sns, Duration::from_secs(10))
-        .handle(1, deadline())
+        .handle(&crate::Wake::one(), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -302,7 +303,7 @@ async fn an_expired_lease_is_reclaimed_while_attempts_remain_and_abandoned_after
         &sns,
         Duration::from_secs(10),
     )
-    .handle(1, deadline())
+    .handle(&crate::Wake::one(), deadline())
     .await
     .unwrap();
     assert_eq!(report.claimed, vec!["again"]);
@@ -331,7 +332,7 @@ async fn a_stale_finish_is_rejected_and_counted() {
         });
     let sns = publish();
     let report = processor(&[&query, &claim, &newer], &sns, Duration::from_secs(10))
-        .handle(1, deadline())
+        .handle(&crate::Wake::one(), deadline())
         .await
         .unwrap();
     assert_eq!((report.succeeded, report.stale_rejected), (0, 1));
@@ -347,7 +348,7 @@ async fn a_failed_query_is_an_error_not_an_empty_queue() {
     });
     let sns = publish();
     let err = processor(&[&query], &sns, Duration::from_secs(10))
-        .handle(1, deadline())
+        .handle(&crate::Wake::one(), deadline())
         .await
         .unwrap_err();
     assert!(
@@ -374,7 +375,7 @@ async fn work_left_at_the_end_of_the_budget_is_tail_called() {
     let (claim, finish) = updates();
     let sns = publish();
     let report = processor(&[&query, &claim, &finish], &sns, Duration::from_millis(60))
-        .handle(1, deadline())
+        .handle(&crate::Wake::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.stop, StopReason::Budget);
@@ -397,7 +398,10 @@ async fn never_claims_past_the_deadline() {
     // loop): an error that says why, so Lambda retries once and the
     // processor-errors alarm fires.
     let err = processor(&[&query], &sns, Duration::from_secs(60))
-        .handle(1, SystemTime::now() + Duration::from_millis(5))
+        .handle(
+            &crate::Wake::one(),
+            SystemTime::now() + Duration::from_millis(5),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, ProcessError::NoTimeToRun { .. }), "{err}");
@@ -432,7 +436,7 @@ async fn the_claims_of_one_refill_carry_one_start_time() {
     let (_, finish) = updates();
     let sns = publish();
     let report = processor(&[&query, &claim, &finish], &sns, Duration::from_secs(10))
-        .handle(1, deadline())
+        .handle(&crate::Wake::one(), deadline())
         .await
         .unwrap();
     // Two slots, two tasks: one refill.
@@ -480,7 +484,7 @@ async fn a_claim_whose_answer_was_lost_is_run_only_if_it_names_this_invocation()
     let ours = lost_answer(None);
     let sns = publish();
     let report = processor(&[&query, &ours, &finish], &sns, Duration::from_secs(10))
-        .handle(1, deadline())
+        .handle(&crate::Wake::one(), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -493,7 +497,7 @@ async fn a_claim_whose_answer_was_lost_is_run_only_if_it_names_this_invocation()
     let (_, finish) = updates();
     let theirs = lost_answer(Some("process-other"));
     let report = processor(&[&query, &theirs, &finish], &sns, Duration::from_secs(10))
-        .handle(1, deadline())
+        .handle(&crate::Wake::one(), deadline())
         .await
         .unwrap();
     assert_eq!(

@@ -1,0 +1,212 @@
+//! `lifo simulate --load …`: freshness at every load, through the local
+//! pipeline with AWS's timings and the template's settings
+//! ([`lifo_local::aws`]): the same downstream (the simulate flags'), four
+//! arrival patterns.
+//!
+//! - **light**: one task every 5 s on average (Poisson), for `--light-seconds`;
+//! - **steady**: half the downstream's capacity, for 120 s;
+//! - **overload**: twice its capacity, for 40 s (the demo);
+//! - **burst**: 200 tasks within one second into an idle queue (nothing
+//!   running, no warm instance: a fresh stack is what ten idle minutes
+//!   leave), timed to the first and the last start.
+//!
+//! Each row: age at start p50/p95/p99 and the longest, over the tasks that
+//! started while tasks kept arriving (as the demo counts them: a LIFO
+//! queue's drain runs the old tasks it still can, by design), and over
+//! every start for the burst; the burst's first and last start; and what
+//! the wiring cost per task: SNS publishes, process and trigger
+//! invocations, throttled attempts.
+
+use crate::simulate::SimulateArgs;
+use anyhow::Context as _;
+use lifo_core::Order;
+use lifo_local::report::percentile;
+use lifo_local::simulate::{self, Outcome};
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// An arrival pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Load {
+    Light,
+    Steady,
+    Overload,
+    Burst,
+}
+
+impl Load {
+    pub const ALL: [Load; 4] = [Load::Light, Load::Steady, Load::Overload, Load::Burst];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Light => "light",
+            Self::Steady => "steady",
+            Self::Overload => "overload",
+            Self::Burst => "burst",
+        }
+    }
+
+    /// This pattern's arrivals (offsets from the start), over `base`'s
+    /// downstream.
+    fn arrivals(
+        self,
+        base: &simulate::Workload,
+        light_seconds: u64,
+    ) -> (simulate::Workload, Vec<Duration>) {
+        let capacity = base.capacity_per_second();
+        let mut w = base.clone();
+        match self {
+            Self::Light => {
+                w.rate = 0.2;
+                w.duration = Duration::from_secs(light_seconds);
+            }
+            Self::Steady => {
+                w.rate = capacity / 2.0;
+                w.duration = Duration::from_secs(120);
+            }
+            Self::Overload => {
+                w.rate = capacity * 2.0;
+                w.duration = Duration::from_secs(40);
+            }
+            Self::Burst => {
+                w.rate = 200.0;
+                w.duration = Duration::from_secs(1);
+                let arrivals = (0..200).map(|i| Duration::from_millis(i * 5)).collect();
+                return (w, arrivals);
+            }
+        }
+        let arrivals = w.arrivals();
+        (w, arrivals)
+    }
+}
+
+/// One pattern's figures.
+#[derive(Debug, Clone)]
+pub struct LoadRow {
+    pub load: Load,
+    pub outcome: Outcome,
+    /// p50, p95, p99 and the longest age at start over every start (ms).
+    pub ages_ms: [u64; 4],
+    /// From the first arrival to the first and to the last start (ms).
+    pub first_start_ms: u64,
+    pub last_start_ms: u64,
+}
+
+impl LoadRow {
+    fn of(load: Load, outcome: Outcome, first_arrival: Duration) -> Self {
+        let arriving = outcome.workload.duration.as_secs_f64();
+        let mut ages: Vec<u64> = outcome
+            .starts
+            .iter()
+            .filter(|s| load == Load::Burst || s.at_s <= arriving)
+            .map(|s| s.age_ms)
+            .collect();
+        ages.sort_unstable();
+        let [p50, p95, p99] = [50.0, 95.0, 99.0].map(|p| percentile(&ages, p));
+        let max = ages.last().copied().unwrap_or(0);
+        let from_first =
+            |at_s: f64| ((at_s - first_arrival.as_secs_f64()).max(0.0) * 1000.0) as u64;
+        let first_start_ms = outcome.starts.first().map_or(0, |s| from_first(s.at_s));
+        let last_start_ms = outcome.starts.last().map_or(0, |s| from_first(s.at_s));
+        Self {
+            load,
+            outcome,
+            ages_ms: [p50, p95, p99, max],
+            first_start_ms,
+            last_start_ms,
+        }
+    }
+
+    fn per_task(&self, n: usize) -> f64 {
+        n as f64 / self.outcome.created.max(1) as f64
+    }
+}
+
+/// Runs each of `loads` on a fresh stack.
+pub async fn run(args: &SimulateArgs, shards: u32, loads: &[Load]) -> anyhow::Result<Vec<LoadRow>> {
+    let base = args.workload(shards)?;
+    let mut rows = Vec::new();
+    for load in loads {
+        let (workload, arrivals) = load.arrivals(&base, args.light_seconds);
+        eprintln!(
+            "load {}: {} arrivals over {} s into {:.1} tasks/s",
+            load.name(),
+            arrivals.len(),
+            workload.duration.as_secs(),
+            workload.capacity_per_second()
+        );
+        let outcome = simulate::run(&workload, Order::Lifo, &arrivals, &mut |_| {})
+            .await
+            .with_context(|| format!("the {} load", load.name()))?;
+        let first = arrivals.first().copied().unwrap_or_default();
+        rows.push(LoadRow::of(*load, outcome, first));
+    }
+    Ok(rows)
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.2} s", ms as f64 / 1000.0)
+}
+
+/// The table (Markdown).
+pub fn table(rows: &[LoadRow]) -> String {
+    let mut out = String::from(
+        "| load | tasks | started | shed | age at start p50 | p95 | p99 | longest | first / last start | SNS publishes / task | process invocations / task | trigger invocations / task | throttled attempts / task |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n",
+    );
+    for r in rows {
+        let [p50, p95, p99, max] = r.ages_ms;
+        let o = &r.outcome;
+        let burst = if r.load == Load::Burst {
+            format!("{} / {}", secs(r.first_start_ms), secs(r.last_start_ms))
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {burst} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            r.load.name(),
+            o.created,
+            o.starts.len(),
+            o.shed,
+            secs(p50),
+            secs(p95),
+            secs(p99),
+            secs(max),
+            r.per_task(o.pipeline.published),
+            r.per_task(o.pipeline.process_invocations),
+            r.per_task(o.pipeline.trigger_invocations),
+            r.per_task(o.pipeline.throttles),
+        );
+    }
+    out
+}
+
+pub fn json(rows: &[LoadRow]) -> Value {
+    Value::Array(
+        rows.iter()
+            .map(|r| {
+                let [p50, p95, p99, max] = r.ages_ms;
+                let o = &r.outcome;
+                json!({
+                    "load": r.load.name(),
+                    "created": o.created,
+                    "started": o.starts.len(),
+                    "shed": o.shed,
+                    "ageAtStartMs": {"p50": p50, "p95": p95, "p99": p99, "max": max},
+                    "firstStartMs": r.first_start_ms,
+                    "lastStartMs": r.last_start_ms,
+                    "snsPublishesPerTask": r.per_task(o.pipeline.published),
+                    "processInvocationsPerTask": r.per_task(o.pipeline.process_invocations),
+                    "triggerInvocationsPerTask": r.per_task(o.pipeline.trigger_invocations),
+                    "throttlesPerTask": r.per_task(o.pipeline.throttles),
+                    "deadLettered": o.pipeline.dead_lettered,
+                    "dropped": o.pipeline.dropped,
+                    "sweeps": o.pipeline.sweeps,
+                    "writeUnitsPerSuccessfulTask": o.write_units_per_successful_task,
+                })
+            })
+            .collect(),
+    )
+}
