@@ -17,7 +17,6 @@
 //! the wiring cost per task: SNS publishes, process and trigger
 //! invocations, throttled attempts.
 
-use crate::simulate::SimulateArgs;
 use anyhow::Context as _;
 use lifo_core::Order;
 use lifo_local::report::percentile;
@@ -124,11 +123,14 @@ impl LoadRow {
 }
 
 /// Runs each of `loads` on a fresh stack.
-pub async fn run(args: &SimulateArgs, shards: u32, loads: &[Load]) -> anyhow::Result<Vec<LoadRow>> {
-    let base = args.workload(shards)?;
+pub async fn run(
+    base: simulate::Workload,
+    light_seconds: u64,
+    loads: &[Load],
+) -> anyhow::Result<Vec<LoadRow>> {
     let mut rows = Vec::new();
     for load in loads {
-        let (workload, arrivals) = load.arrivals(&base, args.light_seconds);
+        let (workload, arrivals) = load.arrivals(&base, light_seconds);
         eprintln!(
             "load {}: {} arrivals over {} s into {:.1} tasks/s",
             load.name(),

@@ -22,6 +22,8 @@ pub struct UpOptions {
     pub retry_backoff: Duration,
     /// Serve the console (`lifo ui`) on this address.
     pub ui: Option<std::net::SocketAddr>,
+    /// Serve the HTTP API (the `api` function's router) on this address.
+    pub api: Option<std::net::SocketAddr>,
 }
 
 /// Starts the local stack and the pipeline, prints the endpoints, and
@@ -101,32 +103,57 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         "scheduler-start runs every {} s (in AWS: hourly, 00:00-05:00 UTC).",
         options.scheduler_every.as_secs()
     );
+    let param = |name: &str| -> anyhow::Result<u64> {
+        stack
+            .template
+            .parameter_default(name)?
+            .parse()
+            .with_context(|| format!("template parameter {name}"))
+    };
+    let settings = lifo_ops::Settings {
+        shards,
+        due_shards: u32::try_from(param("DueShardCount")?).context("DueShardCount")?,
+        max_ttl_seconds: max_ttl,
+        task_ttl_seconds: param("TaskTtlSeconds")?,
+        retention_seconds: param("RetentionSeconds")?,
+    };
+    // Tasks created over the console or the API wake the processor as
+    // create's do in AWS.
+    let creator = stack.creator(
+        store.clone(),
+        lifo_ops::queue::create_config(&store, &settings),
+        1,
+    );
+    let queue = lifo_ops::Queue::new(store.clone(), settings).with_producer(Arc::new(creator));
     let console = match options.ui {
         Some(listen) => {
-            let param = |name: &str| -> anyhow::Result<u64> {
-                stack
-                    .template
-                    .parameter_default(name)?
-                    .parse()
-                    .with_context(|| format!("template parameter {name}"))
-            };
-            let target = crate::Target {
-                store: store.clone(),
-                shards,
-                due_shards: u32::try_from(param("DueShardCount")?).context("DueShardCount")?,
-                max_ttl_seconds: max_ttl,
-                task_ttl_seconds: param("TaskTtlSeconds")?,
-                retention_seconds: param("RetentionSeconds")?,
-                create_function: None,
-            };
-            let args = crate::ui::UiArgs {
+            let args = crate::ui::console::UiArgs {
                 listen,
                 read_only: false,
             };
-            let console =
-                crate::ui::start(target, &args, crate::ui::FreshnessSource::Table).await?;
+            let console = crate::ui::start(
+                queue.clone(),
+                &args,
+                crate::ui::console::FreshnessSource::Table,
+            )
+            .await?;
             println!("console         {}", console.url);
             Some(console)
+        }
+        None => None,
+    };
+    let api = match options.api {
+        Some(listen) => {
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("binding the HTTP API to {listen}"))?;
+            println!("HTTP API        http://{}", listener.local_addr()?);
+            let app = api::router(Arc::new(api::Api {
+                queue: queue.clone(),
+            }));
+            Some(tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            }))
         }
         None => None,
     };
@@ -134,6 +161,9 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
     lifo_local::interrupted().await;
     if let Some(console) = console {
         console.stop().await;
+    }
+    if let Some(api) = api {
+        api.abort();
     }
     pipeline.stop().await;
     println!("stopped");

@@ -1,7 +1,8 @@
 //! `lifo`: see `lifo --help`.
 
 use clap::Parser;
-use lifo_cli::{Cli, Command, connect, run};
+use lifo_cli::cli::{Cli, Command, LocalCommand, run};
+use lifo_cli::connect::connect;
 use std::time::Duration;
 
 #[tokio::main]
@@ -14,15 +15,18 @@ async fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Local(lifo_cli::LocalCommand::Up {
+        Command::Local(LocalCommand::Up {
             scheduler_every,
             data_dir,
             process_timeout,
             pacing,
             ui,
             ui_listen,
+            api,
+            api_listen,
         }) => lifo_cli::local::up(lifo_cli::local::UpOptions {
             ui: ui.then_some(*ui_listen),
+            api: api.then_some(*api_listen),
             shards: cli.shards,
             scheduler_every: Duration::from_secs(*scheduler_every),
             data_dir: data_dir.clone(),
@@ -44,12 +48,12 @@ async fn main() -> std::process::ExitCode {
                 _ = lifo_local::interrupted() => Err(anyhow::anyhow!("interrupted; the local servers are stopped")),
             }
         }
-        Command::Ui(args) => match connect(&cli).await {
-            Ok(target) => serve_console(&cli, target, args).await.map(|()| None),
+        Command::Ui(args) => match connect(&cli.connection()).await {
+            Ok(queue) => serve_console(&cli, queue, args).await.map(|()| None),
             Err(e) => Err(e.into()),
         },
-        _ => match connect(&cli).await {
-            Ok(target) => run(&cli, &target).await.map(Some).map_err(Into::into),
+        _ => match connect(&cli.connection()).await {
+            Ok(queue) => run(&cli, &queue).await.map(Some).map_err(Into::into),
             Err(e) => Err(e.into()),
         },
     };
@@ -71,11 +75,11 @@ async fn main() -> std::process::ExitCode {
 /// `lifo ui`: serves until Ctrl-C.
 async fn serve_console(
     cli: &Cli,
-    target: lifo_cli::Target,
-    args: &lifo_cli::ui::UiArgs,
+    queue: lifo_ops::Queue,
+    args: &lifo_cli::ui::console::UiArgs,
 ) -> anyhow::Result<()> {
-    let freshness = lifo_cli::target::freshness_source(cli).await;
-    let console = lifo_cli::ui::start(target, args, freshness).await?;
+    let freshness = lifo_cli::ui::console::source(&cli.connection()).await;
+    let console = lifo_cli::ui::start(queue, args, freshness).await?;
     println!("console         {}", console.url);
     println!("Ctrl-C stops it.");
     lifo_local::interrupted().await;

@@ -72,7 +72,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "target/lifo-simulate.svg")]
     pub plot: PathBuf,
     #[command(flatten)]
-    pub pacing: crate::Pacing,
+    pub pacing: crate::pacing::Pacing,
 }
 
 impl SimulateArgs {
@@ -240,7 +240,8 @@ pub fn json(outcomes: &[Outcome]) -> Value {
 pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow::Result<String> {
     if !args.load.is_empty() {
         args.check()?;
-        let rows = crate::loads::run(args, shards, &args.load).await?;
+        let rows =
+            crate::loads::run(args.workload(shards)?, args.light_seconds, &args.load).await?;
         return Ok(if as_json {
             crate::loads::json(&rows).to_string()
         } else {

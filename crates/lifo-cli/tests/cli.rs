@@ -4,7 +4,7 @@ mod common;
 use common::*;
 
 use clap::CommandFactory;
-use lifo_cli::Cli;
+use lifo_cli::cli::Cli;
 use lifo_tests::{Harness, deadline};
 use std::sync::Arc;
 use std::time::Duration;

@@ -255,7 +255,7 @@ async fn bad_input_is_one_precise_error_and_writes_nothing() {
     );
     assert_eq!(
         lifo(&h, &["--json", "tasks", "delete", &id]).await.unwrap(),
-        serde_json::json!({"deleted": [id]}).to_string()
+        serde_json::json!({"done": [id], "refused": []}).to_string()
     );
     // Clap refuses what makes no sense, naming the flag.
     let err = lifo(&h, &["tasks", "list"]).await.unwrap_err();

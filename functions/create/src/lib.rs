@@ -592,7 +592,7 @@ fn parse_date(text: &str) -> Result<chrono::NaiveDate, String> {
 /// A producer-supplied id: 1 to 128 characters from `A-Z a-z 0-9 - _ . : / @`,
 /// not only dots (`.` and `..` are path segments a browser or an HTTP
 /// client resolves away, so no URL could name such a task).
-fn check_task_id(id: &str) -> Result<(), String> {
+pub fn check_task_id(id: &str) -> Result<(), String> {
     if id.is_empty() {
         return Err("must not be empty".into());
     }

@@ -9,7 +9,7 @@
 //!   and the read units of one sweep run; each against the row without a
 //!   backlog.
 
-use super::{Bench, BenchArgs, Part, Row};
+use super::part::{Bench, BenchArgs, Part, Row};
 use lifo_core::{Op, Order, Task, now_ms};
 use lifo_local::LocalStack;
 use process::ProcessConfig;
@@ -99,7 +99,7 @@ async fn measure(backlog: usize, latency_ms: u64) -> anyhow::Result<BacklogRow> 
         .collect();
     stack.store().put_new(&live).await?;
     let drain_store = store.with_fresh_meter();
-    let succeeded = super::drain(&stack, drain_store.clone(), LIVE, |c| ProcessConfig {
+    let succeeded = super::part::drain(&stack, drain_store.clone(), LIVE, |c| ProcessConfig {
         shard_count: 1,
         ..c
     })

@@ -1,7 +1,7 @@
 //! The measures that run the release Lambda binaries: CPU and memory of
 //! process, cold starts, sizes.
 
-use super::{Bench, BenchArgs, FUNCTIONS, Part, Row};
+use super::part::{Bench, BenchArgs, FUNCTIONS, Part, Row};
 use anyhow::Context as _;
 use lifo_core::{Task, now_ms};
 use lifo_local::LocalStack;

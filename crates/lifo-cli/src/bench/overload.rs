@@ -1,7 +1,7 @@
 //! The measures that run a workload through the local pipeline: write
 //! units, freshness (LIFO vs FIFO), the rate limit.
 
-use super::{Bench, BenchArgs, Part, Row, secs};
+use super::part::{Bench, BenchArgs, Part, Row, secs};
 use anyhow::Context as _;
 use lifo_core::Order;
 use lifo_local::report::percentile;

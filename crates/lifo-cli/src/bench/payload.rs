@@ -6,7 +6,7 @@
 //! [`lifo_core::store::PayloadPolicy`]). Against the floor: 5 write units
 //! for the task's moves plus ⌈payload / 1 KB⌉ to store the payload once.
 
-use super::{Bench, BenchArgs, Part, Row};
+use super::part::{Bench, BenchArgs, Part, Row};
 use create::{CreateConfig, Creator};
 use lifo_core::store::{Op, PayloadPolicy};
 use lifo_local::LocalStack;
@@ -67,7 +67,7 @@ async fn measure(
         })
         .collect();
     creator.handle(json!({ "tasks": tasks })).await?;
-    let succeeded = super::drain(&stack, store.clone(), TASKS, |c| ProcessConfig {
+    let succeeded = super::part::drain(&stack, store.clone(), TASKS, |c| ProcessConfig {
         linger: Duration::ZERO,
         ..c
     })

@@ -7,7 +7,7 @@
 //! same claim and finish requests (and one query per refill) with the ids
 //! known, at the same latency and parallelism.
 
-use super::{Bench, BenchArgs, Part, Row};
+use super::part::{Bench, BenchArgs, Part, Row};
 use lifo_core::{Op, Order, Step, Store, Task, TaskStatus, Transition, now_ms};
 use lifo_local::LocalStack;
 use lifo_local::latency::LatencyProxy;

@@ -1,19 +1,22 @@
-//! The console's actions: each runs the CLI's own command (`tasks::run`,
-//! `queue::set`) with the page's inputs, so there is one implementation of
-//! every move, then redirects to a page that shows what it did (post,
-//! redirect, get). The guard has checked the token, the Host and the
+//! The console's actions: each calls the operation the CLI and the HTTP
+//! API call (`lifo-ops`) with the page's inputs, so there is one
+//! implementation of every move, then redirects to a page that shows what
+//! it did (post, redirect, get). The guard has checked the token, the Host and the
 //! Origin; the form's CSRF token is checked here.
 
-use super::Console;
-use super::pages::{PageError, Shared, task_path};
-use crate::tasks::Since;
-use crate::{CliError, RetryArgs, TasksCommand, queue, tasks};
+use super::console::{Console, PageError, Shared};
+use super::pages::task_path;
 use axum::extract::{Form, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use lifo_core::since::Since;
+use lifo_ops::OpsError;
+use lifo_ops::retry::{Retry, Selection};
+use lifo_ops::tasks::FailedFilter;
 use serde::Deserialize;
 
-/// Most failed tasks one click retries (25 per second: 40 s at most).
+/// Most failed tasks one click retries (at the default pace,
+/// [`lifo_ops::retry::DEFAULT_PACE`] per second).
 pub const MAX_RETRY_FAILED: usize = 1000;
 
 /// Why a task's history says it moved.
@@ -45,26 +48,30 @@ fn csrf_ok(c: &Console, form: &ActionForm) -> bool {
     super::guard::same(&form.csrf, &c.csrf)
 }
 
-async fn run(c: &Console, form: &ActionForm, cmd: TasksCommand, to: String) -> Response {
+/// Runs `op` when the form carries this console's CSRF token, then
+/// redirects to `to`.
+async fn run<T>(
+    c: &Console,
+    form: &ActionForm,
+    op: impl std::future::Future<Output = Result<T, OpsError>>,
+    to: String,
+) -> Response {
     if !csrf_ok(c, form) {
         return csrf_refused();
     }
-    match tasks::run(&cmd, &c.target, true).await {
+    match op.await {
         Ok(_) => Redirect::to(&to).into_response(),
         Err(e) => PageError(e).into_response(),
     }
 }
 
-fn retry_args(ids: Vec<String>) -> RetryArgs {
-    RetryArgs {
-        ids,
-        failed: false,
-        since: None,
-        error_prefix: None,
-        limit: MAX_RETRY_FAILED,
-        dry_run: false,
-        rate: 25,
-        reason: Some(REASON.to_owned()),
+/// A redrive by id refused (not FAILURE or shed) is an error here.
+async fn retry_one(c: &Console, id: String) -> Result<(), OpsError> {
+    let report =
+        lifo_ops::retry::retry(&c.queue, &Retry::ids(vec![id], REASON), &|_, _| {}).await?;
+    match report.refused.into_iter().next() {
+        Some(r) => Err(OpsError::Conflict(r.reason)),
+        None => Ok(()),
     }
 }
 
@@ -74,7 +81,7 @@ pub async fn retry(
     Form(f): Form<ActionForm>,
 ) -> Response {
     let to = format!("{}?done=retried", task_path(&id));
-    run(&c, &f, TasksCommand::Retry(retry_args(vec![id])), to).await
+    run(&c, &f, retry_one(&c, id), to).await
 }
 
 pub async fn delete(
@@ -82,13 +89,15 @@ pub async fn delete(
     Path(id): Path<String>,
     Form(f): Form<ActionForm>,
 ) -> Response {
-    run(
-        &c,
-        &f,
-        TasksCommand::Delete { ids: vec![id] },
-        "/?done=deleted".into(),
-    )
-    .await
+    let ids = [id];
+    let deleted = async {
+        let report = lifo_ops::tasks::delete(&c.queue, &ids).await?;
+        match report.refused.into_iter().next() {
+            Some(r) => Err(OpsError::Conflict(r.reason)),
+            None => Ok(()),
+        }
+    };
+    run(&c, &f, deleted, "/?done=deleted".into()).await
 }
 
 pub async fn cancel(
@@ -97,7 +106,7 @@ pub async fn cancel(
     Form(f): Form<ActionForm>,
 ) -> Response {
     let to = format!("{}?done=cancelled", task_path(&id));
-    run(&c, &f, TasksCommand::Cancel { id }, to).await
+    run(&c, &f, lifo_ops::tasks::cancel(&c.queue, &id), to).await
 }
 
 pub async fn retry_failed(State(c): Shared, Form(f): Form<ActionForm>) -> Response {
@@ -108,23 +117,20 @@ pub async fn retry_failed(State(c): Shared, Form(f): Form<ActionForm>) -> Respon
         "" => Since::At(0),
         s => match s.parse() {
             Ok(since) => since,
-            Err(e) => return PageError(CliError::Other(format!("since: {e}"))).into_response(),
+            Err(e) => return PageError(OpsError::invalid("since", e)).into_response(),
         },
     };
-    let prefix = f.error_prefix.trim();
-    let args = RetryArgs {
-        failed: true,
-        since: Some(since),
-        error_prefix: (!prefix.is_empty()).then(|| prefix.to_owned()),
-        ..retry_args(Vec::new())
+    let r = Retry {
+        selection: Selection::Failed(FailedFilter {
+            since_ms: since.epoch_ms(lifo_core::now_ms()),
+            error_prefix: f.error_prefix.trim().to_owned(),
+            limit: MAX_RETRY_FAILED,
+        }),
+        ..Retry::ids(Vec::new(), REASON)
     };
-    match tasks::run(&TasksCommand::Retry(args), &c.target, true).await {
-        Ok(out) => {
-            let n = serde_json::from_str::<serde_json::Value>(&out)
-                .ok()
-                .and_then(|v| v["retried"].as_array().map(Vec::len))
-                .unwrap_or(0);
-            Redirect::to(&format!("/?done=retried-failed&n={n}")).into_response()
+    match lifo_ops::retry::retry(&c.queue, &r, &|_, _| {}).await {
+        Ok(report) => {
+            Redirect::to(&format!("/?done=retried-failed&n={}", report.done.len())).into_response()
         }
         Err(e) => PageError(e).into_response(),
     }
@@ -139,7 +145,12 @@ async fn set_paused(c: &Console, f: &ActionForm, paused: bool) -> Response {
         "" => "resumed from the console",
         r => r,
     };
-    match queue::set(&c.target, paused, Some(reason), true).await {
+    let changed = if paused {
+        lifo_ops::control::pause(&c.queue, reason).await
+    } else {
+        lifo_ops::control::resume(&c.queue, reason).await
+    };
+    match changed {
         Ok(_) => Redirect::to(if paused {
             "/?done=paused"
         } else {

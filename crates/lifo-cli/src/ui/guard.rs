@@ -15,7 +15,7 @@
 //! the console's own script, style and requests, so even markup that got
 //! into a page could not run or load anything.
 
-use super::Console;
+use super::console::Console;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -194,23 +194,18 @@ pub async fn guard(State(c): State<Arc<Console>>, req: Request, next: Next) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ui::FreshnessSource;
+    use crate::ui::console::FreshnessSource;
 
     fn console(read_only: bool) -> Console {
         let conf = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
-        let target = crate::Target {
-            store: lifo_core::Store::new(aws_sdk_dynamodb::Client::from_conf(conf), "Q"),
-            shards: 1,
-            due_shards: 1,
-            max_ttl_seconds: 3600,
-            task_ttl_seconds: 3600,
-            retention_seconds: 3600,
-            create_function: None,
-        };
+        let queue = lifo_ops::Queue::new(
+            lifo_core::Store::new(aws_sdk_dynamodb::Client::from_conf(conf), "Q"),
+            lifo_ops::Settings::default(),
+        );
         let addr = "127.0.0.1:7070".parse().unwrap();
-        Console::new(target, read_only, addr, FreshnessSource::None)
+        Console::new(queue, read_only, addr, FreshnessSource::None)
     }
 
     fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {

@@ -9,10 +9,11 @@
 //! - `/tasks?id=…`, `/tasks?user=…`, `/tasks?failed=…`, `/scheduled`: find
 //!   tasks; `/tasks/{id}`: one task's fields, payload and history;
 //! - POST `/tasks/{id}/retry|delete|cancel`, `/retry-failed`, `/pause`,
-//!   `/resume`: the CLI's own commands (`tasks::run`, `queue::set`), absent
-//!   with `--read-only`.
+//!   `/resume`: the operations the CLI and the HTTP API call (`lifo-ops`),
+//!   absent with `--read-only`.
 
 mod actions;
+pub mod console;
 pub mod freshness;
 pub mod guard;
 mod pages;
@@ -20,84 +21,13 @@ pub mod serve;
 mod task;
 pub mod text;
 
-use crate::Target;
 use anyhow::Context as _;
 use axum::Router;
 use axum::routing::{get, post};
+use console::{Console, FreshnessSource, UiArgs};
+use lifo_ops::Queue;
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct UiArgs {
-    /// Address to listen on. The default, loopback only, is what the token
-    /// and the Host check are designed for; port 0 picks a free one.
-    #[arg(long, default_value = "127.0.0.1:7070")]
-    pub listen: SocketAddr,
-    /// Show the queue, never act on it: no action buttons, every POST refused.
-    #[arg(long)]
-    pub read_only: bool,
-}
-
-/// Where the freshness chart comes from.
-#[derive(Debug, Clone)]
-pub enum FreshnessSource {
-    /// A scan of the table (local tables: free there, never in AWS).
-    Table,
-    /// A stack's `AgeAtStartMs` metric (dimension `Service` = `service`,
-    /// the stack's name).
-    CloudWatch {
-        client: aws_sdk_cloudwatch::Client,
-        namespace: String,
-        service: String,
-    },
-    /// Neither (a table in AWS given without its stack): no chart.
-    None,
-}
-
-/// What every handler shares.
-pub struct Console {
-    pub target: Target,
-    pub read_only: bool,
-    /// Required on every request (`?token=` once, then a cookie).
-    pub token: String,
-    /// Required in every form POST.
-    pub csrf: String,
-    /// `Host` values accepted (DNS rebinding: a page of another site that
-    /// resolves its name to 127.0.0.1 sends its own name).
-    pub hosts: Vec<String>,
-    pub freshness: FreshnessSource,
-}
-
-impl Console {
-    pub fn new(
-        target: Target,
-        read_only: bool,
-        addr: SocketAddr,
-        freshness: FreshnessSource,
-    ) -> Self {
-        let mut hosts = vec![addr.to_string()];
-        if addr.ip().is_loopback() {
-            hosts.push(format!("localhost:{}", addr.port()));
-        }
-        Self {
-            target,
-            read_only,
-            token: random_token(),
-            csrf: random_token(),
-            hosts,
-            freshness,
-        }
-    }
-}
-
-/// 244 random bits (two v4 UUIDs, from the OS's generator), hex.
-fn random_token() -> String {
-    format!(
-        "{}{}",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
-    )
-}
 
 /// The console's routes over `console`.
 pub fn router(console: Arc<Console>) -> Router {
@@ -148,9 +78,9 @@ impl Drop for Running {
     }
 }
 
-/// Binds `args.listen` and serves the console for `target` until stopped.
+/// Binds `args.listen` and serves the console for `queue` until stopped.
 pub async fn start(
-    target: Target,
+    queue: Queue,
     args: &UiArgs,
     freshness: FreshnessSource,
 ) -> anyhow::Result<Running> {
@@ -158,7 +88,7 @@ pub async fn start(
         .await
         .with_context(|| format!("binding the console to {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let console = Arc::new(Console::new(target, args.read_only, addr, freshness));
+    let console = Arc::new(Console::new(queue, args.read_only, addr, freshness));
     let url = format!("http://{addr}/?token={}", console.token);
     let app = router(console);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -2,67 +2,24 @@
 //! reasons, user ids) goes through maud's `(…)` splice, which escapes it:
 //! task data is shown as text, never as markup.
 
+use super::console::{Console, FreshnessSource, PageError, Shared};
+use super::freshness;
 use super::text::Shown;
-use super::{Console, FreshnessSource, freshness};
-use crate::stats::{self, ShardStats, age_ms};
-use crate::tasks::Since;
-use crate::{CliError, Target};
 use axum::extract::{Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
 use futures::StreamExt;
+use lifo_core::since::Since;
 use lifo_core::store::FailedQuery;
 use lifo_core::{Task, TaskStatus, now_ms};
+use lifo_ops::stats::{self, ShardStats, age_ms};
+use lifo_ops::{OpsError, Queue};
 use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 use serde_json::json;
-use std::sync::Arc;
-
-pub type Shared = State<Arc<Console>>;
 
 /// Most rows a list shows.
 const LIST_LIMIT: usize = 200;
-
-/// A failed page: the error's one line, as text, with its status.
-pub struct PageError(pub CliError);
-
-impl From<CliError> for PageError {
-    fn from(e: CliError) -> Self {
-        Self(e)
-    }
-}
-
-impl From<lifo_core::StoreError> for PageError {
-    fn from(e: lifo_core::StoreError) -> Self {
-        Self(CliError::Store(e))
-    }
-}
-
-impl IntoResponse for PageError {
-    fn into_response(self) -> Response {
-        let status = match &self.0 {
-            CliError::NotFound(_) => StatusCode::NOT_FOUND,
-            CliError::Cancel(_) | CliError::Operate(_) => StatusCode::CONFLICT,
-            CliError::Store(_) => StatusCode::BAD_GATEWAY,
-            CliError::Other(_) => StatusCode::BAD_REQUEST,
-        };
-        let message = match &self.0 {
-            CliError::Store(e) => lifo_core::error::chain(e),
-            e => e.to_string(),
-        };
-        let body = html! {
-            (DOCTYPE)
-            html lang="en" {
-                head { meta charset="utf-8"; title { "lifo: error" } link rel="stylesheet" href="/assets/console.css"; }
-                body { main {
-                    p.error role="alert" { (Shown(&message)) }
-                    p { a href="/" { "Back to the overview" } }
-                } }
-            }
-        };
-        (status, body).into_response()
-    }
-}
 
 /// What an action did, shown once on the page it leads to. A fixed set:
 /// the query string can only pick one of these, never put text on a page.
@@ -153,7 +110,7 @@ pub(super) fn layout(c: &Console, title: &str, notice: Option<String>, body: Mar
                         input type="search" name="user" placeholder="user id" aria-label="user id";
                         button type="submit" { "Find" }
                     }
-                    span.table title="table" { (Shown(c.target.store.table())) }
+                    span.table title="table" { (Shown(c.queue.store.table())) }
                     @if c.read_only { span.badge.readonly { "read-only" } }
                 }
                 main {
@@ -226,27 +183,27 @@ pub fn fields(shards: &[ShardStats], failed_last_hour: usize, now: u64) -> Vec<(
 /// What a refresh reads: the control item, six queries per shard, and the
 /// failed-task index for the last hour.
 async fn live(
-    target: &Target,
+    q: &Queue,
     now: u64,
-) -> Result<(lifo_core::store::QueueControl, Vec<ShardStats>, usize), CliError> {
+) -> Result<(lifo_core::store::QueueControl, Vec<ShardStats>, usize), OpsError> {
     let failed = FailedQuery {
-        shard_count: target.shards,
+        shard_count: q.settings.shards,
         since_ms: now.saturating_sub(3_600_000),
         until_ms: now,
         error_prefix: "",
         limit: 1000,
     };
     let (control, shards, failed) = futures::try_join!(
-        async { Ok::<_, CliError>(target.store.control(true).await?) },
-        stats::shard_stats(target, now),
-        async { Ok::<_, CliError>(target.store.failed(failed).await?) },
+        async { Ok::<_, OpsError>(q.store.control(true).await?) },
+        stats::shard_stats(q, now),
+        async { Ok::<_, OpsError>(q.store.failed(failed).await?) },
     )?;
     Ok((control, shards, failed.len()))
 }
 
 pub async fn overview_json(State(c): Shared) -> Result<Response, PageError> {
     let now = now_ms();
-    let (control, shards, failed) = live(&c.target, now).await?;
+    let (control, shards, failed) = live(&c.queue, now).await?;
     let fields: serde_json::Map<String, serde_json::Value> = fields(&shards, failed, now)
         .into_iter()
         .map(|(k, v)| (k, json!(v)))
@@ -257,12 +214,12 @@ pub async fn overview_json(State(c): Shared) -> Result<Response, PageError> {
 pub async fn overview(State(c): Shared, Query(q): Query<Notice>) -> Result<Markup, PageError> {
     let now = now_ms();
     let ((control, shards, failed), scheduled) =
-        futures::try_join!(live(&c.target, now), stats::scheduled(&c.target, now, 7),)?;
+        futures::try_join!(live(&c.queue, now), stats::scheduled(&c.queue, now, 7),)?;
     let paused = control.paused;
     let chart = match &c.freshness {
         FreshnessSource::Table => {
             let starts = c
-                .target
+                .queue
                 .store
                 .started_since(freshness::first_bucket(now))
                 .await?;
@@ -367,38 +324,35 @@ pub async fn tasks(State(c): Shared, Query(q): Query<TasksQuery>) -> Result<Resp
         return Ok(Redirect::to(&task_path(id)).into_response());
     }
     if let Some(user) = nonempty(&q.user) {
-        let (tasks, _) = c
-            .target
-            .store
-            .user_tasks(user, LIST_LIMIT as i32, None)
-            .await?;
+        let tasks = lifo_ops::tasks::list_user(&c.queue, user, LIST_LIMIT, None)
+            .await?
+            .items;
         let body = html! {
             h1 { "Tasks of user " (Shown(user)) }
-            (super::task::task_table(&tasks, now))
+            (task_table(&tasks, now))
         };
         return Ok(layout(&c, "user", None, body).into_response());
     }
     if q.failed.is_none() {
-        return Err(PageError(CliError::Other(
-            "look up a task by id, a user's tasks (user=…) or the failed ones (failed=1)".into(),
+        return Err(PageError(OpsError::invalid(
+            "(query)",
+            "look up a task by id, a user's tasks (user=…) or the failed ones (failed=1)",
         )));
     }
     let since_text = nonempty(&q.since).unwrap_or("1d");
     let since: Since = since_text
         .parse()
-        .map_err(|e: String| PageError(CliError::Other(format!("since: {e}"))))?;
+        .map_err(|e: String| PageError(OpsError::invalid("since", e)))?;
     let prefix = nonempty(&q.error_prefix).unwrap_or("");
-    let failed = c
-        .target
-        .store
-        .failed(FailedQuery {
-            shard_count: c.target.shards,
+    let failed = lifo_ops::tasks::failed(
+        &c.queue,
+        &lifo_ops::tasks::FailedFilter {
             since_ms: since.epoch_ms(now),
-            until_ms: now,
-            error_prefix: prefix,
+            error_prefix: prefix.to_owned(),
             limit: LIST_LIMIT,
-        })
-        .await?;
+        },
+    )
+    .await?;
     let body = html! {
         h1 { "Failed tasks" }
         form.inline method="get" action="/tasks" {
@@ -434,14 +388,15 @@ pub async fn scheduled(
     Query(q): Query<ScheduledQuery>,
 ) -> Result<Markup, PageError> {
     let now = now_ms();
-    let counts = stats::scheduled(&c.target, now, 30).await?;
+    let counts = stats::scheduled(&c.queue, now, 30).await?;
     let date = match nonempty(&q.date) {
         Some(d) => Some(
             chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d")
                 .map_err(|_| {
-                    PageError(CliError::Other(format!(
-                        "date: expected YYYY-MM-DD, got {d:?}"
-                    )))
+                    PageError(OpsError::invalid(
+                        "date",
+                        format!("expected YYYY-MM-DD, got {d:?}"),
+                    ))
                 })?
                 .format("%Y-%m-%d")
                 .to_string(),
@@ -451,9 +406,9 @@ pub async fn scheduled(
     let mut tasks = Vec::new();
     if let Some(d) = &date {
         let mut ids = Vec::new();
-        for shard in 0..c.target.due_shards.max(1) {
+        for shard in 0..c.queue.settings.due_shards.max(1) {
             let (page, _) = c
-                .target
+                .queue
                 .store
                 .due_page(
                     &lifo_core::model::due_key(d, shard),
@@ -467,7 +422,7 @@ pub async fn scheduled(
             }
         }
         ids.truncate(LIST_LIMIT);
-        let store = &c.target.store;
+        let store = &c.queue.store;
         let found: Vec<Result<Option<Task>, lifo_core::StoreError>> = futures::stream::iter(ids)
             .map(|id| async move { store.get(&id).await })
             .buffered(16)
@@ -490,7 +445,7 @@ pub async fn scheduled(
         @if counts.is_empty() { p.hint { "Nothing scheduled from 7 days ago to 30 days ahead." } }
         @if let Some(d) = &date {
             h2 { "Due " (d) }
-            (super::task::task_table(&tasks, now))
+            (task_table(&tasks, now))
         }
     };
     Ok(layout(&c, "scheduled", None, body))
@@ -510,6 +465,27 @@ pub async fn js() -> Response {
         include_str!("assets/console.js"),
     )
         .into_response()
+}
+
+pub(super) fn task_table(tasks: &[Task], now: u64) -> Markup {
+    html! {
+        table.grid {
+            thead { tr { th { "Task" } th { "Status" } th { "Attempts" } th { "Created" } th { "Due" } th { "Last error" } } }
+            tbody {
+                @for t in tasks {
+                    tr {
+                        td.id { a href=(task_path(&t.task_id)) { (Shown(&t.task_id)) } }
+                        td { (status_badge(t.task_status)) }
+                        td.num { (t.attempts) }
+                        td { (seconds(now.saturating_sub(t.task_created))) " ago" }
+                        td { (t.due_date.as_deref().unwrap_or("-")) }
+                        td.error { (Shown(t.last_error.as_deref().unwrap_or(""))) }
+                    }
+                }
+            }
+        }
+        p.hint { (tasks.len()) " task(s), newest first" }
+    }
 }
 
 #[cfg(test)]

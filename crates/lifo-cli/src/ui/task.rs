@@ -1,36 +1,12 @@
 //! One task's page (its fields, payload, history and the moves an operator
-//! may make on it) and the table of tasks the lists share.
+//! may make on it).
 
-use super::pages::{
-    Notice, PageError, Shared, action, encode, layout, notice, seconds, status_badge, task_path,
-    time,
-};
+use super::console::{PageError, Shared};
+use super::pages::{Notice, action, encode, layout, notice, status_badge, task_path, time};
 use super::text::Shown;
-use crate::CliError;
 use axum::extract::{Path, Query, State};
-use lifo_core::{Task, TaskStatus, now_ms};
+use lifo_core::{TaskStatus, now_ms};
 use maud::{Markup, html};
-
-pub(super) fn task_table(tasks: &[Task], now: u64) -> Markup {
-    html! {
-        table.grid {
-            thead { tr { th { "Task" } th { "Status" } th { "Attempts" } th { "Created" } th { "Due" } th { "Last error" } } }
-            tbody {
-                @for t in tasks {
-                    tr {
-                        td.id { a href=(task_path(&t.task_id)) { (Shown(&t.task_id)) } }
-                        td { (status_badge(t.task_status)) }
-                        td.num { (t.attempts) }
-                        td { (seconds(now.saturating_sub(t.task_created))) " ago" }
-                        td { (t.due_date.as_deref().unwrap_or("-")) }
-                        td.error { (Shown(t.last_error.as_deref().unwrap_or(""))) }
-                    }
-                }
-            }
-        }
-        p.hint { (tasks.len()) " task(s), newest first" }
-    }
-}
 
 pub async fn task(
     State(c): Shared,
@@ -38,12 +14,7 @@ pub async fn task(
     Query(q): Query<Notice>,
 ) -> Result<Markup, PageError> {
     let now = now_ms();
-    let t = c
-        .target
-        .store
-        .get(&id)
-        .await?
-        .ok_or_else(|| CliError::NotFound(format!("no task {id}")))?;
+    let t = lifo_ops::tasks::get(&c.queue, &id).await?;
     let path = task_path(&t.task_id);
     let shed = t.expires_at * 1000 <= now
         && matches!(t.task_status, TaskStatus::Pending | TaskStatus::Taken);

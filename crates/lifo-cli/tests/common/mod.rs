@@ -48,11 +48,11 @@ pub async fn lifo_in(h: &lifo_tests::Harness, args: &[&str]) -> Result<String, S
         "4",
     ];
     argv.extend_from_slice(args);
-    let cli = lifo_cli::Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
-    let target = lifo_cli::connect(&cli)
+    let cli = lifo_cli::cli::Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+    let queue = lifo_cli::connect::connect(&cli.connection())
         .await
         .map_err(|e| lifo_core::error::chain(&e))?;
-    lifo_cli::run(&cli, &target)
+    lifo_cli::cli::run(&cli, &queue)
         .await
         .map_err(|e| lifo_core::error::chain(&e))
 }

@@ -4,10 +4,10 @@
 use super::error::classify;
 use super::{Item, Op, Store, StoreError};
 use crate::expr::{self, FAILED_INDEX};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A failed task as the failed-task index shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Failed {
     pub task_id: String,

@@ -1,28 +1,31 @@
 //! Which queue a command acts on: `--stack NAME` (the stack's outputs) or
-//! `--table` with `--endpoint-url` and the settings flags.
+//! `--table` with `--endpoint-url` and the settings flags; and, with a
+//! stack, its CreateFunction as the producer.
 
-use crate::{Cli, CliError};
+use crate::error::CliError;
+use create::CreateResponse;
 use lifo_core::Store;
 use lifo_core::bounded::{AWS_ANSWER_LIMIT, BoundedAnswers};
+use lifo_ops::queue::BoxFuture;
+use lifo_ops::{OpsError, Produce, Queue, Settings};
+use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::Arc;
 
-/// The queue the options point at: its store, settings, and (with
-/// `--stack`) its create function.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub store: Store,
-    pub shards: u32,
-    pub due_shards: u32,
-    pub max_ttl_seconds: u64,
-    /// The TTL of a task that gives none; a redrive uses it too.
-    pub task_ttl_seconds: u64,
-    pub retention_seconds: u64,
-    /// With `--stack`: the stack's CreateFunction, which `tasks create`
-    /// invokes as the console does.
-    pub create_function: Option<CreateFunction>,
+/// Where the queue is: the command line's global options.
+#[derive(Debug, Clone, Default)]
+pub struct Connection {
+    pub table: String,
+    pub stack: Option<String>,
+    pub region: Option<String>,
+    /// A local DynamoDB.
+    pub endpoint_url: Option<String>,
+    /// The flags' settings (a stack's outputs override them).
+    pub settings: Settings,
 }
 
-/// A create function to invoke, and the client to invoke it with.
+/// A stack's CreateFunction, invoked as the console does, so that the
+/// function's validation and permissions apply.
 #[derive(Debug, Clone)]
 pub struct CreateFunction {
     pub lambda: aws_sdk_lambda::Client,
@@ -32,7 +35,7 @@ pub struct CreateFunction {
 /// AWS configuration from the usual sources, with `--region`; with
 /// `--endpoint-url`, that endpoint for DynamoDB and local credentials when
 /// none are set.
-pub(crate) async fn aws_config(cli: &Cli, endpoint: Option<&str>) -> aws_config::SdkConfig {
+pub async fn aws_config(cli: &Connection, endpoint: Option<&str>) -> aws_config::SdkConfig {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
     if let Some(region) = &cli.region {
         loader = loader.region(aws_config::Region::new(region.clone()));
@@ -52,7 +55,7 @@ pub(crate) async fn aws_config(cli: &Cli, endpoint: Option<&str>) -> aws_config:
 }
 
 /// The outputs of a CloudFormation stack, by key.
-async fn stack_outputs(cli: &Cli, stack: &str) -> Result<HashMap<String, String>, CliError> {
+async fn stack_outputs(cli: &Connection, stack: &str) -> Result<HashMap<String, String>, CliError> {
     // CloudFormation is reached the usual way (AWS_ENDPOINT_URL_CLOUDFORMATION
     // works); --endpoint-url is DynamoDB's.
     let cfn = aws_sdk_cloudformation::Client::from_conf(
@@ -76,7 +79,7 @@ async fn stack_outputs(cli: &Cli, stack: &str) -> Result<HashMap<String, String>
         .unwrap_or_default()
         .into_iter()
         .next()
-        .ok_or_else(|| CliError::NotFound(format!("no stack {stack}")))?;
+        .ok_or_else(|| CliError::Other(format!("no stack {stack}")))?;
     Ok(found
         .outputs
         .unwrap_or_default()
@@ -86,11 +89,12 @@ async fn stack_outputs(cli: &Cli, stack: &str) -> Result<HashMap<String, String>
 }
 
 /// Resolves `--stack` (or `--table` and friends) to a store and settings.
-pub async fn connect(cli: &Cli) -> Result<Target, CliError> {
-    let mut target = Target {
+pub async fn connect(cli: &Connection) -> Result<Queue, CliError> {
+    let mut settings = cli.settings;
+    let mut store =
         // Every answer is read at most AWS_ANSWER_LIMIT bytes far: an
         // endpoint that never stops answering cannot fill the memory.
-        store: Store::new(
+        Store::new(
             aws_sdk_dynamodb::Client::from_conf(
                 aws_sdk_dynamodb::config::Builder::from(
                     &aws_config(cli, cli.endpoint_url.as_deref()).await,
@@ -99,16 +103,9 @@ pub async fn connect(cli: &Cli) -> Result<Target, CliError> {
                 .build(),
             ),
             &cli.table,
-        ),
-        shards: cli.shards,
-        due_shards: cli.due_shards,
-        max_ttl_seconds: cli.max_ttl_seconds,
-        task_ttl_seconds: cli.task_ttl_seconds,
-        retention_seconds: cli.retention_seconds,
-        create_function: None,
-    };
+        );
     let Some(stack) = &cli.stack else {
-        return Ok(target);
+        return Ok(Queue::new(store, settings));
     };
     let outputs = stack_outputs(cli, stack).await?;
     let output = |key: &str| {
@@ -123,18 +120,19 @@ pub async fn connect(cli: &Cli) -> Result<Target, CliError> {
             .map_err(|_| CliError::Other(format!("stack output {key}={v:?} is not a number")))
     }
     let table = output("TableName")?;
-    target.store = Store::new(target.store.client().clone(), &table);
-    target.shards = number("ShardCount", output("ShardCount")?)?;
-    target.due_shards = number("DueShardCount", output("DueShardCount")?)?;
-    target.max_ttl_seconds = number("MaxTaskTtlSeconds", output("MaxTaskTtlSeconds")?)?;
+    store = Store::new(store.client().clone(), &table);
+    settings.shards = number("ShardCount", output("ShardCount")?)?;
+    settings.due_shards = number("DueShardCount", output("DueShardCount")?)?;
+    settings.max_ttl_seconds = number("MaxTaskTtlSeconds", output("MaxTaskTtlSeconds")?)?;
     // Outputs added later than the others: a stack from an older template
     // falls back to the flags.
     if let Ok(v) = output("TaskTtlSeconds") {
-        target.task_ttl_seconds = number("TaskTtlSeconds", v)?;
+        settings.task_ttl_seconds = number("TaskTtlSeconds", v)?;
     }
     if let Ok(v) = output("RetentionSeconds") {
-        target.retention_seconds = number("RetentionSeconds", v)?;
+        settings.retention_seconds = number("RetentionSeconds", v)?;
     }
+    let queue = Queue::new(store, settings);
     if let Ok(name) = output("CreateFunctionName") {
         // Lambda is reached the usual way too (AWS_ENDPOINT_URL_LAMBDA works).
         // No SDK retries: a create whose answer was lost may have written,
@@ -149,30 +147,49 @@ pub async fn connect(cli: &Cli) -> Result<Target, CliError> {
             )
             .build();
         let lambda = aws_sdk_lambda::Client::from_conf(conf);
-        target.create_function = Some(CreateFunction { lambda, name });
+        return Ok(queue.with_producer(Arc::new(CreateFunction { lambda, name })));
     }
-    Ok(target)
+    Ok(queue)
 }
 
-/// Where the console's freshness chart comes from: a local table
-/// (`--endpoint-url`) is scanned; a stack's `AgeAtStartMs` metric is read
-/// from CloudWatch (the usual way: `AWS_ENDPOINT_URL_CLOUDWATCH` works; the
-/// namespace is `METRICS_NAMESPACE`, as in the functions, or `LifoQueue`).
-pub async fn freshness_source(cli: &Cli) -> crate::ui::FreshnessSource {
-    use crate::ui::FreshnessSource;
-    if cli.endpoint_url.is_some() {
-        return FreshnessSource::Table;
+impl Produce for CreateFunction {
+    fn create(&self, request: Value) -> BoxFuture<'_, Result<CreateResponse, OpsError>> {
+        Box::pin(async move { self.invoke(&request).await })
     }
-    match &cli.stack {
-        Some(stack) => FreshnessSource::CloudWatch {
-            client: aws_sdk_cloudwatch::Client::from_conf(
-                aws_sdk_cloudwatch::config::Builder::from(&aws_config(cli, None).await)
-                    .interceptor(BoundedAnswers::new(AWS_ANSWER_LIMIT))
-                    .build(),
-            ),
-            namespace: std::env::var("METRICS_NAMESPACE").unwrap_or_else(|_| "LifoQueue".into()),
-            service: stack.clone(),
-        },
-        None => FreshnessSource::None,
+}
+
+impl CreateFunction {
+    async fn invoke(&self, request: &Value) -> Result<CreateResponse, OpsError> {
+        let out = self
+            .lambda
+            .invoke()
+            .function_name(&self.name)
+            .invocation_type(aws_sdk_lambda::types::InvocationType::RequestResponse)
+            .payload(aws_sdk_lambda::primitives::Blob::new(request.to_string()))
+            .send()
+            .await
+            .map_err(|e| {
+                OpsError::Unavailable(format!(
+                    "invoking {}: {}",
+                    self.name,
+                    lifo_core::error::chain(&e)
+                ))
+            })?;
+        let body: Value = out
+            .payload()
+            .and_then(|p| serde_json::from_slice(p.as_ref()).ok())
+            .unwrap_or(Value::Null);
+        if out.function_error().is_some() {
+            return Err(OpsError::Rejected(format!(
+                "{} ({})",
+                body["errorMessage"]
+                    .as_str()
+                    .unwrap_or("the create function failed"),
+                body["errorType"].as_str().unwrap_or("error")
+            )));
+        }
+        serde_json::from_value(body).map_err(|e| {
+            OpsError::Unavailable(format!("{} answered no create response: {e}", self.name))
+        })
     }
 }

@@ -1,18 +1,17 @@
-//! `lifo stats`: depth by status and shard, and freshness, from queries of
+//! The queue's stats: depth by status and shard, and freshness, from queries of
 //! the indexes (COUNTs, and the ends of each shard for the ages; no scan):
 //! the claimable index gives pending and running tasks per LIFO shard (its
 //! live work: what expired leaves it within a minute), the shed index the
 //! tasks shed in the last hour (counted up to a cap), the due-date index the
 //! scheduled tasks per day.
 
-use crate::{CliError, Target};
+use crate::{OpsError, Queue};
 use futures::{StreamExt, TryStreamExt};
 use lifo_core::model::due_key;
 use serde_json::{Value, json};
-use std::fmt::Write as _;
 
 /// Past due dates counted too: scheduler-start catches up this many days.
-const PAST_DAYS: i64 = 7;
+pub const PAST_DAYS: i64 = 7;
 /// COUNT queries in flight for the due-date index.
 const PARALLEL: usize = 16;
 /// Most shed-index entries counted per shard ("1000+" beyond): the
@@ -46,11 +45,11 @@ pub struct Stats {
     pub days: u32,
 }
 
-pub async fn collect(target: &Target, now: u64, days: u32) -> Result<Stats, CliError> {
+pub async fn collect(q: &Queue, now: u64, days: u32) -> Result<Stats, OpsError> {
     let (control, shards, scheduled) = futures::try_join!(
-        async { Ok::<_, CliError>(target.store.control(true).await?) },
-        shard_stats(target, now),
-        scheduled(target, now, days),
+        async { Ok::<_, OpsError>(q.store.control(true).await?) },
+        shard_stats(q, now),
+        scheduled(q, now, days),
     )?;
     Ok(Stats {
         control,
@@ -61,11 +60,11 @@ pub async fn collect(target: &Target, now: u64, days: u32) -> Result<Stats, CliE
 }
 
 /// Each LIFO shard's counts and claimable ages: six queries per shard.
-pub async fn shard_stats(target: &Target, now: u64) -> Result<Vec<ShardStats>, CliError> {
-    let store = &target.store;
-    let horizon = now.saturating_sub(target.max_ttl_seconds * 1000);
+pub async fn shard_stats(q: &Queue, now: u64) -> Result<Vec<ShardStats>, OpsError> {
+    let store = &q.store;
+    let horizon = now.saturating_sub(q.settings.max_ttl_seconds * 1000);
     let hour_ago = now.saturating_sub(3_600_000);
-    futures::future::try_join_all((0..target.shards.max(1)).map(|shard| async move {
+    futures::future::try_join_all((0..q.settings.shards.max(1)).map(|shard| async move {
         let (pending, running, backing_off, expired, newest, oldest) = futures::try_join!(
             store.claimable_depth_in(shard, now, horizon),
             store.leased_in(shard, now, horizon),
@@ -74,7 +73,7 @@ pub async fn shard_stats(target: &Target, now: u64) -> Result<Vec<ShardStats>, C
             store.edge_claimable(shard, now, horizon, false),
             store.edge_claimable(shard, now, horizon, true),
         )?;
-        Ok::<_, CliError>(ShardStats {
+        Ok::<_, OpsError>(ShardStats {
             shard,
             pending,
             running,
@@ -90,12 +89,8 @@ pub async fn shard_stats(target: &Target, now: u64) -> Result<Vec<ShardStats>, C
 
 /// SCHEDULED tasks per due date, from `PAST_DAYS` days ago to `days`
 /// ahead: one COUNT query per date and due shard.
-pub async fn scheduled(
-    target: &Target,
-    now: u64,
-    days: u32,
-) -> Result<Vec<(String, usize)>, CliError> {
-    let store = &target.store;
+pub async fn scheduled(q: &Queue, now: u64, days: u32) -> Result<Vec<(String, usize)>, OpsError> {
+    let store = &q.store;
     let today = chrono::DateTime::from_timestamp_millis(now as i64)
         .unwrap_or_default()
         .date_naive();
@@ -106,7 +101,7 @@ pub async fn scheduled(
     let keys: Vec<(usize, String)> = dates
         .iter()
         .enumerate()
-        .flat_map(|(i, d)| (0..target.due_shards.max(1)).map(move |s| (i, due_key(d, s))))
+        .flat_map(|(i, d)| (0..q.settings.due_shards.max(1)).map(move |s| (i, due_key(d, s))))
         .collect();
     let counts: Vec<(usize, usize)> = futures::stream::iter(keys)
         .map(|(i, key)| async move { store.due_count(&key).await.map(|n| (i, n)) })
@@ -165,73 +160,5 @@ impl Stats {
                 "scheduled": self.scheduled.iter().map(|(_, n)| n).sum::<usize>(),
             },
         })
-    }
-
-    pub fn table(&self, now: u64, table: &str) -> String {
-        let show = |at: Option<u64>| {
-            age_ms(at, now).map_or("-".to_owned(), |a| format!("{:.1} s", a as f64 / 1000.0))
-        };
-        let mut out = format!(
-            "{:>5} {:>9} {:>9} {:>11} {:>15} {:>12} {:>12}\n",
-            "SHARD",
-            "PENDING",
-            "RUNNING",
-            "BACKING OFF",
-            "EXPIRED (1 H)",
-            "NEWEST AGE",
-            "OLDEST AGE"
-        );
-        for s in &self.shards {
-            let _ = writeln!(
-                out,
-                "{:>5} {:>9} {:>9} {:>11} {:>15} {:>12} {:>12}",
-                s.shard,
-                s.pending,
-                s.running,
-                s.backing_off,
-                shed_shown(s),
-                show(s.newest_claimable_at),
-                show(s.oldest_claimable_at)
-            );
-        }
-        if !self.scheduled.is_empty() {
-            let _ = writeln!(out, "\n{:<10} {:>9}", "DUE DATE", "SCHEDULED");
-            for (d, n) in &self.scheduled {
-                let _ = writeln!(out, "{d:<10} {n:>9}");
-            }
-        }
-        if self.control.paused {
-            let since = self.control.changed_at.map_or(String::new(), |at| {
-                format!(" for {:.0} s", now.saturating_sub(at) as f64 / 1000.0)
-            });
-            let why = self
-                .control
-                .reason
-                .as_deref()
-                .filter(|r| !r.is_empty())
-                .map_or(String::new(), |r| format!(" ({r})"));
-            let _ = write!(
-                out,
-                "\nPAUSED{since}{why}: nothing is claimed until `lifo resume`"
-            );
-        }
-        let _ = write!(
-            out,
-            "\n{} pending, {} running, {} backing off, {}{} shed by expiry in the last hour, \
-             {} scheduled (due from {} days ago to {} days ahead) in table {table}",
-            self.total(|s| s.pending),
-            self.total(|s| s.running),
-            self.total(|s| s.backing_off),
-            self.total(|s| s.expired_last_hour),
-            if self.shards.iter().any(|s| s.expired_capped) {
-                "+"
-            } else {
-                ""
-            },
-            self.scheduled.iter().map(|(_, n)| n).sum::<usize>(),
-            PAST_DAYS,
-            self.days,
-        );
-        out
     }
 }

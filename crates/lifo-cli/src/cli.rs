@@ -1,0 +1,446 @@
+//! The command line: what `lifo` accepts (clap) and how each command
+//! calls an operation and prints its result. The operations themselves are
+//! `lifo-ops`'s; nothing below this face knows of clap.
+
+use crate::connect::Connection;
+use crate::error::CliError;
+use crate::print;
+use clap::{Parser, Subcommand};
+use lifo_core::now_ms;
+use lifo_core::since::Since;
+use lifo_ops::Queue;
+use lifo_ops::retry::{Retry, Selection};
+use lifo_ops::tasks::{BatchReport, FailedFilter};
+use serde_json::{Value, json};
+use std::num::NonZeroU32;
+
+/// Why a redrive from the command line is recorded in the task's history.
+const RETRY_REASON: &str = "retried with lifo tasks retry";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "lifo",
+    version,
+    about = "Inspect and operate a LIFO task queue"
+)]
+pub struct Cli {
+    /// The queue table (the stack's TableName output).
+    #[arg(long, env = "LIFO_TABLE", global = true, default_value = "QueueTable")]
+    pub table: String,
+    /// Read the table and its settings from this CloudFormation stack's outputs;
+    /// they override --table, --shards, --due-shards and --max-ttl-seconds.
+    #[arg(long, env = "LIFO_STACK", global = true)]
+    pub stack: Option<String>,
+    /// AWS region (default: the usual AWS configuration).
+    #[arg(long, global = true)]
+    pub region: Option<String>,
+    /// Endpoint of a local DynamoDB (e.g. the one `lifo local up` prints).
+    #[arg(long, env = "LIFO_ENDPOINT_URL", global = true)]
+    pub endpoint_url: Option<String>,
+    /// LIFO index shards of the stack (ShardCount).
+    #[arg(long, global = true, default_value_t = 1)]
+    pub shards: u32,
+    /// Due-date index shards of the stack (DueShardCount).
+    #[arg(long, global = true, default_value_t = 50)]
+    pub due_shards: u32,
+    /// The stack's MaxTaskTtlSeconds: bounds what `stats` reads of the index.
+    #[arg(long, global = true, default_value_t = 604_800)]
+    pub max_ttl_seconds: u64,
+    /// The stack's TaskTtlSeconds: the TTL of a created or retried task that gives none.
+    #[arg(long, global = true, default_value_t = 3600)]
+    pub task_ttl_seconds: u64,
+    /// The stack's RetentionSeconds: how long tasks stay readable after they expire.
+    #[arg(long, global = true, default_value_t = 604_800)]
+    pub retention_seconds: u64,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create, find, retry, delete tasks: one, a user's, or the failed ones.
+    #[command(subcommand)]
+    Tasks(TasksCommand),
+    /// Stop processing: processors claim nothing more (they finish what runs, within their
+    /// 5 s poll) and nobody is woken. Tasks keep expiring while paused: it is a LIFO queue.
+    #[command(
+        after_help = "Example: lifo --stack lifo-queue pause --reason \"downstream is down\""
+    )]
+    Pause {
+        /// Why (kept on the control item, shown by `stats`).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Start processing again and wake the processor.
+    #[command(after_help = "Example: lifo --stack lifo-queue resume")]
+    Resume {
+        /// Why (kept on the control item).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Queue depth by status and shard (pending, running, shed by expiry in the last hour,
+    /// scheduled by due date) and freshness (newest and oldest claimable age). Index queries
+    /// only (COUNTs, and the two ends of each shard for the ages): no scan.
+    #[command(after_help = "Example: lifo --stack lifo-queue stats --days 14")]
+    Stats {
+        /// Count SCHEDULED tasks due in the next DAYS days (and the 7 days before today).
+        #[arg(long, default_value_t = 7)]
+        days: u32,
+    },
+    /// Start DynamoDB Local and moto with the stack's resources and the in-process pipeline;
+    /// stays up until Ctrl-C, then stops everything it started.
+    #[command(subcommand)]
+    Local(LocalCommand),
+    /// Run a workload through the local pipeline (fresh DynamoDB Local + moto) faster than
+    /// the downstream can serve it; report freshness, shedding and cost, and plot age at start.
+    #[command(
+        after_help = "Example: lifo simulate --compare --rate 20 --capacity 5 --latency-ms 500 --duration 40 --ttl 20"
+    )]
+    Simulate(crate::simulate::SimulateArgs),
+    /// Measure what the README quotes: write units per task, freshness under 2× overload
+    /// (LIFO vs FIFO), CPU and memory of the process binary, cold starts, binary sizes.
+    /// Prints a Markdown table with the command line that reproduces each row.
+    #[command(
+        after_help = "Example: lifo bench --only process,cold-start --tasks 1000 --bin-dir target/release"
+    )]
+    Bench(crate::bench::BenchArgs),
+    /// Serve the web console: overview (live), failed and scheduled tasks, a task's payload and
+    /// history, and the operator's actions. Prints the URL to open, with its access token.
+    #[command(
+        after_help = "Examples: lifo --stack lifo-queue ui\n          lifo --endpoint-url http://127.0.0.1:8000 ui --listen 127.0.0.1:0 --read-only"
+    )]
+    Ui(crate::ui::console::UiArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// Create tasks: the create function's request, from a file or a count of demo tasks.
+    /// Locally it runs create's own code against the table; with --stack it invokes the
+    /// stack's CreateFunction, as the console does.
+    #[command(
+        after_help = "Example: lifo --endpoint-url http://127.0.0.1:8000 tasks create --file events/create-tasks.json"
+    )]
+    Create {
+        /// A create request (JSON): {"tasks": [...]} or {"count": N}.
+        #[arg(long, conflicts_with = "count")]
+        file: Option<std::path::PathBuf>,
+        /// N demo tasks (1 to 1000).
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// Show one task.
+    #[command(after_help = "Example: lifo tasks get order-1001")]
+    Get { id: String },
+    /// A user's tasks, newest first (all statuses), or with --failed the failed tasks, newest
+    /// first, from the failed-task index (no scan).
+    #[command(
+        after_help = "Examples: lifo tasks list --user 1234 --limit 50\n          lifo tasks list --failed --since 1h --error-prefix \"HTTP 5\""
+    )]
+    List {
+        #[arg(long, required_unless_present = "failed", conflicts_with = "failed")]
+        user: Option<String>,
+        /// The failed tasks instead.
+        #[arg(long)]
+        failed: bool,
+        /// With --failed: failed since (90s, 15m, 1h, 2d, an RFC 3339 time, or epoch ms).
+        #[arg(long, requires = "failed")]
+        since: Option<Since>,
+        /// With --failed: only those whose last error starts with this.
+        #[arg(long, requires = "failed")]
+        error_prefix: Option<String>,
+        #[arg(long, default_value_t = 100, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+        limit: usize,
+    },
+    /// Cancel a task that is still SCHEDULED.
+    #[command(after_help = "Example: lifo tasks cancel 0193a1b2-…")]
+    Cancel { id: String },
+    /// A task's transitions, oldest first.
+    #[command(after_help = "Example: lifo tasks history order-1001")]
+    History { id: String },
+    /// Run failed tasks (or tasks shed by expiry) again, as new work: attempts reset, a new
+    /// expiry, newest in the LIFO order. By id, or every failure of a window with --failed.
+    #[command(
+        after_help = "Examples: lifo tasks retry order-1001 order-1002\n          lifo tasks retry --failed --since 2h --error-prefix \"HTTP 503\" --dry-run"
+    )]
+    Retry(RetryArgs),
+    /// Delete tasks (any status, except one running under a live lease).
+    #[command(after_help = "Example: lifo tasks delete order-1001")]
+    Delete {
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RetryArgs {
+    /// The tasks to retry (FAILURE, or shed by expiry).
+    #[arg(conflicts_with = "failed")]
+    pub ids: Vec<String>,
+    /// Every failed task of the window instead (the failed-task index, newest first).
+    #[arg(long)]
+    pub failed: bool,
+    /// With --failed: failed since (90s, 15m, 1h, 2d, an RFC 3339 time, or epoch ms).
+    #[arg(long, requires = "failed")]
+    pub since: Option<Since>,
+    /// With --failed: only those whose last error starts with this.
+    #[arg(long, requires = "failed")]
+    pub error_prefix: Option<String>,
+    /// With --failed: at most this many (newest first).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    pub limit: usize,
+    /// List what would be retried; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Retries per second at most (each is 3 write units).
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub rate: u32,
+    /// Why (kept in each task's history).
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LocalCommand {
+    /// Start the local stack and pipeline; Ctrl-C stops it.
+    #[command(
+        after_help = "Example: lifo local up --shards 4 --scheduler-every 10 --data-dir .lifo-data"
+    )]
+    Up {
+        /// Seconds between scheduler-start runs (in AWS: hourly, 00:00-05:00 UTC).
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        scheduler_every: u64,
+        /// Keep DynamoDB Local's table in DIR across restarts (default: in memory). A restart
+        /// resumes: tasks still queued are served, and tasks a killed run held are claimed again
+        /// when their lease ends.
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<std::path::PathBuf>,
+        /// Seconds each process invocation may run (its deadline, and so the longest lease);
+        /// default: the function's Timeout in template.yaml (900).
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(5..=900))]
+        process_timeout: Option<u64>,
+        #[command(flatten)]
+        pacing: crate::pacing::Pacing,
+        /// Serve the web console too (`lifo ui`) on --ui-listen.
+        #[arg(long)]
+        ui: bool,
+        /// Where the console listens (port 0: a free one).
+        #[arg(long, default_value = "127.0.0.1:7070", requires = "ui")]
+        ui_listen: std::net::SocketAddr,
+        /// Serve the HTTP API too (the `api` function's routes, without API Gateway's auth:
+        /// loopback only) on --api-listen.
+        #[arg(long)]
+        api: bool,
+        /// Where the HTTP API listens (port 0: a free one).
+        #[arg(long, default_value = "127.0.0.1:7071", requires = "api")]
+        api_listen: std::net::SocketAddr,
+    },
+}
+
+impl Cli {
+    /// Where the queue is, as `connect` takes it.
+    pub fn connection(&self) -> Connection {
+        Connection {
+            table: self.table.clone(),
+            stack: self.stack.clone(),
+            region: self.region.clone(),
+            endpoint_url: self.endpoint_url.clone(),
+            settings: lifo_ops::Settings {
+                shards: self.shards,
+                due_shards: self.due_shards,
+                max_ttl_seconds: self.max_ttl_seconds,
+                task_ttl_seconds: self.task_ttl_seconds,
+                retention_seconds: self.retention_seconds,
+            },
+        }
+    }
+}
+
+/// Runs a command (other than `local up`, `simulate`, `bench` and `ui`) and
+/// returns what to print.
+pub async fn run(cli: &Cli, q: &Queue) -> Result<String, CliError> {
+    let as_json = cli.json;
+    let now = now_ms();
+    match &cli.command {
+        Command::Tasks(cmd) => tasks(cmd, q, as_json).await,
+        Command::Pause { reason } | Command::Resume { reason } => {
+            let reason = reason.as_deref().unwrap_or("");
+            let c = if matches!(cli.command, Command::Pause { .. }) {
+                lifo_ops::control::pause(q, reason).await?
+            } else {
+                lifo_ops::control::resume(q, reason).await?
+            };
+            Ok(if as_json {
+                print::json(&c)
+            } else {
+                print::control(&c)
+            })
+        }
+        Command::Stats { days } => {
+            let stats = lifo_ops::stats::collect(q, now, *days).await?;
+            Ok(if as_json {
+                stats.json(now).to_string()
+            } else {
+                print::stats(&stats, now, q.store.table())
+            })
+        }
+        Command::Local(_) | Command::Simulate(_) | Command::Bench(_) | Command::Ui(_) => {
+            Err(CliError::Other(
+                "this command runs a server or the local stack, not one request".into(),
+            ))
+        }
+    }
+}
+
+async fn tasks(cmd: &TasksCommand, q: &Queue, as_json: bool) -> Result<String, CliError> {
+    let now = now_ms();
+    let out = |v: String, text: String| if as_json { v } else { text };
+    Ok(match cmd {
+        TasksCommand::Create { file, count } => {
+            let request = create_request(file.as_deref(), *count)?;
+            let r = lifo_ops::create::create(q, request).await?;
+            out(print::json(&r), print::created(&r))
+        }
+        TasksCommand::Get { id } => {
+            let t = lifo_ops::tasks::get(q, id).await?;
+            out(print::json(&t), print::task(&t, now))
+        }
+        TasksCommand::List {
+            user: Some(user),
+            limit,
+            ..
+        } => {
+            let page = lifo_ops::tasks::list_user(q, user, *limit, None).await?;
+            out(print::json(&page.items), print::user_tasks(user, &page))
+        }
+        TasksCommand::List {
+            user: None,
+            since,
+            error_prefix,
+            limit,
+            ..
+        } => {
+            let failed = lifo_ops::tasks::failed(
+                q,
+                &FailedFilter {
+                    since_ms: since.map_or(0, |s| s.epoch_ms(now)),
+                    error_prefix: error_prefix.clone().unwrap_or_default(),
+                    limit: *limit,
+                },
+            )
+            .await?;
+            out(print::json(&failed), print::failed(&failed, now))
+        }
+        TasksCommand::Cancel { id } => {
+            let t = lifo_ops::tasks::cancel(q, id).await?;
+            out(print::json(&t), format!("cancelled {}", t.task_id))
+        }
+        TasksCommand::History { id } => {
+            let h = lifo_ops::tasks::history(q, id).await?;
+            out(print::json(&h.history), print::history(&h, now))
+        }
+        TasksCommand::Retry(args) => {
+            let r = retry_request(args, now)?;
+            let bar = progress_bar(as_json, &r);
+            let report = lifo_ops::retry::retry(q, &r, &|done, of| {
+                bar.set_length(of as u64);
+                bar.set_position(done as u64);
+            })
+            .await;
+            bar.finish_and_clear();
+            let report = report?;
+            // By id, every id must have been retried; a window skips what
+            // someone else redrove meanwhile.
+            let by_window = matches!(r.selection, Selection::Failed(_));
+            finish(("retry", "retried"), by_window, &report, as_json)?
+        }
+        TasksCommand::Delete { ids } => {
+            let report = lifo_ops::tasks::delete(q, ids).await?;
+            finish(("delete", "deleted"), false, &report, as_json)?
+        }
+    })
+}
+
+/// A command on several ids fails when any was refused, naming each.
+fn finish(
+    (infinitive, past): (&str, &str),
+    by_window: bool,
+    report: &BatchReport,
+    as_json: bool,
+) -> Result<String, CliError> {
+    if !report.refused.is_empty() {
+        let asked = report.done.len() + report.refused.len();
+        let reasons: Vec<&str> = report.refused.iter().map(|r| r.reason.as_str()).collect();
+        return Err(CliError::Other(format!(
+            "{past} {} of {asked}; {}",
+            report.done.len(),
+            reasons.join("; ")
+        )));
+    }
+    Ok(if as_json {
+        print::json(report)
+    } else {
+        print::batch(infinitive, past, by_window, report)
+    })
+}
+
+fn retry_request(args: &RetryArgs, now: u64) -> Result<Retry, CliError> {
+    let selection = if args.failed {
+        Selection::Failed(FailedFilter {
+            since_ms: args.since.map_or(0, |s| s.epoch_ms(now)),
+            error_prefix: args.error_prefix.clone().unwrap_or_default(),
+            limit: args.limit,
+        })
+    } else if args.ids.is_empty() {
+        return Err(CliError::Other(
+            "give the ids to retry, or --failed (with --since, --error-prefix)".into(),
+        ));
+    } else {
+        Selection::Ids(args.ids.clone())
+    };
+    Ok(Retry {
+        selection,
+        per_second: NonZeroU32::new(args.rate).unwrap_or(NonZeroU32::MIN),
+        reason: args
+            .reason
+            .clone()
+            .unwrap_or_else(|| RETRY_REASON.to_owned()),
+        dry_run: args.dry_run,
+    })
+}
+
+fn progress_bar(as_json: bool, r: &Retry) -> indicatif::ProgressBar {
+    if as_json || r.dry_run || matches!(&r.selection, Selection::Ids(ids) if ids.len() < 2) {
+        return indicatif::ProgressBar::hidden();
+    }
+    indicatif::ProgressBar::new(0).with_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} retried, {per_sec}, {eta} left",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    )
+}
+
+/// `tasks create`'s request: a file's JSON, or `{"count": N}`.
+fn create_request(file: Option<&std::path::Path>, count: Option<u64>) -> Result<Value, CliError> {
+    match (file, count) {
+        (Some(path), None) => {
+            // Refused before it is read whole when it is over create's limit.
+            let size = std::fs::metadata(path)
+                .map_err(|e| CliError::Other(format!("reading {}: {e}", path.display())))?
+                .len();
+            create::check_request_size(usize::try_from(size).unwrap_or(usize::MAX))
+                .map_err(|e| CliError::Other(e.to_string()))?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::Other(format!("reading {}: {e}", path.display())))?;
+            serde_json::from_str(&text)
+                .map_err(|e| CliError::Other(format!("{} is not JSON: {e}", path.display())))
+        }
+        (None, Some(n)) => Ok(json!({ "count": n })),
+        _ => Err(CliError::Other(
+            "give --file FILE (a create request) or --count N".into(),
+        )),
+    }
+}

@@ -1,0 +1,255 @@
+//! How the `lifo` command prints what an operation returned: a table for
+//! people, or `--json` for scripts (the same document the HTTP API
+//! answers).
+
+use lifo_core::Task;
+use lifo_core::store::Failed;
+use lifo_ops::control::QueueControl;
+use lifo_ops::create::CreateResponse;
+use lifo_ops::stats::{PAST_DAYS, Stats, age_ms, shed_shown};
+use lifo_ops::tasks::{BatchReport, History, Page};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+
+/// `value` as one line of JSON.
+pub fn json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| json!({ "error": e.to_string() }).to_string())
+}
+
+fn age(ms: u64, now: u64) -> String {
+    format!("{:.1} s", now.saturating_sub(ms) as f64 / 1000.0)
+}
+
+pub fn task(t: &Task, now: u64) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "taskId      {}", t.task_id);
+    let _ = writeln!(out, "status      {}", t.task_status);
+    let _ = writeln!(out, "created     {} ago", age(t.task_created, now));
+    let _ = writeln!(out, "attempts    {} (token {})", t.attempts, t.token);
+    let _ = writeln!(
+        out,
+        "expires     in {} s",
+        (t.expires_at as i64) - (now / 1000) as i64
+    );
+    if let Some(lease) = t.lease_until {
+        let _ = if t.lease_is_live(now) {
+            writeln!(out, "lease       live for another {}", age(now, lease))
+        } else {
+            writeln!(
+                out,
+                "lease       expired {} ago: claimable again",
+                age(lease, now)
+            )
+        };
+    }
+    if let Some(by) = &t.claimed_by {
+        let _ = writeln!(out, "claimed by  {by}");
+    }
+    if let Some(u) = &t.user_id {
+        let _ = writeln!(out, "user        {u}");
+    }
+    if let Some(d) = &t.due_date {
+        let _ = writeln!(out, "due         {d}");
+    }
+    if let Some(f) = t.failed_at {
+        let _ = writeln!(out, "failed      {} ago", age(f, now));
+    }
+    if let Some(e) = &t.last_error {
+        let _ = writeln!(out, "lastError   {e}");
+    }
+    let _ = write!(out, "payload     {}", Value::Object(t.payload.clone()));
+    out
+}
+
+pub fn user_tasks(user: &str, page: &Page<Task>) -> String {
+    let mut out = format!(
+        "{:<38} {:<10} {:>3} {:<10} {}\n",
+        "TASK", "STATUS", "ATT", "DUE", "LAST ERROR"
+    );
+    for t in &page.items {
+        let _ = writeln!(
+            out,
+            "{:<38} {:<10} {:>3} {:<10} {}",
+            t.task_id,
+            t.task_status.as_str(),
+            t.attempts,
+            t.due_date.as_deref().unwrap_or("-"),
+            t.last_error.as_deref().unwrap_or("")
+        );
+    }
+    let _ = write!(
+        out,
+        "{} task(s) of user {user}, newest first",
+        page.items.len()
+    );
+    if page.next_cursor.is_some() {
+        out.push_str(" (more: raise --limit)");
+    }
+    out
+}
+
+pub fn failed(failed: &[Failed], now: u64) -> String {
+    let mut out = format!("{:<38} {:>12}  {}\n", "TASK", "FAILED AGO", "LAST ERROR");
+    for f in failed {
+        let _ = writeln!(
+            out,
+            "{:<38} {:>12}  {}",
+            f.task_id,
+            age(f.failed_at, now),
+            f.last_error.as_deref().unwrap_or("")
+        );
+    }
+    let _ = write!(out, "{} failed task(s), newest first", failed.len());
+    out
+}
+
+pub fn history(h: &History, now: u64) -> String {
+    let mut out = format!(
+        "{:<10} {:>10} {:>7} {:>5}  {}\n",
+        "STATUS", "AGO", "ATTEMPT", "TOKEN", "REASON"
+    );
+    for e in &h.history {
+        let _ = writeln!(
+            out,
+            "{:<10} {:>10} {:>7} {:>5}  {}",
+            e.status.as_str(),
+            age(e.at, now),
+            e.attempt,
+            e.token,
+            e.reason.as_deref().unwrap_or("")
+        );
+    }
+    let _ = write!(
+        out,
+        "task {} is {} ({} transitions)",
+        h.task_id,
+        h.task_status,
+        h.history.len()
+    );
+    out
+}
+
+/// What a command on several tasks did: "deleted a b", "retried 3 failed
+/// task(s): …", "would retry 2 task(s) (dry run, nothing written): …".
+/// `by_window`: the tasks were a window of failures, not ids.
+pub fn batch(infinitive: &str, past: &str, by_window: bool, r: &BatchReport) -> String {
+    let ids = |ids: &[String]| {
+        if ids.is_empty() || ids.len() > 20 {
+            String::new()
+        } else {
+            format!(": {}", ids.join(" "))
+        }
+    };
+    let mut out = if r.dry_run {
+        format!(
+            "would {infinitive} {} task(s) (dry run, nothing written){}",
+            r.done.len(),
+            ids(&r.done)
+        )
+    } else if by_window {
+        format!("{past} {} failed task(s){}", r.done.len(), ids(&r.done))
+    } else {
+        format!("{past} {}", r.done.join(" "))
+    };
+    if r.paused {
+        out.push_str(" (the queue is paused: they run after `lifo resume`)");
+    }
+    out
+}
+
+pub fn created(r: &CreateResponse) -> String {
+    let mut out = format!("created {}", r.created.len());
+    if !r.existing.is_empty() {
+        let _ = write!(
+            out,
+            ", {} already existed ({})",
+            r.existing.len(),
+            r.existing.join(" ")
+        );
+    }
+    if r.created.len() <= 20 && !r.created.is_empty() {
+        let _ = write!(out, ": {}", r.created.join(" "));
+    }
+    out
+}
+
+pub fn control(c: &QueueControl) -> String {
+    let why = c
+        .reason
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    if c.paused {
+        format!(
+            "paused{why}: processors claim nothing (within their 5 s poll), finish what runs, \
+             and tasks keep expiring; `lifo resume` wakes the queue"
+        )
+    } else {
+        format!("running{why}: the processor is woken")
+    }
+}
+
+/// `lifo stats`'s table.
+pub fn stats(s: &Stats, now: u64, table: &str) -> String {
+    let show = |at: Option<u64>| {
+        age_ms(at, now).map_or("-".to_owned(), |a| format!("{:.1} s", a as f64 / 1000.0))
+    };
+    let mut out = format!(
+        "{:>5} {:>9} {:>9} {:>11} {:>15} {:>12} {:>12}\n",
+        "SHARD", "PENDING", "RUNNING", "BACKING OFF", "EXPIRED (1 H)", "NEWEST AGE", "OLDEST AGE"
+    );
+    for sh in &s.shards {
+        let _ = writeln!(
+            out,
+            "{:>5} {:>9} {:>9} {:>11} {:>15} {:>12} {:>12}",
+            sh.shard,
+            sh.pending,
+            sh.running,
+            sh.backing_off,
+            shed_shown(sh),
+            show(sh.newest_claimable_at),
+            show(sh.oldest_claimable_at)
+        );
+    }
+    if !s.scheduled.is_empty() {
+        let _ = writeln!(out, "\n{:<10} {:>9}", "DUE DATE", "SCHEDULED");
+        for (d, n) in &s.scheduled {
+            let _ = writeln!(out, "{d:<10} {n:>9}");
+        }
+    }
+    if s.control.paused {
+        let since = s.control.changed_at.map_or(String::new(), |at| {
+            format!(" for {:.0} s", now.saturating_sub(at) as f64 / 1000.0)
+        });
+        let why = s
+            .control
+            .reason
+            .as_deref()
+            .filter(|r| !r.is_empty())
+            .map_or(String::new(), |r| format!(" ({r})"));
+        let _ = write!(
+            out,
+            "\nPAUSED{since}{why}: nothing is claimed until `lifo resume`"
+        );
+    }
+    let _ = write!(
+        out,
+        "\n{} pending, {} running, {} backing off, {}{} shed by expiry in the last hour, \
+         {} scheduled (due from {} days ago to {} days ahead) in table {table}",
+        s.total(|x| x.pending),
+        s.total(|x| x.running),
+        s.total(|x| x.backing_off),
+        s.total(|x| x.expired_last_hour),
+        if s.shards.iter().any(|x| x.expired_capped) {
+            "+"
+        } else {
+            ""
+        },
+        s.scheduled.iter().map(|(_, n)| n).sum::<usize>(),
+        PAST_DAYS,
+        s.days,
+    );
+    out
+}

@@ -1,0 +1,123 @@
+//! The opaque cursor of a paged list: where the previous page of a user's
+//! tasks ended (the user index's key), as base64url of a small JSON
+//! document. The server validates it: it must decode, name exactly the
+//! user asked for and hold a well-formed key, or the request is refused
+//! naming `cursor`. A cursor forged for another user is refused; one made
+//! up for the same user can only start that user's list somewhere else.
+
+use crate::OpsError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_smithy_types::base64;
+use lifo_core::expr::attr;
+use lifo_core::model::MAX_TASK_ID_LEN;
+use lifo_core::store::Item;
+use serde::{Deserialize, Serialize};
+
+/// Longest cursor accepted (a real one is under 400 characters).
+pub const MAX_CURSOR_LEN: usize = 1024;
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct Position {
+    /// The user.
+    u: String,
+    /// The last task's id.
+    t: String,
+    /// The last task's `taskCreated`.
+    c: u64,
+}
+
+fn refused(message: impl Into<String>) -> OpsError {
+    OpsError::invalid("cursor", message)
+}
+
+/// The cursor for a page that ended at `key` (the index's
+/// LastEvaluatedKey); `None` when it lacks the index's attributes.
+pub fn encode(key: &Item) -> Option<String> {
+    let s = |name: &str| key.get(name)?.as_s().ok().cloned();
+    let position = Position {
+        u: s(attr::USER_ID)?,
+        t: s(attr::TASK_ID)?,
+        c: key.get(attr::CREATED)?.as_n().ok()?.parse().ok()?,
+    };
+    let json = serde_json::to_vec(&position).ok()?;
+    Some(base64::encode(json).replace('+', "-").replace('/', "_"))
+}
+
+/// The index key to continue `user`'s list from.
+pub fn decode(cursor: &str, user: &str) -> Result<Item, OpsError> {
+    if cursor.len() > MAX_CURSOR_LEN {
+        return Err(refused(format!(
+            "is {} characters; a cursor is at most {MAX_CURSOR_LEN}",
+            cursor.len()
+        )));
+    }
+    let bytes = base64::decode(cursor.replace('-', "+").replace('_', "/"))
+        .map_err(|_| refused("is not a cursor this API gave out"))?;
+    let p: Position =
+        serde_json::from_slice(&bytes).map_err(|_| refused("is not a cursor this API gave out"))?;
+    if p.u != user {
+        return Err(refused("was given out for another user's list"));
+    }
+    if p.t.is_empty() || p.t.len() > MAX_TASK_ID_LEN {
+        return Err(refused("is not a cursor this API gave out"));
+    }
+    Ok(Item::from([
+        (attr::USER_ID.to_owned(), AttributeValue::S(p.u)),
+        (attr::TASK_ID.to_owned(), AttributeValue::S(p.t)),
+        (attr::CREATED.to_owned(), AttributeValue::N(p.c.to_string())),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(user: &str, id: &str, created: u64) -> Item {
+        Item::from([
+            (attr::USER_ID.to_owned(), AttributeValue::S(user.into())),
+            (attr::TASK_ID.to_owned(), AttributeValue::S(id.into())),
+            (
+                attr::CREATED.to_owned(),
+                AttributeValue::N(created.to_string()),
+            ),
+        ])
+    }
+
+    #[test]
+    fn a_cursor_round_trips_for_its_own_user() {
+        let k = key("alice", "order/1+2", 1_700_000_000_123);
+        let c = encode(&k).unwrap_or_default();
+        assert!(
+            !c.contains(['+', '/', '=']) || !c.contains(['+', '/']),
+            "{c}"
+        );
+        assert_eq!(decode(&c, "alice").ok(), Some(k));
+    }
+
+    #[test]
+    fn a_cursor_for_another_user_or_forged_is_refused_naming_the_cursor() {
+        let c = encode(&key("alice", "t1", 1)).unwrap_or_default();
+        for (cursor, user) in [
+            (c.as_str(), "bob"),
+            ("not base64!", "alice"),
+            ("e30", "alice"),
+            (&"A".repeat(MAX_CURSOR_LEN + 1), "alice"),
+        ] {
+            match decode(cursor, user) {
+                Err(OpsError::Invalid { field, .. }) => assert_eq!(field, "cursor"),
+                other => panic!("{cursor:?} for {user}: {other:?}"),
+            }
+        }
+        // A document with an extra field is not one of ours.
+        let extra = base64::encode(br#"{"u":"alice","t":"t1","c":1,"x":2}"#);
+        assert!(decode(&extra, "alice").is_err());
+    }
+
+    #[test]
+    fn a_key_without_the_index_attributes_gives_no_cursor() {
+        let mut k = key("alice", "t1", 1);
+        k.remove(attr::CREATED);
+        assert_eq!(encode(&k), None);
+    }
+}

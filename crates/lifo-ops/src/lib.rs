@@ -1,0 +1,16 @@
+//! The queue's operations, with typed results: create, find, list, retry,
+//! cancel, delete, pause, resume and stats. The three faces (the `lifo`
+//! command, its console and the HTTP API function) call these and only
+//! format what they return; nothing here knows of clap, axum or HTTP.
+
+pub mod control;
+pub mod create;
+pub mod cursor;
+pub mod error;
+pub mod queue;
+pub mod retry;
+pub mod stats;
+pub mod tasks;
+
+pub use error::OpsError;
+pub use queue::{Produce, Queue, Settings};

@@ -1,0 +1,94 @@
+//! The queue an operation acts on: its table, its settings and how tasks
+//! are created on it.
+
+use crate::OpsError;
+use create::CreateResponse;
+use lifo_core::Store;
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// The stack's settings that the operations need (the template's
+/// parameters of the same names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// `ShardCount`: LIFO index shards.
+    pub shards: u32,
+    /// `DueShardCount`: due-date index shards.
+    pub due_shards: u32,
+    /// `MaxTaskTtlSeconds`: bounds what `stats` reads of the index.
+    pub max_ttl_seconds: u64,
+    /// `TaskTtlSeconds`: the TTL of a created or retried task that gives none.
+    pub task_ttl_seconds: u64,
+    /// `RetentionSeconds`: how long tasks stay readable after they expire.
+    pub retention_seconds: u64,
+}
+
+impl Default for Settings {
+    /// The template's defaults.
+    fn default() -> Self {
+        Self {
+            shards: 1,
+            due_shards: 50,
+            max_ttl_seconds: 604_800,
+            task_ttl_seconds: 3600,
+            retention_seconds: 604_800,
+        }
+    }
+}
+
+/// A boxed future (what [`Produce`] returns, so it can be a trait object).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Writes a create request: create's own code in this process, or a
+/// deployed CreateFunction invoked by the `lifo` command.
+pub trait Produce: std::fmt::Debug + Send + Sync {
+    fn create(&self, request: Value) -> BoxFuture<'_, Result<CreateResponse, OpsError>>;
+}
+
+/// Create's own code against the table (validation, limits, wake-ups).
+impl Produce for create::Creator {
+    fn create(&self, request: Value) -> BoxFuture<'_, Result<CreateResponse, OpsError>> {
+        Box::pin(async move { Ok(self.handle(request).await?) })
+    }
+}
+
+/// The queue: its table, settings and producer.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    pub store: Store,
+    pub settings: Settings,
+    pub producer: Arc<dyn Produce>,
+}
+
+impl Queue {
+    /// A queue whose tasks are created by create's own code on `store`
+    /// with `settings` (no wake-ups: the stream wakes the processor).
+    pub fn new(store: Store, settings: Settings) -> Self {
+        let creator = create::Creator::new(store.clone(), create_config(&store, &settings));
+        Self {
+            store,
+            settings,
+            producer: Arc::new(creator),
+        }
+    }
+
+    /// The same queue with another producer.
+    pub fn with_producer(mut self, producer: Arc<dyn Produce>) -> Self {
+        self.producer = producer;
+        self
+    }
+}
+
+/// Create's configuration for `settings`.
+pub fn create_config(store: &Store, s: &Settings) -> create::CreateConfig {
+    create::CreateConfig {
+        shard_count: s.shards,
+        due_shard_count: s.due_shards,
+        max_ttl_seconds: s.max_ttl_seconds,
+        default_ttl_seconds: s.task_ttl_seconds.min(s.max_ttl_seconds),
+        retention_seconds: s.retention_seconds,
+        ..create::CreateConfig::new(store.table())
+    }
+}

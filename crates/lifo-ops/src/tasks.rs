@@ -1,0 +1,197 @@
+//! Find, list, cancel and delete tasks.
+
+use crate::{OpsError, Queue, cursor};
+use lifo_core::store::{Failed, FailedQuery, OperateError};
+use lifo_core::{HistoryEntry, Task, TaskStatus, now_ms};
+use serde::Serialize;
+
+/// Most tasks one list or one bulk retry returns.
+pub const MAX_LIST: usize = 10_000;
+/// Tasks read per index page of a user's list.
+const USER_PAGE: usize = 100;
+
+/// A task id as create accepts it (1 to 128 characters from
+/// `A-Z a-z 0-9 - _ . : / @`, not only dots): anything else names no task
+/// and is refused before it reaches DynamoDB.
+pub fn check_id(field: &str, id: &str) -> Result<(), OpsError> {
+    create::check_task_id(id).map_err(|m| OpsError::invalid(field, m))
+}
+
+/// One task, its payload included.
+pub async fn get(q: &Queue, id: &str) -> Result<Task, OpsError> {
+    check_id("taskId", id)?;
+    q.store.get(id).await?.ok_or_else(|| OpsError::NotFound {
+        task_id: id.to_owned(),
+    })
+}
+
+/// A task's transitions, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct History {
+    pub task_id: String,
+    pub task_status: TaskStatus,
+    pub history: Vec<HistoryEntry>,
+}
+
+pub async fn history(q: &Queue, id: &str) -> Result<History, OpsError> {
+    let t = get(q, id).await?;
+    Ok(History {
+        task_id: t.task_id,
+        task_status: t.task_status,
+        history: t.history,
+    })
+}
+
+/// A page of a list, and where the next one starts (`None`: the last).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+/// `user`'s tasks, newest first (every status), at most `limit`
+/// (1 to [`MAX_LIST`]), from `cursor` (a previous page's `next_cursor`).
+pub async fn list_user(
+    q: &Queue,
+    user: &str,
+    limit: usize,
+    cursor: Option<&str>,
+) -> Result<Page<Task>, OpsError> {
+    if user.is_empty() || user.len() > lifo_core::model::MAX_TASK_ID_LEN {
+        return Err(OpsError::invalid(
+            "userId",
+            format!(
+                "must be 1 to {} characters",
+                lifo_core::model::MAX_TASK_ID_LEN
+            ),
+        ));
+    }
+    check_limit(limit)?;
+    let mut start = cursor.map(|c| cursor::decode(c, user)).transpose()?;
+    let mut items = Vec::new();
+    loop {
+        let want = (limit - items.len()).min(USER_PAGE);
+        let (page, next) = q
+            .store
+            .user_tasks(user, i32::try_from(want).unwrap_or(100), start)
+            .await?;
+        items.extend(page);
+        start = next;
+        if start.is_none() || items.len() >= limit {
+            break;
+        }
+    }
+    Ok(Page {
+        items,
+        next_cursor: start.as_ref().and_then(cursor::encode),
+    })
+}
+
+fn check_limit(limit: usize) -> Result<(), OpsError> {
+    if limit == 0 || limit > MAX_LIST {
+        return Err(OpsError::invalid(
+            "limit",
+            format!("must be 1 to {MAX_LIST}, not {limit}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Which failures: a window of the failed-task index.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FailedFilter {
+    /// Failed at or after (epoch ms; 0: any time).
+    pub since_ms: u64,
+    /// Only those whose `lastError` starts with this ("" for all).
+    pub error_prefix: String,
+    /// At most this many, newest first (1 to [`MAX_LIST`]).
+    pub limit: usize,
+}
+
+/// The failed tasks of a window, newest first (the failed-task index, no
+/// scan).
+pub async fn failed(q: &Queue, f: &FailedFilter) -> Result<Vec<Failed>, OpsError> {
+    check_limit(f.limit)?;
+    Ok(q.store
+        .failed(FailedQuery {
+            shard_count: q.settings.shards,
+            since_ms: f.since_ms,
+            until_ms: now_ms(),
+            error_prefix: &f.error_prefix,
+            limit: f.limit,
+        })
+        .await?)
+}
+
+/// Cancels a task that is still SCHEDULED.
+pub async fn cancel(q: &Queue, id: &str) -> Result<Task, OpsError> {
+    check_id("taskId", id)?;
+    Ok(q.store.cancel(id, now_ms()).await?)
+}
+
+/// What a command on several tasks did: the ids it wrote, and each one it
+/// refused with why.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchReport {
+    pub done: Vec<String>,
+    pub refused: Vec<Refusal>,
+    /// A dry run: `done` lists what would have been written.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// The queue is paused: what was retried runs after a resume.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+}
+
+impl BatchReport {
+    /// Records one task's outcome: written, or refused with why. A store
+    /// failure ends the batch: the error says what was written before it.
+    pub(crate) fn record(
+        &mut self,
+        verb: &'static str,
+        asked: usize,
+        id: &str,
+        outcome: Result<Task, OperateError>,
+    ) -> Result<(), OpsError> {
+        match outcome {
+            Ok(t) => self.done.push(t.task_id),
+            Err(OperateError::Store(error)) => {
+                return Err(OpsError::Interrupted {
+                    verb,
+                    done: std::mem::take(&mut self.done),
+                    asked,
+                    error,
+                });
+            }
+            Err(e) => self.refused.push(Refusal {
+                task_id: id.to_owned(),
+                reason: e.to_string(),
+            }),
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Refusal {
+    pub task_id: String,
+    pub reason: String,
+}
+
+/// Deletes tasks (any status but one running under a live lease). Every id
+/// is checked before anything is deleted.
+pub async fn delete(q: &Queue, ids: &[String]) -> Result<BatchReport, OpsError> {
+    for (i, id) in ids.iter().enumerate() {
+        check_id(&format!("ids[{i}]"), id)?;
+    }
+    let mut report = BatchReport::default();
+    for id in ids {
+        let deleted = q.store.delete(id, now_ms()).await;
+        report.record("deleted", ids.len(), id, deleted)?;
+    }
+    Ok(report)
+}

@@ -1,0 +1,96 @@
+//! Request bodies and query strings, read so that every refusal names its
+//! field: JSON only (`Content-Type: application/json`), at most create's
+//! request limit (refused by length before anything is parsed), objects
+//! whose unknown fields are refused.
+
+use crate::problem::Problem;
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode, header};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::str::FromStr;
+
+/// The largest body accepted: create's request limit (6 MiB, Lambda's own
+/// limit for a synchronous request).
+pub const MAX_BODY_BYTES: usize = create::MAX_REQUEST_BYTES;
+
+/// The body as JSON. An empty body is `{}` when `empty_ok`.
+pub fn json(headers: &HeaderMap, body: &Bytes, empty_ok: bool) -> Result<Value, Problem> {
+    if body.is_empty() && empty_ok {
+        return Ok(Value::Object(Default::default()));
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "/problems/unsupported-media-type",
+            "Send JSON",
+            format!("Content-Type is {content_type:?}; this API takes application/json"),
+        ));
+    }
+    if body.len() > MAX_BODY_BYTES {
+        return Err(too_large(body.len()));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| Problem::invalid("(body)", format!("not valid JSON: {e}")))
+}
+
+pub fn too_large(len: usize) -> Problem {
+    Problem::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "/problems/too-large",
+        "Request body too large",
+        format!("the body is {len} bytes; the limit is {MAX_BODY_BYTES}"),
+    )
+}
+
+/// The body as `T` (a typed request, unknown fields refused), naming the
+/// field that is wrong.
+pub fn typed<T: DeserializeOwned>(value: Value) -> Result<T, Problem> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            "(body)".to_owned()
+        } else {
+            path
+        };
+        Problem::invalid(field, e.into_inner().to_string())
+    })
+}
+
+/// A query parameter, parsed, or `default` when absent.
+pub fn param<T: FromStr>(
+    query: &HashMap<String, String>,
+    name: &str,
+    default: T,
+) -> Result<T, Problem> {
+    match query.get(name) {
+        None => Ok(default),
+        Some(v) => v
+            .parse()
+            .map_err(|_| Problem::invalid(name, format!("{v:?} is not a valid {name}"))),
+    }
+}
+
+/// Refuses query parameters that are not in `known`.
+pub fn only(query: &HashMap<String, String>, known: &[&str]) -> Result<(), Problem> {
+    match query.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(Problem::invalid(
+            k.clone(),
+            if known.is_empty() {
+                "unknown query parameter; this route takes none".to_owned()
+            } else {
+                format!(
+                    "unknown query parameter; this route takes {}",
+                    known.join(", ")
+                )
+            },
+        )),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,178 @@
+//! Every error answer is a problem document (RFC 9457,
+//! `application/problem+json`) that names what was wrong: the field of
+//! the request (`tasks[3].ttlSeconds`, `limit`, `cursor`, `(body)`), or the
+//! task's state. Nothing is ever partly written: the operations validate
+//! a whole request before they write.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use lifo_ops::OpsError;
+use serde::Serialize;
+
+pub const CONTENT_TYPE: &str = "application/problem+json";
+
+/// A problem document.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    /// A URI naming the kind of problem (relative: `docs/api.md` lists them).
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub title: &'static str,
+    pub status: u16,
+    pub detail: String,
+    /// The part of the request that was wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// A bulk operation that stopped part-way: the tasks it did write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub done: Option<Vec<String>>,
+}
+
+impl Problem {
+    pub fn new(
+        status: StatusCode,
+        kind: &'static str,
+        title: &'static str,
+        detail: String,
+    ) -> Self {
+        Self {
+            kind,
+            title,
+            status: status.as_u16(),
+            detail,
+            field: None,
+            done: None,
+        }
+    }
+
+    /// 400: the request is malformed, naming `field`.
+    pub fn invalid(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        let field = field.into();
+        let detail = detail.into();
+        Self {
+            field: Some(field.clone()),
+            ..Self::new(
+                StatusCode::BAD_REQUEST,
+                "/problems/invalid-request",
+                "Invalid request",
+                format!("{field}: {detail}"),
+            )
+        }
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "/problems/not-found",
+            "Not found",
+            detail.into(),
+        )
+    }
+
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "/problems/conflict",
+            "The task is not in a state this takes",
+            detail.into(),
+        )
+    }
+
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "/problems/forbidden",
+            "Forbidden",
+            detail.into(),
+        )
+    }
+}
+
+impl From<OpsError> for Problem {
+    fn from(e: OpsError) -> Self {
+        match e {
+            OpsError::NotFound { task_id } => Self::not_found(format!("no task {task_id}")),
+            OpsError::Invalid { field, message } => Self::invalid(field, message),
+            OpsError::Conflict(detail) => Self::conflict(detail),
+            OpsError::Rejected(detail) => Self::new(
+                StatusCode::BAD_REQUEST,
+                "/problems/invalid-request",
+                "Invalid request",
+                detail,
+            ),
+            OpsError::Interrupted {
+                verb,
+                done,
+                asked,
+                error,
+            } => Self {
+                done: Some(done.clone()),
+                ..Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "/problems/interrupted",
+                    "Stopped part-way",
+                    format!(
+                        "{verb} {} of {asked}, then: {}",
+                        done.len(),
+                        lifo_core::error::chain(&error)
+                    ),
+                )
+            },
+            OpsError::Store(e) if e.is_throttled() => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "/problems/throttled",
+                "DynamoDB is throttling; retry later",
+                lifo_core::error::chain(&e),
+            ),
+            e @ (OpsError::Store(_) | OpsError::Unavailable(_)) => Self::new(
+                StatusCode::BAD_GATEWAY,
+                "/problems/unavailable",
+                "The queue's table could not be reached",
+                e.to_string(),
+            ),
+        }
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_string(&self).unwrap_or_default();
+        let mut res = (status, body).into_response();
+        res.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        res
+    }
+}
+
+/// Turns any error answer that is not yet a problem document (axum's own
+/// rejections: a path that is not UTF-8, a body over the limit) into one,
+/// with the rejection's text as its detail.
+pub async fn ensure(res: Response) -> Response {
+    let status = res.status();
+    let is_problem = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == CONTENT_TYPE.as_bytes());
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return res;
+    }
+    let text = axum::body::to_bytes(res.into_body(), 16 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let mut p = Problem::new(status, "/problems/invalid-request", "Invalid request", text);
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        p.kind = "/problems/too-large";
+        p.title = "Request body too large";
+    } else if status.is_server_error() {
+        p.kind = "/problems/unavailable";
+        p.title = "Internal error";
+    }
+    p.into_response()
+}

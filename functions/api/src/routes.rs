@@ -1,0 +1,352 @@
+//! The routes: each parses its request, calls one operation of `lifo-ops`
+//! (the same the `lifo` command and its console call) and answers JSON.
+
+use crate::body::{self, MAX_BODY_BYTES};
+use crate::problem::Problem;
+use crate::scopes;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, delete, get, post};
+use lifo_core::since::Since;
+use lifo_core::{Task, now_ms};
+use lifo_ops::Queue;
+use lifo_ops::retry::{Retry, Selection};
+use lifo_ops::tasks::FailedFilter;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+/// Most tasks one page of a user's list holds.
+pub const MAX_PAGE: usize = 100;
+/// Tasks per page unless `limit` says otherwise.
+pub const DEFAULT_PAGE: usize = 25;
+/// Longest a bulk retry may take at its pace: API Gateway ends an HTTP API
+/// integration after 30 s, so `limit / perSecond` must stay under this.
+pub const MAX_BULK_SECONDS: usize = 25;
+/// Why a redrive over the API is recorded in the task's history.
+pub const RETRY_REASON: &str = "retried over the HTTP API";
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub struct Api {
+    pub queue: Queue,
+}
+
+type Shared = State<Arc<Api>>;
+type Answer = Result<Response, Problem>;
+
+/// Every route: method, path (as API Gateway and OpenAPI write it) and
+/// handler. The router is built from this list, and docs/openapi.yaml is
+/// checked against it.
+pub fn routes() -> Vec<(Method, &'static str, MethodRouter<Arc<Api>>)> {
+    vec![
+        (Method::POST, "/tasks", post(create)),
+        (Method::GET, "/tasks/{taskId}", get(get_task)),
+        (Method::DELETE, "/tasks/{taskId}", delete(delete_task)),
+        (Method::GET, "/tasks/{taskId}/history", get(history)),
+        (Method::POST, "/tasks/{taskId}/retry", post(retry_one)),
+        (Method::POST, "/tasks/{taskId}/cancel", post(cancel)),
+        (Method::POST, "/tasks/retry", post(retry_failed)),
+        (Method::GET, "/users/{userId}/tasks", get(user_tasks)),
+        (Method::GET, "/queue", get(stats)),
+        (Method::POST, "/queue/pause", post(pause)),
+        (Method::POST, "/queue/resume", post(resume)),
+    ]
+}
+
+/// The API's router over `api`: the routes, 404 and 405 as problem
+/// documents, bodies over [`MAX_BODY_BYTES`] refused by length, and the
+/// JWT scopes checked when API Gateway's JWT authorizer let the request in.
+pub fn router(api: Arc<Api>) -> Router {
+    let mut by_path: Vec<(&'static str, MethodRouter<Arc<Api>>)> = Vec::new();
+    for (_, path, handler) in routes() {
+        match by_path.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, existing)) => *existing = std::mem::take(existing).merge(handler),
+            None => by_path.push((path, handler)),
+        }
+    }
+    let mut router = Router::new();
+    for (path, handler) in by_path {
+        router = router.route(path, handler);
+    }
+    router
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(scopes::check))
+        .layer(axum::middleware::map_response(crate::problem::ensure))
+        // One byte over the limit: the handler names the limit itself.
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES + 1))
+        .with_state(api)
+}
+
+async fn not_found(method: Method, uri: axum::http::Uri) -> Problem {
+    Problem::not_found(format!("no route {method} {}", uri.path()))
+}
+
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "/problems/method-not-allowed",
+        "Method not allowed",
+        format!("{} does not take {method}", uri.path()),
+    )
+}
+
+fn ok<T: Serialize>(status: StatusCode, value: &T) -> Answer {
+    Ok((status, axum::Json(value)).into_response())
+}
+
+/// A body read whole: over the limit, refused by length.
+fn bytes(body: Result<Bytes, axum::extract::rejection::BytesRejection>) -> Result<Bytes, Problem> {
+    body.map_err(|e| match e {
+        axum::extract::rejection::BytesRejection::FailedToBufferBody(_) => {
+            body::too_large(MAX_BODY_BYTES + 1)
+        }
+        e => Problem::invalid("(body)", e.body_text()),
+    })
+}
+
+/// `POST /tasks`: create's request. 201 when it wrote, 200 when every
+/// producer-chosen id already existed (an idempotent replay).
+async fn create(
+    State(api): Shared,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Answer {
+    body::only(&q, &[])?;
+    let request = body::json(&headers, &bytes(body)?, false)?;
+    let r = lifo_ops::create::create(&api.queue, request).await?;
+    let status = if r.created.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    ok(status, &r)
+}
+
+async fn get_task(State(api): Shared, Path(id): Path<String>) -> Answer {
+    ok(
+        StatusCode::OK,
+        &lifo_ops::tasks::get(&api.queue, &id).await?,
+    )
+}
+
+async fn history(State(api): Shared, Path(id): Path<String>) -> Answer {
+    ok(
+        StatusCode::OK,
+        &lifo_ops::tasks::history(&api.queue, &id).await?,
+    )
+}
+
+/// A batch of one: what was refused is a conflict.
+fn single(report: lifo_ops::tasks::BatchReport) -> Answer {
+    match report.refused.into_iter().next() {
+        Some(r) => Err(Problem::conflict(r.reason)),
+        None => ok(
+            StatusCode::OK,
+            &json!({ "done": report.done, "paused": report.paused }),
+        ),
+    }
+}
+
+async fn delete_task(State(api): Shared, Path(id): Path<String>) -> Answer {
+    lifo_ops::tasks::check_id("taskId", &id)?;
+    single(lifo_ops::tasks::delete(&api.queue, &[id]).await?)
+}
+
+async fn cancel(State(api): Shared, Path(id): Path<String>) -> Answer {
+    ok(
+        StatusCode::OK,
+        &lifo_ops::tasks::cancel(&api.queue, &id).await?,
+    )
+}
+
+/// An optional `{"reason": "…"}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Reason {
+    reason: Option<String>,
+}
+
+/// Longest reason kept in a task's history or on the control item.
+const MAX_REASON: usize = 500;
+
+fn reason(headers: &HeaderMap, body: &Bytes, default: &str) -> Result<String, Problem> {
+    let r: Reason = body::typed(body::json(headers, body, true)?)?;
+    let text = r.reason.unwrap_or_else(|| default.to_owned());
+    if text.chars().count() > MAX_REASON {
+        return Err(Problem::invalid(
+            "reason",
+            format!(
+                "is {} characters; the limit is {MAX_REASON}",
+                text.chars().count()
+            ),
+        ));
+    }
+    Ok(text)
+}
+
+async fn retry_one(
+    State(api): Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Answer {
+    lifo_ops::tasks::check_id("taskId", &id)?;
+    let reason = reason(&headers, &bytes(body)?, RETRY_REASON)?;
+    let r = Retry::ids(vec![id], reason);
+    single(lifo_ops::retry::retry(&api.queue, &r, &|_, _| {}).await?)
+}
+
+/// `POST /tasks/retry`: every failure of a window, paced.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RetryFailed {
+    /// Failed since: `90s`, `15m`, `1h`, `2d`, an RFC 3339 time or epoch ms.
+    since: Option<String>,
+    error_prefix: Option<String>,
+    limit: Option<usize>,
+    per_second: Option<u32>,
+    #[serde(default)]
+    dry_run: bool,
+    reason: Option<String>,
+}
+
+async fn retry_failed(
+    State(api): Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Answer {
+    let r: RetryFailed = body::typed(body::json(&headers, &bytes(body)?, true)?)?;
+    let now = now_ms();
+    let since: Since = match r.since.as_deref() {
+        None | Some("") => Since::At(0),
+        Some(s) => s
+            .parse()
+            .map_err(|e: String| Problem::invalid("since", e))?,
+    };
+    let per_second = r.per_second.unwrap_or(lifo_ops::retry::DEFAULT_PACE.get());
+    let per_second = NonZeroU32::new(per_second)
+        .filter(|n| n.get() <= lifo_ops::retry::MAX_PACE)
+        .ok_or_else(|| {
+            Problem::invalid(
+                "perSecond",
+                format!("must be 1 to {}", lifo_ops::retry::MAX_PACE),
+            )
+        })?;
+    let most = MAX_BULK_SECONDS * per_second.get() as usize;
+    let limit = r.limit.unwrap_or(most.min(lifo_ops::tasks::MAX_LIST));
+    if limit == 0 || (limit > most && !r.dry_run) || limit > lifo_ops::tasks::MAX_LIST {
+        return Err(Problem::invalid(
+            "limit",
+            format!(
+                "must be 1 to {}: at {per_second} per second a retry must end within \
+                 {MAX_BULK_SECONDS} s (API Gateway's 30 s limit); raise perSecond or use \
+                 `lifo tasks retry --failed`",
+                most.min(lifo_ops::tasks::MAX_LIST)
+            ),
+        ));
+    }
+    let reason = r.reason.unwrap_or_else(|| RETRY_REASON.to_owned());
+    if reason.chars().count() > MAX_REASON {
+        return Err(Problem::invalid(
+            "reason",
+            format!("the limit is {MAX_REASON} characters"),
+        ));
+    }
+    let retry = Retry {
+        selection: Selection::Failed(FailedFilter {
+            since_ms: since.epoch_ms(now),
+            error_prefix: r.error_prefix.unwrap_or_default(),
+            limit,
+        }),
+        per_second,
+        reason,
+        dry_run: r.dry_run,
+    };
+    ok(
+        StatusCode::OK,
+        &lifo_ops::retry::retry(&api.queue, &retry, &|_, _| {}).await?,
+    )
+}
+
+/// A task in a list: everything but its payload (`GET /tasks/{taskId}`
+/// has it), so a page stays small whatever the payloads weigh.
+fn summary(t: &Task) -> Value {
+    let mut v = serde_json::to_value(t).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("payload");
+        o.remove("history");
+    }
+    v
+}
+
+async fn user_tasks(
+    State(api): Shared,
+    Path(user): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Answer {
+    body::only(&q, &["limit", "cursor"])?;
+    let limit: usize = body::param(&q, "limit", DEFAULT_PAGE)?;
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(Problem::invalid(
+            "limit",
+            format!("must be 1 to {MAX_PAGE}, not {limit}"),
+        ));
+    }
+    let page = lifo_ops::tasks::list_user(
+        &api.queue,
+        &user,
+        limit,
+        q.get("cursor").map(String::as_str),
+    )
+    .await?;
+    ok(
+        StatusCode::OK,
+        &json!({
+            "items": page.items.iter().map(summary).collect::<Vec<_>>(),
+            "nextCursor": page.next_cursor,
+        }),
+    )
+}
+
+async fn stats(State(api): Shared, Query(q): Query<HashMap<String, String>>) -> Answer {
+    body::only(&q, &["days"])?;
+    let days: u32 = body::param(&q, "days", 7)?;
+    if days > 366 {
+        return Err(Problem::invalid("days", "must be 0 to 366"));
+    }
+    let now = now_ms();
+    let s = lifo_ops::stats::collect(&api.queue, now, days).await?;
+    ok(StatusCode::OK, &s.json(now))
+}
+
+async fn pause(
+    State(api): Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Answer {
+    let reason = reason(&headers, &bytes(body)?, "paused over the HTTP API")?;
+    ok(
+        StatusCode::OK,
+        &lifo_ops::control::pause(&api.queue, &reason).await?,
+    )
+}
+
+async fn resume(
+    State(api): Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Answer {
+    let reason = reason(&headers, &bytes(body)?, "resumed over the HTTP API")?;
+    ok(
+        StatusCode::OK,
+        &lifo_ops::control::resume(&api.queue, &reason).await?,
+    )
+}

@@ -1,0 +1,479 @@
+//! The HTTP API on DynamoDB Local + moto: every route over a real HTTP
+//! client with the CLI's semantics, hostile requests (each a problem
+//! document, nothing written), and API Gateway v2 events through the
+//! Lambda handler's router, JWT scopes included.
+
+use api::{Api, router};
+use lifo_core::TaskStatus;
+use lifo_ops::{Queue, Settings};
+use lifo_tests::{Harness, deadline};
+use process::runner::SimulatedRunner;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceExt as _;
+
+/// The API served on a free loopback port, over `h`'s table.
+struct Served {
+    base: String,
+    client: reqwest::Client,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn api(h: &Harness) -> Arc<Api> {
+    let settings = Settings {
+        shards: h.shards,
+        due_shards: 4,
+        ..Settings::default()
+    };
+    Arc::new(Api {
+        queue: Queue::new(h.store.clone(), settings).with_producer(Arc::new(h.creator())),
+    })
+}
+
+async fn serve(h: &Harness) -> Served {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(api(h));
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Served {
+        base: format!("http://{addr}"),
+        client: reqwest::Client::new(),
+        task,
+    }
+}
+
+impl Served {
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.unwrap();
+        answer(res).await
+    }
+
+    async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> (StatusCode, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let res = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        answer(res).await
+    }
+}
+
+/// Status and JSON body; an error must be a problem document.
+async fn answer(res: reqwest::Response) -> (StatusCode, Value) {
+    let status = res.status();
+    let content_type = res
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let text = res.text().await.unwrap();
+    let body: Value = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    };
+    if status.is_client_error() || status.is_server_error() {
+        assert_eq!(content_type, "application/problem+json", "{status}: {text}");
+        assert_eq!(body["status"], status.as_u16(), "{body}");
+        assert!(
+            body["type"].is_string() && body["detail"].is_string(),
+            "{body}"
+        );
+    } else {
+        assert_eq!(content_type, "application/json", "{status}: {text}");
+    }
+    (status, body)
+}
+
+fn ids(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_read_retry_cancel_and_delete_over_http() {
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+
+    // Create, with producer-chosen ids: 201, then an idempotent replay: 200.
+    let request = json!({"tasks": [
+        {"taskId": "a", "userId": "u1", "payload": {"n": 1}},
+        {"taskId": "b", "userId": "u1", "payload": {"n": 2}},
+        {"taskId": "s", "userId": "u1", "payload": {"n": 3}, "dueInDays": 3},
+    ]});
+    let (st, r) = s.call("POST", "/tasks", Some(request.clone())).await;
+    assert_eq!(
+        (st, ids(&r["created"])),
+        (
+            StatusCode::CREATED,
+            vec!["a".into(), "b".into(), "s".into()]
+        )
+    );
+    let (st, r) = s.call("POST", "/tasks", Some(request)).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(ids(&r["existing"]).len(), 3, "{r}");
+    assert!(ids(&r["created"]).is_empty(), "{r}");
+
+    // One task, its history.
+    let (st, t) = s.call("GET", "/tasks/a", None).await;
+    assert_eq!(
+        (st, t["taskId"].as_str(), t["payload"]["n"].as_u64()),
+        (StatusCode::OK, Some("a"), Some(1))
+    );
+    let (st, hist) = s.call("GET", "/tasks/a/history", None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(hist["taskStatus"], "PENDING");
+    assert!(hist["history"].is_array(), "{hist}");
+
+    // A user's tasks, newest first, paged by an opaque cursor; no payloads.
+    let (st, p1) = s.call("GET", "/users/u1/tasks?limit=2", None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(p1["items"].as_array().unwrap().len(), 2, "{p1}");
+    assert!(p1["items"][0].get("payload").is_none(), "{p1}");
+    let cursor = p1["nextCursor"].as_str().unwrap().to_owned();
+    let (st, p2) = s
+        .call(
+            "GET",
+            &format!("/users/u1/tasks?limit=2&cursor={cursor}"),
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(p2["items"].as_array().unwrap().len(), 1, "{p2}");
+    assert!(p2["nextCursor"].is_null(), "{p2}");
+    let mut seen: Vec<String> = p1["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(p2["items"].as_array().unwrap())
+        .map(|t| t["taskId"].as_str().unwrap().to_owned())
+        .collect();
+    seen.sort();
+    assert_eq!(seen, ["a", "b", "s"]);
+    // The cursor is bound to its user.
+    let (st, p) = s
+        .call("GET", &format!("/users/u2/tasks?cursor={cursor}"), None)
+        .await;
+    assert_eq!(
+        (st, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("cursor"))
+    );
+
+    // Cancel the scheduled one; a second cancel is a conflict.
+    let (st, c) = s.call("POST", "/tasks/s/cancel", None).await;
+    assert_eq!(
+        (st, c["taskStatus"].as_str()),
+        (StatusCode::OK, Some("CANCELLED"))
+    );
+    let (st, _) = s.call("POST", "/tasks/s/cancel", None).await;
+    assert_eq!(st, StatusCode::CONFLICT);
+
+    // A and b fail (a downstream that fails every run, one attempt).
+    let failing = h.processor_custom(SimulatedRunner::new(2, Duration::ZERO, 1.0, 0.0), 1);
+    let report = failing
+        .handle(&process::Wake::one(), deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.failed, 2);
+    // Retry a by id; b by the window of failures, a dry run first.
+    let (st, r) = s
+        .call(
+            "POST",
+            "/tasks/a/retry",
+            Some(json!({"reason": "downstream fixed"})),
+        )
+        .await;
+    assert_eq!(
+        (st, ids(&r["done"])),
+        (StatusCode::OK, vec!["a".to_owned()])
+    );
+    let a = h.store.get("a").await.unwrap().unwrap();
+    assert_eq!(a.task_status, TaskStatus::Pending);
+    assert_eq!(
+        a.history.last().and_then(|e| e.reason.as_deref()),
+        Some("downstream fixed")
+    );
+    let (st, r) = s
+        .call(
+            "POST",
+            "/tasks/retry",
+            Some(json!({"dryRun": true, "since": "1h"})),
+        )
+        .await;
+    assert_eq!(
+        (st, ids(&r["done"]), r["dryRun"].as_bool()),
+        (StatusCode::OK, vec!["b".to_owned()], Some(true))
+    );
+    assert_eq!(
+        h.store.get("b").await.unwrap().unwrap().task_status,
+        TaskStatus::Failure
+    );
+    let (st, r) = s
+        .call(
+            "POST",
+            "/tasks/retry",
+            Some(json!({"errorPrefix": "simulated"})),
+        )
+        .await;
+    assert_eq!(
+        (st, ids(&r["done"])),
+        (StatusCode::OK, vec!["b".to_owned()])
+    );
+    // Retrying a pending task is a conflict that names its state.
+    let (st, p) = s.call("POST", "/tasks/a/retry", None).await;
+    assert_eq!(st, StatusCode::CONFLICT);
+    assert!(p["detail"].as_str().unwrap().contains("is PENDING"), "{p}");
+
+    // Pause, stats, resume.
+    let (st, c) = s
+        .call(
+            "POST",
+            "/queue/pause",
+            Some(json!({"reason": "downstream is down"})),
+        )
+        .await;
+    assert_eq!((st, c["paused"].as_bool()), (StatusCode::OK, Some(true)));
+    let (st, stats) = s.call("GET", "/queue", None).await;
+    assert_eq!(
+        (st, stats["paused"].as_bool()),
+        (StatusCode::OK, Some(true))
+    );
+    assert_eq!(stats["totals"]["pending"], 2, "{stats}");
+    let (st, c) = s.call("POST", "/queue/resume", None).await;
+    assert_eq!((st, c["paused"].as_bool()), (StatusCode::OK, Some(false)));
+
+    // Delete, then it is gone.
+    let (st, r) = s.call("DELETE", "/tasks/b", None).await;
+    assert_eq!(
+        (st, ids(&r["done"])),
+        (StatusCode::OK, vec!["b".to_owned()])
+    );
+    let (st, p) = s.call("GET", "/tasks/b", None).await;
+    assert_eq!(
+        (st, p["detail"].as_str()),
+        (StatusCode::NOT_FOUND, Some("no task b"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_requests_get_a_problem_document_and_write_nothing() {
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+    let (st, _) = s
+        .call(
+            "POST",
+            "/tasks",
+            Some(json!({"tasks": [{"taskId": "keep", "userId": "u1", "payload": {"n": 1}}]})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let before = h.tasks().await;
+
+    // Bodies: over the limit (refused by length), malformed, not JSON,
+    // valid JSON with one bad field (the whole request refused).
+    let big = format!(
+        "{{\"tasks\": [{{\"payload\": {{\"x\": \"{}\"}}}}]}}",
+        "a".repeat(create::MAX_REQUEST_BYTES)
+    );
+    let (st, _) = s
+        .raw("POST", "/tasks", "application/json", big.into_bytes())
+        .await;
+    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE);
+    let (st, p) = s
+        .raw(
+            "POST",
+            "/tasks",
+            "application/json",
+            b"{\"tasks\": [".to_vec(),
+        )
+        .await;
+    assert_eq!(
+        (st, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("(body)"))
+    );
+    let (st, _) = s.raw("POST", "/tasks", "text/plain", b"{}".to_vec()).await;
+    assert_eq!(st, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let (st, p) = s
+        .call(
+            "POST",
+            "/tasks",
+            Some(json!({"tasks": [
+                {"taskId": "fine", "payload": {"n": 1}},
+                {"taskId": "bad", "payload": {"n": 2}, "ttlSeconds": -5},
+            ]})),
+        )
+        .await;
+    assert_eq!(
+        (st, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("tasks[1].ttlSeconds")),
+        "{p}"
+    );
+    let (st, p) = s
+        .call(
+            "POST",
+            "/queue/pause",
+            Some(json!({"reason": "x", "extra": 1})),
+        )
+        .await;
+    assert_eq!(
+        (st, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("extra")),
+        "{p}"
+    );
+    let (st, p) = s
+        .call(
+            "POST",
+            "/tasks/retry",
+            Some(json!({"perSecond": 1, "limit": 1000})),
+        )
+        .await;
+    assert_eq!(
+        (st, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("limit")),
+        "{p}"
+    );
+
+    // Ids: only dots, too long, traversal-looking (a valid id: no such task).
+    let (st, p) = s.call("GET", "/tasks/%2E%2E", None).await;
+    assert!(
+        st == StatusCode::BAD_REQUEST || st == StatusCode::NOT_FOUND,
+        "{st} {p}"
+    );
+    let (st, p) = s.call("GET", "/tasks/..%2F..%2Fetc%2Fpasswd", None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{p}");
+    let long = "x".repeat(5000);
+    let (st, p) = s.call("DELETE", &format!("/tasks/{long}"), None).await;
+    assert_eq!(
+        (st, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("taskId")),
+        "{p}"
+    );
+    let (st, _) = s.call("GET", "/tasks/%FF%FE", None).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+
+    // Page sizes and cursors.
+    for limit in ["-1", "0", "101", "99999999999999999999999", "ten"] {
+        let (st, p) = s
+            .call("GET", &format!("/users/u1/tasks?limit={limit}"), None)
+            .await;
+        assert_eq!(
+            (st, p["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("limit")),
+            "{limit}: {p}"
+        );
+    }
+    for cursor in [
+        "forged",
+        "eyJ1IjoidTEiLCJ0Ijoia2VlcCIsImMiOjEsIngiOjF9",
+        &"A".repeat(5000),
+    ] {
+        let (st, p) = s
+            .call("GET", &format!("/users/u1/tasks?cursor={cursor}"), None)
+            .await;
+        assert_eq!(
+            (st, p["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("cursor")),
+            "{p}"
+        );
+    }
+    let (st, p) = s.call("GET", "/users/u1/tasks?sort=asc", None).await;
+    assert_eq!(
+        (st, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("sort")),
+        "{p}"
+    );
+
+    // Routes and methods.
+    let (st, _) = s.call("GET", "/nothing/here", None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) = s.call("PUT", "/tasks", Some(json!({}))).await;
+    assert_eq!(st, StatusCode::METHOD_NOT_ALLOWED);
+    let (st, _) = s.call("PATCH", "/tasks/keep", None).await;
+    assert_eq!(st, StatusCode::METHOD_NOT_ALLOWED);
+
+    assert_eq!(h.tasks().await, before, "nothing was written");
+}
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/../../events/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+/// An API Gateway v2 event through the router, as `lambda_http::run` does.
+async fn invoke(api: Arc<Api>, event: &str) -> (StatusCode, Value) {
+    let req = lambda_http::request::from_str(event).unwrap();
+    let res = router(api).oneshot(req).await.unwrap();
+    let status = StatusCode::from_u16(res.status().as_u16()).unwrap();
+    let bytes = axum::body::to_bytes(res.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_gateway_events_run_through_the_handler_and_jwt_scopes_hold() {
+    let h = Harness::start(1).await;
+    let a = api(&h);
+    let (st, r) = invoke(a.clone(), &fixture("api-create.json")).await;
+    assert_eq!(
+        (st, ids(&r["created"])),
+        (StatusCode::CREATED, vec!["order-2001".to_owned()]),
+        "{r}"
+    );
+    let (st, t) = invoke(a.clone(), &fixture("api-get-task.json")).await;
+    assert_eq!(
+        (st, t["payload"]["orderId"].as_u64()),
+        (StatusCode::OK, Some(2001)),
+        "{t}"
+    );
+    let (st, p) = invoke(a.clone(), &fixture("api-user-tasks.json")).await;
+    assert_eq!(
+        (st, p["items"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(1)),
+        "{p}"
+    );
+    // A token with only the read scope reads, and may not write.
+    let (st, _) = invoke(a.clone(), &fixture("api-jwt-read-scope-get.json")).await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, p) = invoke(a.clone(), &fixture("api-jwt-read-scope-create.json")).await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("lifo/write"), "{p}");
+    assert!(h.store.get("order-2002").await.unwrap().is_none());
+}
