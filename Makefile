@@ -16,7 +16,7 @@ test:
 ## 10-minute freshness runs and the 15-minute throughput grid; ARGS="--only process,cold-start,sizes"
 ## for a quick one).
 bench: tools
-	cargo build --release --locked -p create -p trigger -p process -p scheduler-start -p lifo-cli
+	cargo build --release --locked -p create -p trigger -p process -p scheduler-start -p api -p lifo-cli
 	target/release/lifo bench $(ARGS)
 
 tools:
@@ -38,7 +38,7 @@ validate-only:
 	.tools/sam/bin/sam validate --lint --template examples/python-worker/template.yaml
 	.tools/checkov/bin/checkov -f examples/python-worker/template.yaml --quiet --compact --skip-download
 
-## Build the four Lambda binaries for arm64 the way `sam deploy` ships them.
+## Build the five Lambda binaries for arm64 the way `sam deploy` ships them.
 sam-build: tools-sam
 	PATH="$(CURDIR)/.tools/sam/bin:$$PATH" .tools/sam/bin/sam build
 

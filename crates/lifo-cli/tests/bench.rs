@@ -58,7 +58,7 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
     let rss = f["process"]["peakRssMb"].as_f64().unwrap();
     assert!(rss > 1.0 && rss < 1024.0, "{f}");
     assert!(f["process"]["cpuMsPerTask"].as_f64().unwrap() > 0.0, "{f}");
-    for name in ["create", "trigger", "process", "scheduler-start"] {
+    for name in ["create", "trigger", "process", "scheduler-start", "api"] {
         let ms = f["coldStartMedianMs"][name].as_f64().unwrap();
         assert!(ms > 0.0 && ms < 10_000.0, "{name}: {ms}");
         assert!(f["sizesBytes"][name].as_u64().unwrap() > 1_000_000);
@@ -93,13 +93,23 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
         b[1]["refillMs"].as_f64().unwrap() > 5.0,
         "through the 5 ms proxy: {b}"
     );
+    // The HTTP API: both ways timed, the router alone far under DynamoDB's time.
+    let api = &f["apiLatency"];
+    for op in ["GET /tasks/{taskId}", "POST /tasks (one 1 KB task)"] {
+        assert!(api[op]["directMedianMs"].as_f64().unwrap() > 0.0, "{api}");
+        assert!(api[op]["httpMedianMs"].as_f64().unwrap() > 0.0, "{api}");
+    }
+    assert!(
+        api["httpAndRouterOnly"]["medianMs"].as_f64().unwrap() > 0.0,
+        "{api}"
+    );
     // Every row says how to reproduce it, with the settings it ran with.
     let rows = bench["rows"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        1 + 4 + 2 + 1 + 1 + 1 + 6 + 2 + 1,
-        "sizes, 4 cold starts, CPU, RSS, write units, rate limit, throughput, \
-         2 payload sizes × 3 storages, 2 shed backlogs, freshness"
+        1 + 5 + 2 + 1 + 1 + 1 + 6 + 2 + 3 + 1,
+        "sizes, 5 cold starts, CPU, RSS, write units, rate limit, throughput, \
+         2 payload sizes × 3 storages, 2 shed backlogs, 3 HTTP API rows, freshness"
     );
     // The default storage of a 4 KB payload costs at most 6 + 4 write units.
     let p = f["payloadCost"].as_array().unwrap();

@@ -523,6 +523,31 @@ mod tests {
                 ]),
             ),
             (
+                "ApiFunction",
+                pairs(&[
+                    ("dynamodb:GetItem", table),
+                    ("dynamodb:BatchGetItem", table),
+                    ("dynamodb:PutItem", table),
+                    ("dynamodb:BatchWriteItem", table),
+                    ("dynamodb:UpdateItem", table),
+                    ("dynamodb:DeleteItem", table),
+                    (
+                        "dynamodb:Query",
+                        "!Sub ${QueueTable.Arn}/index/claimable-index",
+                    ),
+                    ("dynamodb:Query", "!Sub ${QueueTable.Arn}/index/due-index"),
+                    ("dynamodb:Query", "!Sub ${QueueTable.Arn}/index/user-index"),
+                    (
+                        "dynamodb:Query",
+                        "!Sub ${QueueTable.Arn}/index/failed-index",
+                    ),
+                    ("dynamodb:Query", "!Sub ${QueueTable.Arn}/index/shed-index"),
+                    ("sns:Publish", "!Ref ProcessTopic"),
+                    ("kms:GenerateDataKey", key),
+                    ("kms:Decrypt", key),
+                ]),
+            ),
+            (
                 "SchedulerStartFunction",
                 pairs(&[
                     ("dynamodb:Query", "!Sub ${QueueTable.Arn}/index/due-index"),

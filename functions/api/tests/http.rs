@@ -477,3 +477,70 @@ async fn api_gateway_events_run_through_the_handler_and_jwt_scopes_hold() {
     assert!(p["detail"].as_str().unwrap().contains("lifo/write"), "{p}");
     assert!(h.store.get("order-2002").await.unwrap().is_none());
 }
+
+/// The example producer (examples/python-producer), signed with botocore's
+/// SigV4 as against a deployed stack, through the local API: its tasks are
+/// written and every request carried a SigV4 signature for execute-api.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_producer_example_creates_tasks_over_the_local_api() {
+    let h = Harness::start(1).await;
+    let signatures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = signatures.clone();
+    let app = router(api(&h)).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let seen = seen.clone();
+            async move {
+                let auth = req
+                    .headers()
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned();
+                seen.lock().unwrap().push(auth);
+                next.run(req).await
+            }
+        },
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = tokio::process::Command::new(root.join(".tools/venv/bin/python"))
+        .arg(root.join("examples/python-producer/producer.py"))
+        .args(["--url", &format!("http://{addr}"), "--region", "eu-west-1"])
+        .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+        .env(
+            "AWS_SECRET_ACCESS_KEY",
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        )
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_PROFILE")
+        .output()
+        .await
+        .expect("run `make test` once: it installs .tools/venv (botocore comes with moto)");
+    server.abort();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("created 3, already there 0"), "{stdout}");
+    assert!(
+        stdout.contains("device-42-connect-3 is PENDING"),
+        "{stdout}"
+    );
+    let t = h.store.get("device-42-connect-1").await.unwrap().unwrap();
+    assert_eq!(t.user_id.as_deref(), Some("device-42"));
+    let signatures = signatures.lock().unwrap().clone();
+    assert_eq!(signatures.len(), 2, "{signatures:?}");
+    for s in &signatures {
+        assert!(
+            s.starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+                && s.contains("/eu-west-1/execute-api/aws4_request"),
+            "{s}"
+        );
+    }
+}

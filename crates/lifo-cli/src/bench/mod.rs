@@ -15,11 +15,13 @@
 //!   the sweep's reads with 0, 10k and 100k shed tasks in a shard, and the
 //!   reaper's cost per shed task;
 //! - write and read units per task against payload size (100 B to 60 KB),
-//!   for each way of storing the payload.
+//!   for each way of storing the payload;
+//! - what the HTTP API adds to a request (direct vs over its router).
 
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
+mod api;
 mod backlog;
 mod binaries;
 mod overload;
@@ -62,6 +64,10 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<Bench> {
     if args.wants(Part::PayloadCost) {
         step("payload cost: write and read units per task against payload size");
         payload::payload_cost(args, &mut bench).await?;
+    }
+    if args.wants(Part::Api) {
+        step("HTTP API: added latency per request, direct vs over the router");
+        api::api_latency(args, &mut bench).await?;
     }
     if args.wants(Part::ShedBacklog) {
         step("shed backlog: reads per success, refill and sweep with a backlog shed");

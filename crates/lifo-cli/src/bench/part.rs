@@ -5,8 +5,8 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// The four Lambda binaries.
-pub const FUNCTIONS: [&str; 4] = ["create", "trigger", "process", "scheduler-start"];
+/// The five Lambda binaries.
+pub const FUNCTIONS: [&str; 5] = ["create", "trigger", "process", "scheduler-start", "api"];
 
 /// What to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -20,6 +20,7 @@ pub enum Part {
     Throughput,
     ShedBacklog,
     PayloadCost,
+    Api,
 }
 
 #[derive(Debug, Clone, clap::Args)]

@@ -1,0 +1,104 @@
+//! docs/openapi.yaml and the router cannot drift: the document lists
+//! exactly the router's routes (method and path), declares every path
+//! parameter, and gives every operation a problem-document answer.
+
+use serde_yaml_ng::Value;
+use std::collections::BTreeSet;
+
+fn document() -> Value {
+    let path = format!("{}/../../docs/openapi.yaml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_yaml_ng::from_str(&text).unwrap()
+}
+
+const METHODS: [&str; 7] = ["get", "put", "post", "delete", "patch", "head", "options"];
+
+fn operations(doc: &Value) -> Vec<(String, String, Value, Value)> {
+    let mut out = Vec::new();
+    for (path, item) in doc["paths"].as_mapping().unwrap() {
+        let path = path.as_str().unwrap().to_owned();
+        for (method, op) in item.as_mapping().unwrap() {
+            let method = method.as_str().unwrap();
+            if METHODS.contains(&method) {
+                out.push((
+                    method.to_uppercase(),
+                    path.clone(),
+                    op.clone(),
+                    item["parameters"].clone(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_document_lists_exactly_the_routers_routes() {
+    let doc = document();
+    assert_eq!(doc["openapi"].as_str(), Some("3.1.0"));
+    let documented: BTreeSet<(String, String)> = operations(&doc)
+        .into_iter()
+        .map(|(m, p, _, _)| (m, p))
+        .collect();
+    let served: BTreeSet<(String, String)> = api::routes::routes()
+        .into_iter()
+        .map(|(m, p, _)| (m.to_string(), p.to_owned()))
+        .collect();
+    assert_eq!(documented, served);
+}
+
+#[test]
+fn every_path_parameter_is_declared_and_every_operation_can_answer_a_problem() {
+    let doc = document();
+    let problem = "#/components/responses/Problem";
+    for (method, path, op, shared) in operations(&doc) {
+        let declared: BTreeSet<String> = [&op["parameters"], &shared]
+            .into_iter()
+            .filter_map(|p| p.as_sequence())
+            .flatten()
+            .map(|p| {
+                let p = match p["$ref"].as_str() {
+                    Some(r) => {
+                        doc["components"]["parameters"][r.rsplit('/').next().unwrap()].clone()
+                    }
+                    None => p.clone(),
+                };
+                assert!(p["schema"].is_mapping(), "{method} {path}: {p:?}");
+                p
+            })
+            .filter(|p| p["in"].as_str() == Some("path"))
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .collect();
+        let in_path: BTreeSet<String> = path
+            .split('/')
+            .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(declared, in_path, "{method} {path}");
+        let responses = op["responses"].as_mapping().unwrap();
+        assert!(
+            responses.iter().any(|(code, r)| {
+                code.as_str().is_some_and(|c| c.starts_with('4'))
+                    && r["$ref"].as_str() == Some(problem)
+            }),
+            "{method} {path} has no problem answer"
+        );
+        assert!(op["operationId"].is_string(), "{method} {path}");
+    }
+}
+
+#[test]
+fn the_documented_statuses_are_the_tasks() {
+    let doc = document();
+    let documented: Vec<String> = doc["components"]["schemas"]["Status"]["enum"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect();
+    for s in &documented {
+        let parsed: Result<lifo_core::TaskStatus, _> = serde_json::from_value(serde_json::json!(s));
+        assert!(parsed.is_ok(), "{s} is not a task status");
+    }
+    assert_eq!(documented.len(), 6);
+}
