@@ -63,6 +63,19 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
         assert!(ms > 0.0 && ms < 10_000.0, "{name}: {ms}");
         assert!(f["sizesBytes"][name].as_u64().unwrap() > 1_000_000);
     }
+    // X-Ray: every task left a subsegment, and the ratio is reported.
+    let x = &f["processXray"];
+    assert!(
+        x["xrayDocuments"].as_u64().unwrap() >= x["tasks"].as_u64().unwrap(),
+        "{x}"
+    );
+    assert!(f["xrayCpuRatio"].as_f64().unwrap() > 0.0, "{f}");
+    assert!(
+        f["coldStartMedianMs"]["process (X-Ray daemon set)"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     let fresh = &f["freshness"];
     assert!(
         fresh["lifoP95Ms"].as_u64().unwrap() < fresh["fifoP95Ms"].as_u64().unwrap(),
@@ -107,9 +120,10 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
     let rows = bench["rows"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        1 + 5 + 2 + 1 + 1 + 1 + 6 + 2 + 3 + 1,
-        "sizes, 5 cold starts, CPU, RSS, write units, rate limit, throughput, \
-         2 payload sizes × 3 storages, 2 shed backlogs, 3 HTTP API rows, freshness"
+        1 + 6 + 4 + 1 + 1 + 1 + 6 + 2 + 3 + 1,
+        "sizes, 6 cold starts (process with X-Ray too), CPU, RSS, CPU with X-Ray, \
+         its ratio, write units, rate limit, throughput, 2 payload sizes × 3 storages, \
+         2 shed backlogs, 3 HTTP API rows, freshness"
     );
     // The default storage of a 4 KB payload costs at most 6 + 4 write units.
     let p = f["payloadCost"].as_array().unwrap();

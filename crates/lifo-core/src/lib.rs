@@ -19,6 +19,7 @@ pub mod retry;
 pub mod since;
 pub mod state;
 pub mod store;
+pub mod xray;
 
 pub use expr::Step;
 pub use lifo::{Candidate, Order};

@@ -167,6 +167,11 @@ pub struct Task {
     /// stay small writes ([`crate::store::payload`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload_bytes: Option<u32>,
+    /// The X-Ray trace (root) of the invocation that created the task, when
+    /// it was sampled: its run's subsegment is annotated with it, so the
+    /// creation and the run can be joined. In no index projection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_trace: Option<String>,
 }
 
 /// How long finished, expired and cancelled tasks stay readable by default.
@@ -229,6 +234,7 @@ impl Task {
             shed_at: None,
             announced: false,
             payload_bytes: None,
+            created_trace: None,
         }
     }
 

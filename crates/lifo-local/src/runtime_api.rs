@@ -32,7 +32,16 @@ struct Shared {
     /// Set when the first `next` request arrives.
     first_next: watch::Sender<Option<Instant>>,
     deadline: Duration,
+    /// `Lambda-Runtime-Trace-Id` of every invocation.
+    trace_header: String,
 }
+
+/// The trace header of an invocation X-Ray does not sample.
+pub const UNSAMPLED: &str = "Root=1-00000000-000000000000000000000000;Sampled=0";
+/// The trace header of a sampled invocation (a fixed root, Lambda's
+/// function segment as the parent).
+pub const SAMPLED: &str =
+    "Root=1-00000000-000000000000000000000001;Parent=0000000000000001;Sampled=1";
 
 /// A running Runtime API on 127.0.0.1 (a free port).
 pub struct RuntimeApi {
@@ -47,8 +56,14 @@ pub struct RuntimeApi {
 }
 
 impl RuntimeApi {
-    /// Starts the API; each invocation gets `deadline` to run.
+    /// Starts the API; each invocation gets `deadline` to run, unsampled.
     pub async fn start(deadline: Duration) -> Result<Self> {
+        Self::start_traced(deadline, UNSAMPLED).await
+    }
+
+    /// [`RuntimeApi::start`], each invocation under `trace_header`
+    /// ([`SAMPLED`] to have X-Ray record it).
+    pub async fn start_traced(deadline: Duration, trace_header: &str) -> Result<Self> {
         let (events_tx, events_rx) = mpsc::channel(1);
         let (answers_tx, answers_rx) = mpsc::channel(16);
         let (first_tx, first_rx) = watch::channel(None);
@@ -57,6 +72,7 @@ impl RuntimeApi {
             answers: answers_tx,
             first_next: first_tx,
             deadline,
+            trace_header: trace_header.to_owned(),
         });
         let server = crate::loopback::serve("runtime API", shared, |shared, req| async move {
             serve(&shared, req).await
@@ -157,10 +173,7 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>>
                     "lambda-runtime-invoked-function-arn",
                     "arn:aws:lambda:us-east-1:000000000000:function:bench".to_owned(),
                 ),
-                (
-                    "lambda-runtime-trace-id",
-                    "Root=1-00000000-000000000000000000000000;Sampled=0".to_owned(),
-                ),
+                ("lambda-runtime-trace-id", shared.trace_header.clone()),
             ] {
                 if let Ok(v) = hyper::header::HeaderValue::from_str(&value) {
                     h.insert(name, v);

@@ -743,4 +743,44 @@ mod tests {
         assert!(passes(&insert), "a direct write wakes the trigger");
         assert!(!passes(&announced), "create's own tasks do not");
     }
+
+    /// SNS active tracing reaches X-Ray only through a resource policy that
+    /// CloudFormation does not create by itself: one for sns.amazonaws.com,
+    /// this account, these two topics, and nothing else.
+    #[test]
+    fn sns_may_send_trace_segments_for_our_topics_only() {
+        let t = Template::workspace().unwrap();
+        let r = &t.doc["Resources"]["SnsTracingPolicy"];
+        assert_eq!(r["Type"], "AWS::XRay::ResourcePolicy");
+        let text = r["Properties"]["PolicyDocument"]["!Sub"].as_str().unwrap();
+        let doc: serde_json::Value = serde_json::from_str(
+            &text
+                .replace("${AWS::AccountId}", "123456789012")
+                .replace("${ProcessTopic}", "arn:p")
+                .replace("${TriggerTopic}", "arn:t"),
+        )
+        .unwrap();
+        let statements = doc["Statement"].as_array().unwrap();
+        assert_eq!(statements.len(), 1);
+        let st = &statements[0];
+        assert_eq!(
+            st["Principal"],
+            serde_json::json!({"Service": "sns.amazonaws.com"})
+        );
+        assert_eq!(
+            st["Condition"]["StringEquals"]["aws:SourceAccount"],
+            "123456789012"
+        );
+        assert_eq!(
+            st["Condition"]["ArnLike"]["aws:SourceArn"],
+            serde_json::json!(["arn:p", "arn:t"])
+        );
+        assert!(
+            st["Action"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|a| a.as_str().unwrap().starts_with("xray:"))
+        );
+    }
 }

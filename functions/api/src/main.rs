@@ -4,7 +4,7 @@
 use api::{Api, router};
 use create::{CreateConfig, Creator, Wakeups};
 use lifo_core::config::{Env, Source};
-use lifo_core::{Notifier, Store};
+use lifo_core::{Notifier, Store, xray};
 use lifo_ops::{Queue, Settings};
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     lifo_core::logging::init();
     let config = CreateConfig::from_source(&Env)?;
     let aws = aws_config::load_from_env().await;
-    let store = Store::new(aws_sdk_dynamodb::Client::new(&aws), &config.table_name);
+    let store = Store::new(xray::dynamodb(&aws, &config.table_name), &config.table_name);
     let settings = Settings {
         shards: config.shard_count,
         due_shards: config.due_shard_count,
@@ -26,10 +26,23 @@ async fn main() -> Result<(), lambda_http::Error> {
     let mut creator = Creator::new(store.clone(), config);
     if let Some(topic) = Env.get("PROCESS_TOPIC_ARN").filter(|t| !t.is_empty()) {
         creator = creator.with_wakeups(Wakeups {
-            notifier: Notifier::new(aws_sdk_sns::Client::new(&aws), topic),
+            notifier: Notifier::new(xray::sns(&aws, &topic), topic),
             processors: lifo_core::config::processor_count(&Env)?,
         });
     }
     let queue = Queue::new(store, settings).with_producer(Arc::new(creator));
-    lambda_http::run(router(Arc::new(Api { queue }))).await
+    let tracer = xray::Tracer::from_env();
+    let app = router(Arc::new(Api { queue })).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            // The invocation's trace, from the Lambda context lambda_http
+            // puts on the request.
+            let trace = req
+                .extensions()
+                .get::<lambda_http::Context>()
+                .and_then(|c| c.xray_trace_id.clone());
+            let tracer = tracer.clone();
+            async move { xray::invocation(&tracer, trace.as_deref(), next.run(req)).await }
+        },
+    ));
+    lambda_http::run(app).await
 }

@@ -211,6 +211,11 @@ impl Creator {
     pub async fn handle(&self, event: Value) -> Result<CreateResponse, CreateError> {
         check_request_size(serde_json::to_vec(&event).map_or(usize::MAX, |v| v.len()))?;
         let mut planned = self.validate(event, now_ms())?;
+        if let Some(trace) = lifo_core::xray::current() {
+            for p in &mut planned {
+                p.task.created_trace = Some(trace.root.to_string());
+            }
+        }
         if self.wakeups.is_some() {
             for p in &mut planned {
                 p.task.announced = p.task.claimable_at.is_some();

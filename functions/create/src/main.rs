@@ -4,7 +4,7 @@ use create::{CreateConfig, Creator, Wakeups};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::{Env, Source};
 use lifo_core::event::RawEvent;
-use lifo_core::{Notifier, Store};
+use lifo_core::{Notifier, Store, xray};
 
 // One thread: Lambda runs one event at a time per sandbox with at most one
 // vCPU below 1,769 MB, so worker threads only add wake-ups (measured: 10 %
@@ -15,20 +15,22 @@ async fn main() -> Result<(), Error> {
     let config = CreateConfig::from_source(&Env)?;
     let aws = aws_config::load_from_env().await;
     let mut creator = Creator::new(
-        Store::new(aws_sdk_dynamodb::Client::new(&aws), &config.table_name),
+        Store::new(xray::dynamodb(&aws, &config.table_name), &config.table_name),
         config,
     );
     // PROCESS_TOPIC_ARN: create wakes the processor itself (the template
     // sets it); without it, the stream does.
     if let Some(topic) = Env.get("PROCESS_TOPIC_ARN").filter(|t| !t.is_empty()) {
         creator = creator.with_wakeups(Wakeups {
-            notifier: Notifier::new(aws_sdk_sns::Client::new(&aws), topic),
+            notifier: Notifier::new(xray::sns(&aws, &topic), topic),
             processors: lifo_core::config::processor_count(&Env)?,
         });
     }
     let creator = &creator;
+    let tracer = &xray::Tracer::from_env();
     lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
-        creator.handle_raw(&event.payload).await
+        let trace = event.context.xray_trace_id.as_deref();
+        xray::invocation(tracer, trace, Box::pin(creator.handle_raw(&event.payload))).await
     }))
     .await
 }

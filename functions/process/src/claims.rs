@@ -29,6 +29,11 @@ pub(crate) enum Piped {
         age_ms: u64,
         reclaim: bool,
         finished: Finished,
+        /// The claim's attempt and fencing token (the trace's annotations).
+        attempt: u32,
+        token: u64,
+        /// The trace of the invocation that created the task.
+        created_trace: Option<String>,
     },
     /// Another worker claimed it first.
     Conflict(String),
@@ -39,6 +44,26 @@ pub(crate) enum Piped {
     /// The claim failed on a store error: claiming stops, the invocation
     /// fails once what runs is finished.
     Failed(String, StoreError),
+}
+
+impl Piped {
+    /// How it ended, as the task subsegment's `outcome` annotation.
+    fn outcome(&self) -> &'static str {
+        match self {
+            Piped::Ran { finished, .. } => match finished {
+                Finished::Succeeded => "success",
+                Finished::Failed => "failure",
+                Finished::Retried => "retry-later",
+                Finished::RetriedAfterError => "retry-after-error",
+                Finished::Stale => "stale",
+                Finished::Error => "error",
+            },
+            Piped::Conflict(_) => "claim-conflict",
+            Piped::Skipped(_) => "skipped",
+            Piped::Abandoned(_) => "abandoned",
+            Piped::Failed(..) => "claim-failed",
+        }
+    }
 }
 
 /// What a pipeline needs, owned (it runs on its own task).
@@ -114,6 +139,7 @@ impl LoopState {
                 age_ms,
                 reclaim,
                 finished,
+                ..
             } => {
                 self.in_flight.remove(&task_id);
                 report.reclaimed += usize::from(reclaim);
@@ -162,7 +188,45 @@ pub(crate) fn spawn<R: TaskRunner>(
     sent_at: u64,
 ) {
     let ctx = ctx.clone();
+    // One X-Ray subsegment per task, its claim, run and finish inside it
+    // (the spawned task inherits the invocation's trace explicitly).
+    let mut segment = lifo_core::xray::Subsegment::start("task");
+    if let Some(s) = &mut segment {
+        s.annotate("taskId", c.task_id.as_str())
+            .annotate("lifoShard", c.lifo_shard);
+    }
+    let trace = segment.as_ref().map(lifo_core::xray::Subsegment::as_parent);
     running.spawn(async move {
+        let piped = lifo_core::xray::scope(trace, pipeline(ctx, seq, c, sent_at)).await;
+        if let Some(mut s) = segment {
+            s.annotate("outcome", piped.outcome());
+            if let Piped::Ran {
+                attempt,
+                token,
+                created_trace,
+                ..
+            } = &piped
+            {
+                s.annotate("attempt", *attempt)
+                    .annotate("fencingToken", *token);
+                if let Some(t) = created_trace {
+                    s.annotate("createdTraceId", t.as_str());
+                }
+            }
+            s.end();
+        }
+        piped
+    });
+}
+
+/// Claims `c`, then runs and finishes it: one task's pipeline.
+async fn pipeline<R: TaskRunner>(
+    ctx: PipeContext<R>,
+    seq: u64,
+    c: Candidate,
+    sent_at: u64,
+) -> Piped {
+    {
         let id = c.task_id.clone();
         let reclaim = c.lease_until.is_some();
         match claim(&ctx, &c, sent_at).await {
@@ -172,8 +236,11 @@ pub(crate) fn spawn<R: TaskRunner>(
                 tracing::info!(
                     event = if reclaim { "task.reclaimed" } else { "task.claimed" },
                     taskId = %task.task_id, shard = task.lifo_shard, attempt = task.attempts,
-                    token = task.token, ageMs = age_ms
+                    token = task.token, ageMs = age_ms,
+                    createdTraceId = task.created_trace.as_deref().unwrap_or("")
                 );
+                let (attempt, token) = (task.attempts, task.token);
+                let created_trace = task.created_trace.clone();
                 let finished = run_and_finish(ctx.store, ctx.runner, task, ctx.policy).await;
                 Piped::Ran {
                     seq,
@@ -181,6 +248,9 @@ pub(crate) fn spawn<R: TaskRunner>(
                     age_ms,
                     reclaim,
                     finished,
+                    attempt,
+                    token,
+                    created_trace,
                 }
             }
             Ok(None) => Piped::Abandoned(id),
@@ -204,7 +274,7 @@ pub(crate) fn spawn<R: TaskRunner>(
             }
             Err(e) => Piped::Failed(id, e),
         }
-    });
+    }
 }
 
 /// Claims a candidate at `now` (ms): a PENDING task, or a TAKEN one whose

@@ -18,6 +18,26 @@ pub(crate) struct FinishPolicy {
     pub retry: RetryPolicy,
 }
 
+/// The run, as an X-Ray subsegment `run` (flagged by its outcome) when
+/// the invocation is sampled; the runner's own calls hang under it.
+async fn run_traced<R: TaskRunner>(runner: &R, task: &Task) -> RunOutcome {
+    let Some(mut segment) = lifo_core::xray::Subsegment::start("run") else {
+        return runner.run(task).await;
+    };
+    let outcome = lifo_core::xray::scope(Some(segment.as_parent()), runner.run(task)).await;
+    match &outcome {
+        RunOutcome::Success => {}
+        RunOutcome::RetryLater(_) | RunOutcome::RetryAfter(..) => {
+            segment.flag("throttle");
+        }
+        RunOutcome::Failure(_) => {
+            segment.flag("error");
+        }
+    }
+    segment.end();
+    outcome
+}
+
 pub(crate) async fn run_and_finish<R: TaskRunner>(
     store: Store,
     runner: Arc<R>,
@@ -27,7 +47,7 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
     // The payload, read once, if it lives in its own item: a task never
     // runs without it.
     let outcome = match store.load_payload(&mut task).await {
-        Ok(()) => runner.run(&task).await,
+        Ok(()) => run_traced(runner.as_ref(), &task).await,
         Err(StoreError::Payload { reason, .. }) => {
             RunOutcome::Failure(format!("payload: {reason}"))
         }

@@ -31,7 +31,7 @@ use crate::{ProcessConfig, Processor, Wake};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::{ConfigError, Env};
 use lifo_core::event::RawEvent;
-use lifo_core::{Notifier, Store};
+use lifo_core::{Notifier, Store, xray};
 use std::sync::Arc;
 
 /// Serves `runner` as the process function: JSON logs, settings from the
@@ -53,13 +53,21 @@ where
     let aws = aws_config::load_from_env().await;
     let runner = Arc::new(make_runner(&Env, &aws)?);
     config.check_capacity(runner.capacity())?;
-    let store = Store::new(aws_sdk_dynamodb::Client::new(&aws), &config.table_name);
-    let tail = Notifier::new(aws_sdk_sns::Client::new(&aws), &config.trigger_topic_arn);
+    let store = Store::new(xray::dynamodb(&aws, &config.table_name), &config.table_name);
+    let tail = Notifier::new(
+        xray::sns(&aws, &config.trigger_topic_arn),
+        &config.trigger_topic_arn,
+    );
     let processor = Processor::new(store, tail, runner, config);
     let processor = &processor;
+    let tracer = &xray::Tracer::from_env();
     lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
         let wake = Wake::parse_raw(&event.payload)?;
-        processor.handle(&wake, event.context.deadline()).await
+        let trace = event.context.xray_trace_id.as_deref();
+        // Boxed: the handler's future is deep, and a runner's own main
+        // should not need a raised recursion limit to hold it.
+        let run = Box::pin(processor.handle(&wake, event.context.deadline()));
+        xray::invocation(tracer, trace, run).await
     }))
     .await
 }

@@ -3,7 +3,7 @@
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::Env;
 use lifo_core::event::RawEvent;
-use lifo_core::{Notifier, Store};
+use lifo_core::{Notifier, Store, xray};
 use scheduler_start::{Scheduler, SchedulerConfig};
 
 // One thread: Lambda runs one event at a time per sandbox with at most one
@@ -14,14 +14,18 @@ async fn main() -> Result<(), Error> {
     lifo_core::logging::init();
     let config = SchedulerConfig::from_source(&Env)?;
     let aws = aws_config::load_from_env().await;
-    let store = Store::new(aws_sdk_dynamodb::Client::new(&aws), &config.table_name);
-    let wake = Notifier::new(aws_sdk_sns::Client::new(&aws), &config.process_topic_arn);
+    let store = Store::new(xray::dynamodb(&aws, &config.table_name), &config.table_name);
+    let wake = Notifier::new(
+        xray::sns(&aws, &config.process_topic_arn),
+        &config.process_topic_arn,
+    );
     let scheduler = Scheduler::new(store, wake, config);
     let scheduler = &scheduler;
+    let tracer = &xray::Tracer::from_env();
     lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
-        scheduler
-            .handle_raw(&event.payload, event.context.deadline())
-            .await
+        let trace = event.context.xray_trace_id.as_deref();
+        let run = Box::pin(scheduler.handle_raw(&event.payload, event.context.deadline()));
+        xray::invocation(tracer, trace, run).await
     }))
     .await
 }

@@ -5,7 +5,7 @@
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use lifo_core::config::{Env, required};
 use lifo_core::event::RawEvent;
-use lifo_core::{Notifier, Store};
+use lifo_core::{Notifier, Store, xray};
 use trigger::{Sweep, Trigger};
 
 // One thread: Lambda runs one event at a time per sandbox with at most one
@@ -17,13 +17,15 @@ async fn main() -> Result<(), Error> {
     let topic = required(&Env, "PROCESS_TOPIC_ARN")?;
     let table = required(&Env, "TABLE_NAME")?;
     let aws = aws_config::load_from_env().await;
-    let store = Store::new(aws_sdk_dynamodb::Client::new(&aws), table);
-    let trigger = Trigger::new(Notifier::new(aws_sdk_sns::Client::new(&aws), topic))
+    let store = Store::new(xray::dynamodb(&aws, &table), table);
+    let trigger = Trigger::new(Notifier::new(xray::sns(&aws, &topic), topic))
         .with_sweep(Sweep::from_source(store, &Env)?)
         .with_processors(lifo_core::config::processor_count(&Env)?);
     let trigger = &trigger;
+    let tracer = &xray::Tracer::from_env();
     lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
-        trigger.handle_raw(&event.payload).await
+        let trace = event.context.xray_trace_id.as_deref();
+        xray::invocation(tracer, trace, Box::pin(trigger.handle_raw(&event.payload))).await
     }))
     .await
 }

@@ -11,10 +11,74 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// Runs the `process` binary against DynamoDB Local + moto until `tasks`
-/// tasks succeeded; CPU is counted from its first request for an event.
+/// CPU and memory of the process binary, then the same run with X-Ray
+/// recording every invocation (sampled, a daemon on loopback): what
+/// tracing costs per task.
 pub(super) async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+    let plain = process_run(args, bench, false).await?;
+    let traced = process_run(args, bench, true).await?;
+    let ratio = traced / plain;
+    bench.rows.push(Row {
+        measure: "process binary: CPU per task with X-Ray subsegments against without".into(),
+        result: format!("{ratio:.2}× ({traced:.3} ms against {plain:.3} ms)"),
+        target: "≤ 1.10×".into(),
+        met: Some(ratio <= 1.10),
+        command: args.command(Part::Process, &format!(" --tasks {}", args.tasks)),
+    });
+    bench.figures.insert("xrayCpuRatio".into(), json!(ratio));
+    Ok(())
+}
+
+/// A UDP socket on loopback standing in for the X-Ray daemon: counts the
+/// documents it receives until dropped.
+struct Daemon {
+    address: String,
+    received: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    socket: std::net::UdpSocket,
+}
+
+impl Daemon {
+    fn start() -> anyhow::Result<Self> {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        let address = socket.local_addr()?.to_string();
+        let received = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (reader, count) = (socket.try_clone()?, received.clone());
+        reader.set_read_timeout(Some(Duration::from_millis(200)))?;
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65_536];
+            // Ends when the socket is shut (the bench drops it) and reads time out.
+            loop {
+                match reader.recv(&mut buf) {
+                    Ok(_) => {
+                        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::WouldBlock
+                            || e.kind() == std::io::ErrorKind::TimedOut =>
+                    {
+                        if std::sync::Arc::strong_count(&count) == 1 {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+        Ok(Self {
+            address,
+            received,
+            socket,
+        })
+    }
+}
+
+/// Runs the `process` binary against DynamoDB Local + moto until `tasks`
+/// tasks succeeded (`traced`: every invocation sampled, subsegments to a
+/// loopback daemon); CPU is counted from its first request for an event.
+/// Adds its rows; the CPU per task, ms.
+async fn process_run(args: &BenchArgs, bench: &mut Bench, traced: bool) -> anyhow::Result<f64> {
     let binary = args.binary("process")?;
+    let daemon = if traced { Some(Daemon::start()?) } else { None };
     let stack = LocalStack::start().await?;
     let store = stack.store();
     let now = now_ms();
@@ -26,8 +90,17 @@ pub(super) async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> anyhow:
         .collect();
     store.put_new(&tasks).await?;
     let concurrency = stack.template.parameter_default("RunnerMaxConcurrency")?;
-    let mut api = RuntimeApi::start(Duration::from_secs(60)).await?;
-    let mut child = tokio::process::Command::new(&binary)
+    let header = if traced {
+        lifo_local::runtime_api::SAMPLED
+    } else {
+        lifo_local::runtime_api::UNSAMPLED
+    };
+    let mut api = RuntimeApi::start_traced(Duration::from_secs(60), header).await?;
+    let mut command = tokio::process::Command::new(&binary);
+    if let Some(d) = &daemon {
+        command.env("AWS_XRAY_DAEMON_ADDRESS", &d.address);
+    }
+    let mut child = command
         .envs(lambda_env(&api, "process"))
         .envs(stack.function_env())
         .envs([
@@ -72,44 +145,70 @@ pub(super) async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> anyhow:
     let (init, end, wall, succeeded, invocations) = result?;
     let per_task = (end.cpu - init.cpu).as_secs_f64() * 1000.0 / succeeded as f64;
     let rss_mb = end.peak_rss_bytes as f64 / 1_048_576.0;
+    let segments = daemon.as_ref().map_or(0, |d| {
+        // Let the last datagrams land.
+        std::thread::sleep(Duration::from_millis(300));
+        d.received.load(std::sync::atomic::Ordering::Relaxed)
+    });
+    if let Some(d) = daemon {
+        drop(d.socket);
+        anyhow::ensure!(
+            segments >= succeeded,
+            "X-Ray: {segments} documents for {succeeded} tasks"
+        );
+    }
+    let (key, with) = if traced {
+        ("processXray", ", X-Ray sampled")
+    } else {
+        ("process", "")
+    };
     bench.figures.insert(
-        "process".into(),
+        key.into(),
         json!({
             "tasks": succeeded, "invocations": invocations,
             "cpuMsPerTask": per_task, "initCpuMs": init.cpu.as_millis() as u64,
             "peakRssMb": rss_mb, "wallMs": wall.as_millis() as u64,
+            "xrayDocuments": segments,
         }),
     );
     bench.rows.push(Row {
         measure: format!(
-            "process binary, {succeeded} tasks (runner latency 0, {concurrency} at a time): CPU per task"
+            "process binary, {succeeded} tasks (runner latency 0, {concurrency} at a time{with}): CPU per task"
         ),
         result: format!(
-            "{per_task:.3} ms ({:.0} ms CPU in init; {:.1} s wall, {invocations} invocations)",
+            "{per_task:.3} ms ({:.0} ms CPU in init; {:.1} s wall, {invocations} invocations{})",
             init.cpu.as_secs_f64() * 1000.0,
-            wall.as_secs_f64()
+            wall.as_secs_f64(),
+            if traced { format!(", {segments} subsegments sent") } else { String::new() }
         ),
         target: "< 1 ms".into(),
         met: Some(per_task < 1.0),
         command: args.command(Part::Process, &format!(" --tasks {}", args.tasks)),
     });
-    bench.rows.push(Row {
-        measure: format!("process binary, {succeeded} tasks: peak RSS"),
-        result: format!("{rss_mb:.1} MB"),
-        target: "< 64 MB".into(),
-        met: Some(rss_mb < 64.0),
-        command: args.command(Part::Process, &format!(" --tasks {}", args.tasks)),
-    });
-    Ok(())
+    if !traced {
+        bench.rows.push(Row {
+            measure: format!("process binary, {succeeded} tasks: peak RSS"),
+            result: format!("{rss_mb:.1} MB"),
+            target: "< 64 MB".into(),
+            met: Some(rss_mb < 64.0),
+            command: args.command(Part::Process, &format!(" --tasks {}", args.tasks)),
+        });
+    }
+    Ok(per_task)
 }
 
 /// Exec to first `next` request, once.
-async fn cold_start_once(binary: &Path, name: &str) -> anyhow::Result<Duration> {
+async fn cold_start_once(
+    binary: &Path,
+    name: &str,
+    extra_env: &[(&str, &str)],
+) -> anyhow::Result<Duration> {
     let mut api = RuntimeApi::start(Duration::from_secs(30)).await?;
     let started = Instant::now();
     let mut child = tokio::process::Command::new(binary)
         .envs(lambda_env(&api, name))
         .envs(offline_function_env())
+        .envs(extra_env.iter().copied())
         .stdout(Stdio::null())
         .kill_on_drop(true)
         .spawn()
@@ -141,18 +240,27 @@ async fn first_request(
 
 pub(super) async fn cold_starts(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
     let mut figures = serde_json::Map::new();
-    for name in FUNCTIONS {
+    // Each function as deployed, then process with an X-Ray daemon
+    // configured (its tracer binds a UDP socket at init).
+    let daemon = Daemon::start()?;
+    let xray_env = [("AWS_XRAY_DAEMON_ADDRESS", daemon.address.as_str())];
+    let runs = FUNCTIONS.iter().map(|f| (*f, *f, &[][..])).chain([(
+        "process",
+        "process (X-Ray daemon set)",
+        &xray_env[..],
+    )]);
+    for (name, label, env) in runs {
         let binary = args.binary(name)?;
         let mut times = Vec::new();
         for _ in 0..args.starts.max(1) {
-            times.push(cold_start_once(&binary, name).await?);
+            times.push(cold_start_once(&binary, name, env).await?);
         }
         times.sort_unstable();
         let median = times[times.len() / 2];
         let max = times[times.len() - 1];
-        figures.insert(name.into(), json!(median.as_secs_f64() * 1000.0));
+        figures.insert(label.into(), json!(median.as_secs_f64() * 1000.0));
         bench.rows.push(Row {
-            measure: format!("Cold start of {name} (exec → first request for an event)"),
+            measure: format!("Cold start of {label} (exec → first request for an event)"),
             result: format!(
                 "{:.1} ms median, {:.1} ms max of {}",
                 median.as_secs_f64() * 1000.0,

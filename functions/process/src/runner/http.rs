@@ -29,6 +29,8 @@ const SHOWN: usize = 200;
 pub struct HttpRunner {
     client: reqwest::Client,
     url: String,
+    /// The URL's host: the X-Ray subsegment's name.
+    host: String,
     max_concurrency: usize,
     timeout: Duration,
 }
@@ -55,9 +57,16 @@ impl HttpRunner {
                 value: url.clone(),
                 reason: e.to_string(),
             })?;
+        let host = url
+            .split("://")
+            .nth(1)
+            .and_then(|rest| rest.split(['/', '?', '#']).next())
+            .map(|authority| authority.rsplit('@').next().unwrap_or(authority).to_owned())
+            .unwrap_or_default();
         Ok(Self {
             client,
             url,
+            host,
             max_concurrency,
             timeout,
         })
@@ -126,6 +135,34 @@ impl TaskRunner for HttpRunner {
     }
 
     async fn run(&self, task: &Task) -> RunOutcome {
+        // One X-Ray subsegment per call (`remote`), flagged by the outcome.
+        let mut segment = lifo_core::xray::Subsegment::start(&self.host);
+        if let Some(s) = &mut segment {
+            s.namespace("remote").field(
+                "http",
+                "request",
+                serde_json::json!({"method": "POST", "url": self.url}),
+            );
+        }
+        let outcome = self.call(task).await;
+        if let Some(mut s) = segment {
+            match &outcome {
+                RunOutcome::Success => {}
+                RunOutcome::RetryLater(_) | RunOutcome::RetryAfter(..) => {
+                    s.flag("throttle");
+                }
+                RunOutcome::Failure(_) => {
+                    s.flag("error");
+                }
+            }
+            s.end();
+        }
+        outcome
+    }
+}
+
+impl HttpRunner {
+    async fn call(&self, task: &Task) -> RunOutcome {
         let response = self
             .client
             .post(&self.url)

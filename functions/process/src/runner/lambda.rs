@@ -116,6 +116,7 @@ impl LambdaRunner {
         let conf = aws_sdk_lambda::config::Builder::from(config)
             .retry_config(aws_sdk_lambda::config::retry::RetryConfig::disabled())
             .interceptor(lifo_core::bounded::BoundedAnswers::new(ANSWER_LIMIT))
+            .interceptor(lifo_core::xray::SdkSubsegments::lambda(&function))
             .timeout_config(
                 aws_sdk_lambda::config::timeout::TimeoutConfig::builder()
                     .operation_timeout(timeout)

@@ -1,0 +1,607 @@
+//! X-Ray subsegments from inside a function: AWS's documented segment
+//! format, sent by UDP to the daemon Lambda runs beside the function
+//! (`AWS_XRAY_DAEMON_ADDRESS`), under the invocation's trace
+//! (`_X_AMZN_TRACE_ID`: `Root=…;Parent=…;Sampled=1`).
+//!
+//! - [`TraceHeader`]: the header, parsed;
+//! - [`Tracer`]: where documents go; sending never blocks and never fails
+//!   an invocation (a full or absent daemon loses the document, nothing
+//!   else);
+//! - [`scope`] and [`Subsegment`]: the invocation's trace, carried through
+//!   its futures (a task-local), and the subsegments opened under it. When
+//!   the trace is not sampled (or there is none), nothing is built or sent.
+//!
+//! Why not a crate: the OpenTelemetry route (the `opentelemetry-aws`
+//! propagator and lambda_runtime's `opentelemetry` feature) needs an OTLP
+//! collector layer in the function (ADOT) to reach X-Ray, and the X-Ray
+//! daemon crates on crates.io are unmaintained; the UDP format is two
+//! lines of AWS documentation
+//! (<https://docs.aws.amazon.com/xray/latest/devguide/xray-api-sendingdata.html>).
+
+mod sdk;
+
+pub use sdk::SdkSubsegments;
+
+use serde_json::Value;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The largest datagram the daemon reads (64 KiB); a document over it is
+/// sent without its annotations and metadata, or not at all.
+pub const MAX_DATAGRAM: usize = 64 * 1024;
+/// What precedes every document on the wire.
+const HEADER: &str = "{\"format\": \"json\", \"version\": 1}\n";
+
+/// `_X_AMZN_TRACE_ID`, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceHeader {
+    /// `1-<8 hex>-<24 hex>`.
+    pub root: String,
+    /// The segment to hang subsegments under (Lambda's function segment).
+    pub parent: Option<String>,
+    /// `Sampled=1`; `None` when the header leaves the decision open.
+    pub sampled: Option<bool>,
+}
+
+impl TraceHeader {
+    /// `None` for anything that is not a trace header with a root.
+    pub fn parse(header: &str) -> Option<Self> {
+        let mut root = None;
+        let mut parent = None;
+        let mut sampled = None;
+        for part in header.split(';') {
+            match part.trim().split_once('=') {
+                Some(("Root", v)) if valid_root(v) => root = Some(v.to_owned()),
+                Some(("Parent", v)) if is_hex(v, 16) => parent = Some(v.to_owned()),
+                Some(("Sampled", "1")) => sampled = Some(true),
+                Some(("Sampled", "0")) => sampled = Some(false),
+                _ => {}
+            }
+        }
+        Some(Self {
+            root: root?,
+            parent,
+            sampled,
+        })
+    }
+
+    /// The header of a call made under `parent`: how the next hop
+    /// continues this trace.
+    pub fn with_parent(&self, parent: &str) -> String {
+        format!(
+            "Root={};Parent={parent};Sampled={}",
+            self.root,
+            u8::from(self.sampled == Some(true))
+        )
+    }
+}
+
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn valid_root(v: &str) -> bool {
+    let mut p = v.split('-');
+    matches!((p.next(), p.next(), p.next(), p.next()),
+        (Some("1"), Some(t), Some(r), None) if is_hex(t, 8) && is_hex(r, 24))
+}
+
+/// A new segment id: 16 hex digits.
+pub fn new_id() -> String {
+    format!("{:016x}", fastrand::u64(1..))
+}
+
+/// Now, in epoch seconds (X-Ray's clock).
+pub fn now_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Where documents go: the daemon's UDP address, or nowhere.
+#[derive(Debug, Clone, Default)]
+pub struct Tracer {
+    to: Option<Arc<(UdpSocket, SocketAddr)>>,
+}
+
+impl Tracer {
+    /// From `AWS_XRAY_DAEMON_ADDRESS` (`host:port`, or Lambda's
+    /// `udp:host:port tcp:host:port` form); disabled without it.
+    pub fn from_env() -> Self {
+        std::env::var("AWS_XRAY_DAEMON_ADDRESS")
+            .ok()
+            .and_then(|v| daemon_address(&v))
+            .map_or_else(Self::default, Self::to)
+    }
+
+    /// Sends to `daemon` (a test's socket).
+    pub fn to(daemon: SocketAddr) -> Self {
+        let bind: SocketAddr = if daemon.is_ipv4() {
+            ([0, 0, 0, 0], 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let socket = UdpSocket::bind(bind).and_then(|s| s.set_nonblocking(true).map(|()| s));
+        match socket {
+            Ok(s) => Self {
+                to: Some(Arc::new((s, daemon))),
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "X-Ray: no UDP socket; subsegments are not sent");
+                Self::default()
+            }
+        }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.to.is_some()
+    }
+
+    /// Sends one subsegment (never blocks; a failure is logged at debug
+    /// and dropped). Over [`MAX_DATAGRAM`], it goes without annotations,
+    /// or not at all.
+    fn send(&self, doc: &mut Wire<'_>) {
+        let Some(to) = &self.to else { return };
+        DATAGRAM.with_borrow_mut(|buf| {
+            let mut encode = |doc: &Wire<'_>| {
+                buf.clear();
+                buf.extend_from_slice(HEADER.as_bytes());
+                serde_json::to_writer(&mut *buf, doc).is_ok() && buf.len() <= MAX_DATAGRAM
+            };
+            if !encode(doc) {
+                doc.annotations = &[];
+                if !encode(doc) {
+                    return;
+                }
+            }
+            if let Err(e) = to.0.send_to(buf, to.1) {
+                tracing::debug!(error = %e, "X-Ray: a subsegment was not sent");
+            }
+        });
+    }
+}
+
+thread_local! {
+    /// The datagram being encoded, reused.
+    static DATAGRAM: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A subsegment on the wire (X-Ray's segment document).
+#[derive(serde::Serialize)]
+struct Wire<'a> {
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_id: Option<&'a str>,
+    name: &'a str,
+    start_time: f64,
+    end_time: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty", serialize_with = "pairs")]
+    annotations: &'a [(&'static str, Value)],
+    #[serde(skip_serializing_if = "<[_]>::is_empty", serialize_with = "pairs")]
+    aws: &'a [(&'static str, Value)],
+    #[serde(skip_serializing_if = "<[_]>::is_empty", serialize_with = "pairs")]
+    http: &'a [(&'static str, Value)],
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    error: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    throttle: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    fault: bool,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    subsegments: &'a [Box<serde_json::value::RawValue>],
+}
+
+fn pairs<S: serde::Serializer>(pairs: &&[(&'static str, Value)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(pairs.len()))?;
+    for (k, v) in pairs.iter() {
+        m.serialize_entry(k, v)?;
+    }
+    m.end()
+}
+
+fn daemon_address(v: &str) -> Option<SocketAddr> {
+    let udp = v
+        .split_whitespace()
+        .find_map(|p| p.strip_prefix("udp:"))
+        .unwrap_or(v.split_whitespace().next()?);
+    use std::net::ToSocketAddrs;
+    udp.to_socket_addrs().ok()?.next()
+}
+
+/// An invocation's trace: where its subsegments go and under which parent.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub tracer: Tracer,
+    /// Shared by every subsegment of the invocation.
+    pub root: Arc<str>,
+    /// The segment or subsegment new subsegments hang under.
+    pub parent: String,
+    /// Under a subsegment: where its children go when they end. They are
+    /// sent inside it (X-Ray's embedded `subsegments`), one datagram for a
+    /// task and everything in it; only the function segment's own children
+    /// are sent on their own.
+    inline: Option<Children>,
+}
+
+/// The ended children of an open subsegment, as JSON.
+type Children = Arc<std::sync::Mutex<Vec<Box<serde_json::value::RawValue>>>>;
+
+impl Trace {
+    /// The trace of an invocation with `header` (`_X_AMZN_TRACE_ID`), when
+    /// it is sampled and the tracer sends somewhere; `None` otherwise (then
+    /// nothing is recorded at all).
+    pub fn sampled(tracer: &Tracer, header: Option<&str>) -> Option<Self> {
+        let h = TraceHeader::parse(header?)?;
+        if h.sampled != Some(true) || !tracer.is_enabled() {
+            return None;
+        }
+        Some(Self {
+            tracer: tracer.clone(),
+            root: h.root.into(),
+            parent: h.parent?,
+            inline: None,
+        })
+    }
+}
+
+/// A DynamoDB client whose calls are subsegments (on `table`).
+pub fn dynamodb(
+    conf: impl Into<aws_sdk_dynamodb::config::Builder>,
+    table: &str,
+) -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::from_conf(
+        conf.into()
+            .interceptor(SdkSubsegments::dynamodb(table))
+            .build(),
+    )
+}
+
+/// An SNS client whose calls are subsegments (on `topic_arn`).
+pub fn sns(conf: impl Into<aws_sdk_sns::config::Builder>, topic_arn: &str) -> aws_sdk_sns::Client {
+    aws_sdk_sns::Client::from_conf(
+        conf.into()
+            .interceptor(SdkSubsegments::sns(topic_arn))
+            .build(),
+    )
+}
+
+/// Runs one invocation's handler under its trace (`xray_trace_id`, the
+/// runtime's `_X_AMZN_TRACE_ID`): subsegments when it is sampled and a
+/// daemon is configured, nothing otherwise.
+pub async fn invocation<F: std::future::Future>(
+    tracer: &Tracer,
+    xray_trace_id: Option<&str>,
+    handler: F,
+) -> F::Output {
+    scope(Trace::sampled(tracer, xray_trace_id), handler).await
+}
+
+tokio::task_local! {
+    static CURRENT: Option<Trace>;
+}
+
+/// Runs `f` under `trace` (its subsegments and SDK calls hang under it).
+pub async fn scope<F: std::future::Future>(trace: Option<Trace>, f: F) -> F::Output {
+    CURRENT.scope(trace, f).await
+}
+
+/// The trace the current future runs under, if sampled.
+pub fn current() -> Option<Trace> {
+    CURRENT.try_with(Clone::clone).ok().flatten()
+}
+
+/// An open subsegment: sent when ended (or dropped unended, marked as a
+/// fault: the work it timed did not finish).
+#[derive(Debug)]
+pub struct Subsegment {
+    trace: Trace,
+    id: String,
+    name: String,
+    start: f64,
+    namespace: Option<&'static str>,
+    annotations: Vec<(&'static str, Value)>,
+    aws: Vec<(&'static str, Value)>,
+    http: Vec<(&'static str, Value)>,
+    error: bool,
+    throttle: bool,
+    fault: bool,
+    ended: bool,
+    /// Its ended children, sent inside it.
+    children: Children,
+}
+
+impl Subsegment {
+    /// Opens `name` under the current trace; `None` when not sampled.
+    pub fn start(name: &str) -> Option<Self> {
+        current().map(|t| Self::under(t, name))
+    }
+
+    /// Opens `name` under `trace`.
+    pub fn under(trace: Trace, name: &str) -> Self {
+        Self {
+            trace,
+            id: new_id(),
+            name: name.to_owned(),
+            start: now_secs(),
+            namespace: None,
+            annotations: Vec::new(),
+            aws: Vec::new(),
+            http: Vec::new(),
+            error: false,
+            throttle: false,
+            fault: false,
+            ended: false,
+            children: Children::default(),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The trace of work done inside this subsegment (its children).
+    pub fn as_parent(&self) -> Trace {
+        Trace {
+            parent: self.id.clone(),
+            inline: Some(self.children.clone()),
+            ..self.trace.clone()
+        }
+    }
+
+    /// `aws` or `remote`.
+    pub fn namespace(&mut self, ns: &'static str) -> &mut Self {
+        self.namespace = Some(ns);
+        self
+    }
+
+    /// An indexed annotation (X-Ray's filter expressions find it).
+    pub fn annotate(&mut self, key: &'static str, value: impl Into<Value>) -> &mut Self {
+        self.annotations.push((key, value.into()));
+        self
+    }
+
+    /// A field of the subsegment's `aws` (operation, table_name,
+    /// request_id…) or `http` (request, response) object.
+    pub fn field(&mut self, object: &str, key: &'static str, value: impl Into<Value>) -> &mut Self {
+        let to = if object == "http" {
+            &mut self.http
+        } else {
+            &mut self.aws
+        };
+        to.push((key, value.into()));
+        self
+    }
+
+    /// X-Ray's flags: `error` (a 4xx), `throttle` (429 or throttled, an
+    /// error too), `fault` (a 5xx or no answer).
+    pub fn flag(&mut self, flag: &str) -> &mut Self {
+        match flag {
+            "throttle" => {
+                self.throttle = true;
+                self.error = true;
+            }
+            "fault" => self.fault = true,
+            _ => self.error = true,
+        }
+        self
+    }
+
+    /// Closes and sends it.
+    pub fn end(mut self) {
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let children = std::mem::take(&mut *lock(&self.children));
+        let inline = self.trace.inline.as_ref();
+        let mut wire = Wire {
+            // An embedded subsegment takes its trace and parent from the
+            // document it is in.
+            kind: if inline.is_some() {
+                None
+            } else {
+                Some("subsegment")
+            },
+            id: &self.id,
+            trace_id: inline.is_none().then_some(&*self.trace.root),
+            parent_id: inline.is_none().then_some(self.trace.parent.as_str()),
+            name: &self.name,
+            start_time: self.start,
+            end_time: now_secs(),
+            namespace: self.namespace,
+            annotations: &self.annotations,
+            aws: &self.aws,
+            http: &self.http,
+            error: self.error,
+            throttle: self.throttle,
+            fault: self.fault,
+            subsegments: &children,
+        };
+        match inline {
+            Some(parent) => {
+                if let Ok(json) = serde_json::value::to_raw_value(&wire) {
+                    lock(parent).push(json);
+                }
+            }
+            None => self.trace.tracer.send(&mut wire),
+        }
+    }
+}
+
+fn lock(c: &Children) -> std::sync::MutexGuard<'_, Vec<Box<serde_json::value::RawValue>>> {
+    c.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Drop for Subsegment {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.fault = true;
+            self.finish();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const ROOT: &str = "1-6743a1b2-0123456789abcdef01234567";
+    const HEADER_SAMPLED: &str =
+        "Root=1-6743a1b2-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1";
+
+    /// A UDP socket standing in for the daemon; the documents it got.
+    pub(crate) struct Daemon(UdpSocket);
+
+    impl Daemon {
+        pub(crate) fn start() -> Self {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            Self(s)
+        }
+
+        pub(crate) fn tracer(&self) -> Tracer {
+            Tracer::to(self.0.local_addr().unwrap())
+        }
+
+        pub(crate) fn received(&self) -> Vec<Value> {
+            let mut out = Vec::new();
+            let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+            while let Ok(n) = self.0.recv(&mut buf) {
+                let text = std::str::from_utf8(&buf[..n]).unwrap();
+                let (header, doc) = text.split_once('\n').unwrap();
+                assert_eq!(header, HEADER.trim_end());
+                out.push(serde_json::from_str(doc).unwrap());
+            }
+            out
+        }
+    }
+
+    #[test]
+    fn the_header_is_parsed_and_anything_else_is_refused() {
+        let h = TraceHeader::parse(HEADER_SAMPLED).unwrap();
+        assert_eq!(
+            (h.root.as_str(), h.parent.as_deref(), h.sampled),
+            (ROOT, Some("53995c3f42cd8ad8"), Some(true))
+        );
+        assert_eq!(
+            h.with_parent("0123456789abcdef"),
+            format!("Root={ROOT};Parent=0123456789abcdef;Sampled=1")
+        );
+        assert_eq!(
+            TraceHeader::parse(&format!("Root={ROOT};Sampled=0")).map(|h| h.sampled),
+            Some(Some(false))
+        );
+        for bad in [
+            "",
+            "Root=2-x-y",
+            "Parent=53995c3f42cd8ad8",
+            "Root=1-6743a1b2-short",
+        ] {
+            assert_eq!(TraceHeader::parse(bad), None, "{bad}");
+        }
+        assert!(is_hex(&new_id(), 16));
+        assert_eq!(
+            daemon_address("udp:127.0.0.1:2000 tcp:127.0.0.1:2000"),
+            "127.0.0.1:2000".parse().ok()
+        );
+        assert_eq!(
+            daemon_address("127.0.0.1:2001"),
+            "127.0.0.1:2001".parse().ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sampled_trace_sends_nested_subsegments_and_an_unsampled_one_nothing() {
+        let daemon = Daemon::start();
+        let tracer = daemon.tracer();
+        let trace = Trace::sampled(&tracer, Some(HEADER_SAMPLED));
+        assert!(trace.is_some());
+        scope(trace, async {
+            let mut outer = Subsegment::start("task").unwrap();
+            outer.annotate("taskId", "t-1").namespace("remote");
+            scope(Some(outer.as_parent()), async {
+                let mut inner = Subsegment::start("DynamoDB").unwrap();
+                inner
+                    .field("aws", "operation", "UpdateItem")
+                    .flag("throttle");
+                inner.end();
+            })
+            .await;
+            outer.end();
+        })
+        .await;
+        let docs = daemon.received();
+        // One datagram: the inner subsegment travels inside the outer one.
+        assert_eq!(docs.len(), 1, "{docs:?}");
+        let outer = &docs[0];
+        let inner = &outer["subsegments"][0];
+        assert_eq!(outer["parent_id"], "53995c3f42cd8ad8");
+        assert_eq!(
+            (outer["type"].as_str(), outer["trace_id"].as_str()),
+            (Some("subsegment"), Some(ROOT))
+        );
+        assert!(
+            inner.get("parent_id").is_none() && inner.get("trace_id").is_none(),
+            "{inner}"
+        );
+        for d in [outer, inner] {
+            assert!(d["start_time"].as_f64() <= d["end_time"].as_f64());
+        }
+        assert!(outer["start_time"].as_f64() <= inner["start_time"].as_f64());
+        assert!(inner["end_time"].as_f64() <= outer["end_time"].as_f64());
+        assert_eq!(outer["annotations"]["taskId"], "t-1");
+        assert_eq!(
+            (inner["throttle"].as_bool(), inner["error"].as_bool()),
+            (Some(true), Some(true))
+        );
+
+        // Not sampled, no header, or no daemon: nothing at all.
+        for header in [
+            Some(format!("Root={ROOT};Parent=53995c3f42cd8ad8;Sampled=0")),
+            None,
+        ] {
+            assert!(Trace::sampled(&tracer, header.as_deref()).is_none());
+        }
+        assert!(Trace::sampled(&Tracer::default(), Some(HEADER_SAMPLED)).is_none());
+        scope(None, async { assert!(Subsegment::start("x").is_none()) }).await;
+        assert!(Subsegment::start("outside any scope").is_none());
+        assert!(daemon.received().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_dropped_subsegment_is_a_fault_and_an_oversized_one_loses_its_annotations() {
+        let daemon = Daemon::start();
+        let trace = Trace::sampled(&daemon.tracer(), Some(HEADER_SAMPLED)).unwrap();
+        drop(Subsegment::under(trace.clone(), "cancelled"));
+        let mut big = Subsegment::under(trace.clone(), "big");
+        big.annotate("blob", "x".repeat(MAX_DATAGRAM));
+        big.end();
+        let docs = daemon.received();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[0]["fault"], true);
+        assert!(docs[1].get("annotations").is_none(), "{}", docs[1]);
+        // A daemon that is not there changes nothing for the caller.
+        let gone = {
+            let d = Daemon::start();
+            d.0.local_addr().unwrap()
+        };
+        let trace = Trace::sampled(&Tracer::to(gone), Some(HEADER_SAMPLED)).unwrap();
+        for _ in 0..100 {
+            Subsegment::under(trace.clone(), "into the void").end();
+        }
+    }
+}

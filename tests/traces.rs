@@ -1,0 +1,306 @@
+//! X-Ray, offline: a UDP socket on 127.0.0.1 stands in for the daemon
+//! while create and process run on DynamoDB Local with clients built as
+//! the functions build them. One subsegment per task (annotated, its
+//! claim, run and finish inside), one per DynamoDB and SNS call (with the
+//! operation, table and request id); every parent exists and every child's
+//! times nest inside its parent's. Not sampled: nothing is sent. No
+//! daemon: the same outcome.
+
+use lifo_core::xray::{self, Trace, Tracer};
+use lifo_core::{Notifier, Op, Store, TaskStatus};
+use lifo_tests::{Harness, deadline};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::net::UdpSocket;
+use std::time::Duration;
+
+const ROOT: &str = "1-6743a1b2-0123456789abcdef01234567";
+const FUNCTION_SEGMENT: &str = "53995c3f42cd8ad8";
+const CREATE_ROOT: &str = "1-6743a1b1-fedcba9876543210fedcba98";
+
+fn header(root: &str, sampled: bool) -> String {
+    format!(
+        "Root={root};Parent={FUNCTION_SEGMENT};Sampled={}",
+        u8::from(sampled)
+    )
+}
+
+struct Daemon(UdpSocket);
+
+impl Daemon {
+    fn start() -> Self {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        Self(s)
+    }
+
+    fn tracer(&self) -> Tracer {
+        Tracer::to(self.0.local_addr().unwrap())
+    }
+
+    /// Every subsegment received, embedded ones too (given the trace and
+    /// parent of the document they came in).
+    fn received(&self) -> Vec<Value> {
+        fn flatten(doc: &Value, out: &mut Vec<Value>) {
+            let mut own = doc.clone();
+            if let Some(o) = own.as_object_mut() {
+                o.remove("subsegments");
+            }
+            out.push(own);
+            for child in doc["subsegments"].as_array().into_iter().flatten() {
+                let mut child = child.clone();
+                child["parent_id"] = doc["id"].clone();
+                child["trace_id"] = doc["trace_id"].clone();
+                child["type"] = doc["type"].clone();
+                flatten(&child, out);
+            }
+        }
+        let mut flat = Vec::new();
+        for doc in self.datagrams() {
+            flatten(&doc, &mut flat);
+        }
+        flat
+    }
+
+    fn datagrams(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 70_000];
+        while let Ok(n) = self.0.recv(&mut buf) {
+            let text = std::str::from_utf8(&buf[..n]).unwrap();
+            let (head, doc) = text.split_once('\n').unwrap();
+            assert_eq!(head, r#"{"format": "json", "version": 1}"#);
+            out.push(serde_json::from_str(doc).unwrap());
+        }
+        out
+    }
+}
+
+/// A processor whose DynamoDB and SNS clients send subsegments, as
+/// process's main builds them.
+async fn traced_processor(h: &Harness) -> process::Processor<process::runner::SimulatedRunner> {
+    let conf = lifo_local::stack::sdk_config(&h.stack.dynamodb_local.endpoint).await;
+    let store = Store::new(xray::dynamodb(&conf, &h.stack.table), &h.stack.table);
+    let p = h.processor_on(
+        store.clone(),
+        3,
+        Duration::from_millis(20),
+        Duration::from_secs(5),
+    );
+    let moto = lifo_local::stack::sdk_config(&h.stack.moto.endpoint).await;
+    let tail = Notifier::new(
+        xray::sns(&moto, &h.stack.trigger_topic_arn),
+        &h.stack.trigger_topic_arn,
+    );
+    process::Processor::new(
+        store,
+        tail,
+        std::sync::Arc::new(process::runner::SimulatedRunner::new(
+            3,
+            Duration::from_millis(20),
+            0.0,
+            0.0,
+        )),
+        p.config().clone(),
+    )
+}
+
+/// The subsegments under `root` as an indented text tree, children in
+/// start order: what docs/operating.md shows.
+fn tree(docs: &[Value], root: &str) -> String {
+    fn walk(docs: &[Value], parent: &str, depth: usize, t0: f64, out: &mut String) {
+        let mut children: Vec<&Value> = docs.iter().filter(|d| d["parent_id"] == parent).collect();
+        children.sort_by(|a, b| secs(a, "start_time").total_cmp(&secs(b, "start_time")));
+        for d in children {
+            let what = match (
+                d["aws"]["operation"].as_str(),
+                d["annotations"]["taskId"].as_str(),
+            ) {
+                (Some(op), _) => format!(" {op}"),
+                (None, Some(id)) => format!(
+                    " {id} attempt={} token={} outcome={}",
+                    d["annotations"]["attempt"],
+                    d["annotations"]["fencingToken"],
+                    d["annotations"]["outcome"]
+                ),
+                _ => String::new(),
+            };
+            out.push_str(&format!(
+                "{:indent$}{}{what}  +{:.1} ms, {:.1} ms\n",
+                "",
+                d["name"].as_str().unwrap_or("?"),
+                (secs(d, "start_time") - t0) * 1000.0,
+                (secs(d, "end_time") - secs(d, "start_time")) * 1000.0,
+                indent = 2 * depth + 2
+            ));
+            walk(docs, d["id"].as_str().unwrap_or(""), depth + 1, t0, out);
+        }
+    }
+    let t0 = docs
+        .iter()
+        .map(|d| secs(d, "start_time"))
+        .fold(f64::MAX, f64::min);
+    let mut out = format!("process (function segment {root})\n");
+    walk(docs, root, 0, t0, &mut out);
+    out
+}
+
+/// One process invocation under a trace header of root [`ROOT`].
+async fn drain(
+    processor: &process::Processor<process::runner::SimulatedRunner>,
+    tracer: &Tracer,
+    sampled: bool,
+) -> process::ProcessReport {
+    xray::invocation(tracer, Some(&header(ROOT, sampled)), async {
+        processor
+            .handle(&process::Wake::one(), deadline())
+            .await
+            .unwrap()
+    })
+    .await
+}
+
+fn secs(v: &Value, k: &str) -> f64 {
+    v[k].as_f64().unwrap_or_else(|| panic!("{k} in {v}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampled_invocation_leaves_one_nested_trace_with_every_task_annotated() {
+    let h = Harness::start(1).await;
+    let daemon = Daemon::start();
+    let tracer = daemon.tracer();
+    // Created under a sampled trace of its own: the tasks carry it.
+    xray::invocation(&tracer, Some(&header(CREATE_ROOT, true)), async {
+        h.creator()
+            .handle(json!({"tasks": [
+                {"taskId": "t-1", "payload": {"n": 1}},
+                {"taskId": "t-2", "payload": {"n": 2}},
+                {"taskId": "t-3", "payload": {"n": 3}},
+            ]}))
+            .await
+            .unwrap()
+    })
+    .await;
+    let created = daemon.received();
+    assert!(
+        created.iter().all(|d| d["trace_id"] == CREATE_ROOT),
+        "{created:?}"
+    );
+    assert_eq!(
+        h.store
+            .get("t-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .created_trace
+            .as_deref(),
+        Some(CREATE_ROOT)
+    );
+
+    let processor = traced_processor(&h).await;
+    let report = drain(&processor, &tracer, true).await;
+    assert_eq!(report.succeeded, 3);
+    // The creating trace's id on each task costs no write unit: 6.00 a task.
+    let units = h.store.meter().spent(Op::Put).units
+        + processor.store().meter().spent(Op::Claim).units
+        + processor.store().meter().spent(Op::Finish).units;
+    assert_eq!(units / 3.0, 6.0);
+    let docs = daemon.received();
+    let by_id: HashMap<&str, &Value> = docs
+        .iter()
+        .map(|d| (d["id"].as_str().unwrap(), d))
+        .collect();
+    assert_eq!(by_id.len(), docs.len(), "ids are unique");
+    for d in &docs {
+        assert_eq!(d["trace_id"], ROOT, "{d}");
+        assert_eq!(d["type"], "subsegment");
+        assert!(secs(d, "start_time") <= secs(d, "end_time"), "{d}");
+        let parent = d["parent_id"].as_str().unwrap();
+        if parent != FUNCTION_SEGMENT {
+            let p = by_id
+                .get(parent)
+                .unwrap_or_else(|| panic!("no parent {parent} for {d}"));
+            assert!(
+                secs(p, "start_time") <= secs(d, "start_time"),
+                "{d} starts before {p}"
+            );
+            assert!(
+                secs(d, "end_time") <= secs(p, "end_time"),
+                "{d} ends after {p}"
+            );
+        }
+    }
+    let tasks: Vec<&Value> = docs.iter().filter(|d| d["name"] == "task").collect();
+    assert_eq!(tasks.len(), 3, "{docs:#?}");
+    for t in &tasks {
+        let a = &t["annotations"];
+        assert!(a["taskId"].as_str().unwrap().starts_with("t-"), "{t}");
+        assert_eq!(
+            (a["attempt"].as_u64(), a["outcome"].as_str()),
+            (Some(1), Some("success")),
+            "{t}"
+        );
+        assert!(a["fencingToken"].as_u64().unwrap() >= 1, "{t}");
+        assert_eq!(a["lifoShard"].as_u64(), Some(0));
+        assert_eq!(a["createdTraceId"], CREATE_ROOT);
+        assert_eq!(t["parent_id"], FUNCTION_SEGMENT);
+        // Its claim, its run and its finish inside it, in that order.
+        let mut inside: Vec<&Value> = docs.iter().filter(|d| d["parent_id"] == t["id"]).collect();
+        inside.sort_by(|a, b| secs(a, "start_time").total_cmp(&secs(b, "start_time")));
+        let steps: Vec<&str> = inside
+            .iter()
+            .map(|d| {
+                d["aws"]["operation"]
+                    .as_str()
+                    .or(d["name"].as_str())
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(
+            steps,
+            ["UpdateItem", "run", "UpdateItem"],
+            "claim, run, finish: {inside:?}"
+        );
+        for d in inside.into_iter().filter(|d| d["name"] != "run") {
+            assert_eq!(
+                (d["name"].as_str(), d["namespace"].as_str()),
+                (Some("DynamoDB"), Some("aws"))
+            );
+            assert_eq!(d["aws"]["table_name"], h.stack.table.as_str());
+            assert!(d["aws"]["request_id"].is_string(), "{d}");
+        }
+    }
+    println!("{}", tree(&docs, FUNCTION_SEGMENT));
+    // The index reads hang under the function segment itself.
+    assert!(
+        docs.iter()
+            .any(|d| d["aws"]["operation"] == "Query" && d["parent_id"] == FUNCTION_SEGMENT)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsampled_sends_nothing_and_a_missing_daemon_changes_no_outcome() {
+    let h = Harness::start(1).await;
+    let daemon = Daemon::start();
+    let tasks = |prefix: &str| json!({"tasks": (0..3).map(|i| json!({"taskId": format!("{prefix}-{i}"), "payload": {"n": i}})).collect::<Vec<_>>()});
+    h.creator().handle(tasks("a")).await.unwrap();
+    let processor = traced_processor(&h).await;
+    let report = drain(&processor, &daemon.tracer(), false).await;
+    assert_eq!(report.succeeded, 3);
+    assert!(daemon.received().is_empty());
+
+    // A daemon address where nothing listens: every task still succeeds.
+    let gone = Daemon::start().0.local_addr().unwrap();
+    h.creator().handle(tasks("b")).await.unwrap();
+    let trace = Trace::sampled(&Tracer::to(gone), Some(&header(ROOT, true)));
+    assert!(trace.is_some());
+    let report = xray::scope(trace, async {
+        processor
+            .handle(&process::Wake::one(), deadline())
+            .await
+            .unwrap()
+    })
+    .await;
+    assert_eq!(report.succeeded, 3);
+    assert_eq!(h.count(TaskStatus::Success).await, 6);
+}
