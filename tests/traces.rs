@@ -304,3 +304,85 @@ async fn unsampled_sends_nothing_and_a_missing_daemon_changes_no_outcome() {
     assert_eq!(report.succeeded, 3);
     assert_eq!(h.count(TaskStatus::Success).await, 6);
 }
+
+/// Across hops, on the local pipeline: a stream batch starts one trace;
+/// trigger's wake-up, process's tail call through the trigger topic and the
+/// next process invocation all continue it, so every task of the chain is
+/// in that one trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_trace_across_trigger_process_tail_call_trigger_process() {
+    let h = Harness::start(1).await;
+    let daemon = Daemon::start();
+    // A short budget: 20 tasks at 2 × 100 ms need several invocations.
+    let processor =
+        std::sync::Arc::new(h.processor(2, Duration::from_millis(100), Duration::from_millis(400)));
+    let pipeline = lifo_local::Pipeline::start(
+        &h.stack,
+        std::sync::Arc::new(h.trigger()),
+        processor,
+        lifo_local::PipelineOptions {
+            tracer: daemon.tracer(),
+            // The sweep would start traces of its own.
+            sweep: lifo_local::pipeline::SweepRate::Off,
+            ..lifo_local::PipelineOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    // Twenty tasks nobody announces (the stream's filter skips them, as it
+    // skips tasks create announced itself), then one that the stream
+    // announces: one stream batch, one trace.
+    let now = lifo_core::now_ms();
+    let quiet: Vec<lifo_core::Task> = (0..20)
+        .map(|i| {
+            let mut t = lifo_core::Task::new_pending(
+                format!("q-{i}"),
+                Default::default(),
+                now + i,
+                3600,
+                0,
+            );
+            t.announced = true;
+            t
+        })
+        .collect();
+    h.store.put_new(&quiet).await.unwrap();
+    h.plain_creator()
+        .handle(json!({"tasks": [{"taskId": "first", "payload": {"n": 0}}]}))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    while h.count(TaskStatus::Success).await < 21 {
+        assert!(started.elapsed() < Duration::from_secs(60), "tasks left");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stats = std::sync::Arc::clone(&pipeline.stats);
+    pipeline.stop().await;
+    let tail_calls = lifo_local::pipeline::PipelineStats::get(&stats.tail_calls);
+    let invocations = lifo_local::pipeline::PipelineStats::get(&stats.process_invocations);
+    assert!(
+        tail_calls >= 1 && invocations >= 2,
+        "{tail_calls} tail calls, {invocations} invocations"
+    );
+    let tasks: Vec<Value> = daemon
+        .received()
+        .into_iter()
+        .filter(|d| d["name"] == "task" && d["annotations"]["outcome"] == "success")
+        .collect();
+    assert_eq!(tasks.len(), 21);
+    let roots: std::collections::BTreeSet<&str> = tasks
+        .iter()
+        .map(|t| t["trace_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roots.len(),
+        1,
+        "one trace across {invocations} process invocations: {roots:?}"
+    );
+    // The tasks were run by different invocations (their parents differ).
+    let parents: std::collections::BTreeSet<&str> = tasks
+        .iter()
+        .map(|t| t["parent_id"].as_str().unwrap())
+        .collect();
+    assert!(parents.len() >= 2, "{parents:?}");
+}

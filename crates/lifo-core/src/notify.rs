@@ -81,18 +81,34 @@ impl Notifier {
             code: "Serialize".into(),
             source: e.into(),
         })?;
-        let out = self
+        let mut publish = self
             .client
             .publish()
             .topic_arn(&self.topic_arn)
-            .message(body)
-            .send()
-            .await
-            .map_err(|e| NotifyError {
-                topic_arn: self.topic_arn.clone(),
-                code: e.code().unwrap_or("Unknown").to_owned(),
-                source: e.into(),
-            })?;
+            .message(body);
+        // Under a sampled trace, the wake-up names it (`AWSTraceHeader`,
+        // parent: the current subsegment or function segment). In AWS, SNS
+        // active tracing carries the trace by itself; the local pipeline
+        // reads this attribute to continue the trace in the next hop.
+        if let Some(trace) = crate::xray::current() {
+            publish = publish.message_attributes(
+                crate::xray::TRACE_ATTRIBUTE,
+                aws_sdk_sns::types::MessageAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(trace.header())
+                    .build()
+                    .map_err(|e| NotifyError {
+                        topic_arn: self.topic_arn.clone(),
+                        code: "MessageAttribute".into(),
+                        source: e.into(),
+                    })?,
+            );
+        }
+        let out = publish.send().await.map_err(|e| NotifyError {
+            topic_arn: self.topic_arn.clone(),
+            code: e.code().unwrap_or("Unknown").to_owned(),
+            source: e.into(),
+        })?;
         Ok(out.message_id.unwrap_or_default())
     }
 }

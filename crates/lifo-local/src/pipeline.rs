@@ -17,6 +17,7 @@ use crate::invoke::{AsyncFunction, Handler};
 use crate::stack::LocalStack;
 use anyhow::{Context, Result};
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
+use lifo_core::xray::Trace;
 use process::Processor;
 use process::runner::TaskRunner;
 use serde_json::{Value, json};
@@ -93,6 +94,22 @@ pub struct PipelineOptions {
     /// and so how long a claim's lease runs): shorter locally, so that a
     /// restart reclaims what a killed run held sooner.
     pub process_timeout: Option<Duration>,
+    /// X-Ray as Lambda runs it: with a tracer, every invocation is sampled.
+    /// One that a stream batch or the sweep starts gets a new trace; one a
+    /// wake-up starts continues the trace the wake-up names
+    /// ([`lifo_core::xray::TRACE_ATTRIBUTE`]). Off by default.
+    pub tracer: lifo_core::xray::Tracer,
+}
+
+/// The trace header of the invocation a wake-up (an SNS-shaped event)
+/// starts: the trace the wake-up names, under a new function segment of
+/// its own, as Lambda gives each invocation.
+fn wakeup_trace(event: &Value) -> Option<String> {
+    let named =
+        event["Records"][0]["Sns"]["MessageAttributes"][lifo_core::xray::TRACE_ATTRIBUTE]["Value"]
+            .as_str()?;
+    let h = lifo_core::xray::TraceHeader::parse(named)?;
+    Some(h.with_parent(&lifo_core::xray::new_id()))
 }
 
 impl PipelineOptions {
@@ -236,13 +253,16 @@ impl Pipeline {
         process_config.reserved = Some(processor.config().processors.max(1) as usize);
         let process_fn = {
             let (processor, counts) = (processor.clone(), stats.clone());
+            let tracer = options.tracer.clone();
             let handler: Handler = Arc::new(move |event| {
                 let (processor, stats) = (processor.clone(), counts.clone());
+                let tracer = tracer.clone();
                 Box::pin(async move {
                     stats.process_invocations.fetch_add(1, Ordering::Relaxed);
+                    let trace = wakeup_trace(&event);
                     let wake = process::Wake::parse(event).map_err(|e| e.to_string())?;
-                    processor
-                        .handle(&wake, SystemTime::now() + process_timeout)
+                    let run = processor.handle(&wake, SystemTime::now() + process_timeout);
+                    lifo_core::xray::invocation(&tracer, trace.as_deref(), run)
                         .await
                         .map(|_| ())
                         .map_err(|e| lifo_core::error::chain(&e))
@@ -252,14 +272,22 @@ impl Pipeline {
         };
         let trigger_fn = {
             let (trigger, counts) = (trigger.clone(), stats.clone());
+            let tracer = options.tracer.clone();
             let handler: Handler = Arc::new(move |event| {
                 let (trigger, stats) = (trigger.clone(), counts.clone());
+                let tracer = tracer.clone();
                 Box::pin(async move {
                     stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
-                    let outcome = trigger
-                        .measured(event)
-                        .await
-                        .map_err(|e| lifo_core::error::chain(&e))?;
+                    // A tail call continues its trace; the sweep starts one.
+                    let trace = wakeup_trace(&event)
+                        .or_else(|| tracer.is_enabled().then(Trace::new_root_header));
+                    let outcome = lifo_core::xray::invocation(
+                        &tracer,
+                        trace.as_deref(),
+                        trigger.measured(event),
+                    )
+                    .await
+                    .map_err(|e| lifo_core::error::chain(&e))?;
                     stats.expired.fetch_add(outcome.expired, Ordering::Relaxed);
                     Ok(())
                 })
@@ -293,6 +321,7 @@ impl Pipeline {
                 batch_size: source.batch_size.max(1),
                 window,
                 poll: timing.stream_poll,
+                tracer: options.tracer.clone(),
             },
             trigger,
             stats.clone(),
@@ -414,6 +443,8 @@ struct StreamBatching {
     batch_size: usize,
     window: Duration,
     poll: Duration,
+    /// X-Ray: each batch a new trace when enabled.
+    tracer: lifo_core::xray::Tracer,
 }
 
 /// The stream's event source mapping: reads every shard each `poll`,
@@ -474,7 +505,10 @@ async fn poll_stream(
             let take = batch.len().min(b.batch_size);
             let records: Vec<Value> = batch.drain(..take).collect();
             stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
-            match trigger.measured(json!({ "Records": records })).await {
+            // Each stream batch is a new trace (AWS carries none through a stream).
+            let trace = b.tracer.is_enabled().then(Trace::new_root_header);
+            let run = trigger.measured(json!({ "Records": records }));
+            match lifo_core::xray::invocation(&b.tracer, trace.as_deref(), run).await {
                 Ok(outcome) => {
                     stats.expired.fetch_add(outcome.expired, Ordering::Relaxed);
                 }

@@ -234,7 +234,27 @@ pub struct Trace {
 /// The ended children of an open subsegment, as JSON.
 type Children = Arc<std::sync::Mutex<Vec<Box<serde_json::value::RawValue>>>>;
 
+/// The SNS message attribute a wake-up names its trace in.
+pub const TRACE_ATTRIBUTE: &str = "AWSTraceHeader";
+
 impl Trace {
+    /// The header a call made now continues this trace with.
+    pub fn header(&self) -> String {
+        format!("Root={};Parent={};Sampled=1", self.root, self.parent)
+    }
+
+    /// A new sampled trace header (a new root): what Lambda gives an
+    /// invocation that no traced caller started (a stream batch, a
+    /// schedule), when it samples it.
+    pub fn new_root_header() -> String {
+        let secs = now_secs() as u64;
+        format!(
+            "Root=1-{secs:08x}-{:024x};Parent={};Sampled=1",
+            fastrand::u128(..) & ((1u128 << 96) - 1),
+            new_id()
+        )
+    }
+
     /// The trace of an invocation with `header` (`_X_AMZN_TRACE_ID`), when
     /// it is sampled and the tracer sends somewhere; `None` otherwise (then
     /// nothing is recorded at all).
