@@ -266,12 +266,8 @@ pub async fn run(cli: &Cli, q: &Queue) -> Result<String, CliError> {
     match &cli.command {
         Command::Tasks(cmd) => tasks(cmd, q, as_json).await,
         Command::Pause { reason } | Command::Resume { reason } => {
-            let reason = reason.as_deref().unwrap_or("");
-            let c = if matches!(cli.command, Command::Pause { .. }) {
-                lifo_ops::control::pause(q, reason).await?
-            } else {
-                lifo_ops::control::resume(q, reason).await?
-            };
+            let paused = matches!(cli.command, Command::Pause { .. });
+            let c = lifo_ops::control::set(q, paused, reason.as_deref().unwrap_or("")).await?;
             Ok(if as_json {
                 print::json(&c)
             } else {

@@ -88,10 +88,7 @@ mod tests {
     fn a_cursor_round_trips_for_its_own_user() {
         let k = key("alice", "order/1+2", 1_700_000_000_123);
         let c = encode(&k).unwrap_or_default();
-        assert!(
-            !c.contains(['+', '/', '=']) || !c.contains(['+', '/']),
-            "{c}"
-        );
+        assert!(!c.contains(['+', '/']), "{c}");
         assert_eq!(decode(&c, "alice").ok(), Some(k));
     }
 

@@ -59,15 +59,7 @@ pub async fn list_user(
     limit: usize,
     cursor: Option<&str>,
 ) -> Result<Page<Task>, OpsError> {
-    if user.is_empty() || user.len() > lifo_core::model::MAX_TASK_ID_LEN {
-        return Err(OpsError::invalid(
-            "userId",
-            format!(
-                "must be 1 to {} characters",
-                lifo_core::model::MAX_TASK_ID_LEN
-            ),
-        ));
-    }
+    check_id("userId", user)?;
     check_limit(limit)?;
     let mut start = cursor.map(|c| cursor::decode(c, user)).transpose()?;
     let mut items = Vec::new();
@@ -147,6 +139,18 @@ pub struct BatchReport {
 }
 
 impl BatchReport {
+    /// A batch of one task as one outcome: its refusal is the error (no
+    /// such task, or a state the move does not take).
+    pub fn into_single(self) -> Result<Self, OpsError> {
+        match self.refused.first() {
+            Some(r) if r.not_found => Err(OpsError::NotFound {
+                task_id: r.task_id.clone(),
+            }),
+            Some(r) => Err(OpsError::Conflict(r.reason.clone())),
+            None => Ok(self),
+        }
+    }
+
     /// Records one task's outcome: written, or refused with why. A store
     /// failure ends the batch: the error says what was written before it.
     pub(crate) fn record(
@@ -168,6 +172,7 @@ impl BatchReport {
             }
             Err(e) => self.refused.push(Refusal {
                 task_id: id.to_owned(),
+                not_found: matches!(e, OperateError::NotFound { .. }),
                 reason: e.to_string(),
             }),
         }
@@ -180,6 +185,9 @@ impl BatchReport {
 pub struct Refusal {
     pub task_id: String,
     pub reason: String,
+    /// The task does not exist (not a state it is in).
+    #[serde(skip)]
+    pub not_found: bool,
 }
 
 /// Deletes tasks (any status but one running under a live lease). Every id

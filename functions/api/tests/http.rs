@@ -279,6 +279,11 @@ async fn create_read_retry_cancel_and_delete_over_http() {
         (st, ids(&r["done"])),
         (StatusCode::OK, vec!["b".to_owned()])
     );
+    // A task that isn't there is 404 for every move, not a conflict.
+    for (method, path) in [("DELETE", "/tasks/nope"), ("POST", "/tasks/nope/retry")] {
+        let (st, _) = s.call(method, path, None).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{method} {path}");
+    }
     let (st, p) = s.call("GET", "/tasks/b", None).await;
     assert_eq!(
         (st, p["detail"].as_str()),
@@ -365,10 +370,13 @@ async fn hostile_requests_get_a_problem_document_and_write_nothing() {
     );
 
     // Ids: only dots, too long, traversal-looking (a valid id: no such task).
-    let (st, p) = s.call("GET", "/tasks/%2E%2E", None).await;
-    assert!(
-        st == StatusCode::BAD_REQUEST || st == StatusCode::NOT_FOUND,
-        "{st} {p}"
+    // (`.` and `..`, even percent-encoded, are resolved away by the client's
+    // URL parser; three dots reach the server.)
+    let (st, p) = s.call("GET", "/tasks/...", None).await;
+    assert_eq!(
+        (st, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("taskId")),
+        "{p}"
     );
     let (st, p) = s.call("GET", "/tasks/..%2F..%2Fetc%2Fpasswd", None).await;
     assert_eq!(st, StatusCode::NOT_FOUND, "{p}");

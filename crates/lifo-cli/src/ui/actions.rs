@@ -69,10 +69,7 @@ async fn run<T>(
 async fn retry_one(c: &Console, id: String) -> Result<(), OpsError> {
     let report =
         lifo_ops::retry::retry(&c.queue, &Retry::ids(vec![id], REASON), &|_, _| {}).await?;
-    match report.refused.into_iter().next() {
-        Some(r) => Err(OpsError::Conflict(r.reason)),
-        None => Ok(()),
-    }
+    report.into_single().map(drop)
 }
 
 pub async fn retry(
@@ -91,11 +88,10 @@ pub async fn delete(
 ) -> Response {
     let ids = [id];
     let deleted = async {
-        let report = lifo_ops::tasks::delete(&c.queue, &ids).await?;
-        match report.refused.into_iter().next() {
-            Some(r) => Err(OpsError::Conflict(r.reason)),
-            None => Ok(()),
-        }
+        lifo_ops::tasks::delete(&c.queue, &ids)
+            .await?
+            .into_single()
+            .map(drop)
     };
     run(&c, &f, deleted, "/?done=deleted".into()).await
 }
@@ -145,12 +141,7 @@ async fn set_paused(c: &Console, f: &ActionForm, paused: bool) -> Response {
         "" => "resumed from the console",
         r => r,
     };
-    let changed = if paused {
-        lifo_ops::control::pause(&c.queue, reason).await
-    } else {
-        lifo_ops::control::resume(&c.queue, reason).await
-    };
-    match changed {
+    match lifo_ops::control::set(&c.queue, paused, reason).await {
         Ok(_) => Redirect::to(if paused {
             "/?done=paused"
         } else {
