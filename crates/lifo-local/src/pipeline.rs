@@ -259,7 +259,7 @@ impl Pipeline {
                 let tracer = tracer.clone();
                 Box::pin(async move {
                     stats.process_invocations.fetch_add(1, Ordering::Relaxed);
-                    let trace = wakeup_trace(&event);
+                    let trace = tracer.is_enabled().then(|| wakeup_trace(&event)).flatten();
                     let wake = process::Wake::parse(event).map_err(|e| e.to_string())?;
                     let run = processor.handle(&wake, SystemTime::now() + process_timeout);
                     lifo_core::xray::invocation(&tracer, trace.as_deref(), run)
@@ -279,7 +279,10 @@ impl Pipeline {
                 Box::pin(async move {
                     stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
                     // A tail call continues its trace; the sweep starts one.
-                    let trace = wakeup_trace(&event)
+                    let trace = tracer
+                        .is_enabled()
+                        .then(|| wakeup_trace(&event))
+                        .flatten()
                         .or_else(|| tracer.is_enabled().then(Trace::new_root_header));
                     let outcome = lifo_core::xray::invocation(
                         &tracer,

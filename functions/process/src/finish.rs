@@ -25,14 +25,8 @@ async fn run_traced<R: TaskRunner>(runner: &R, task: &Task) -> RunOutcome {
         return runner.run(task).await;
     };
     let outcome = lifo_core::xray::scope(Some(segment.as_parent()), runner.run(task)).await;
-    match &outcome {
-        RunOutcome::Success => {}
-        RunOutcome::RetryLater(_) | RunOutcome::RetryAfter(..) => {
-            segment.flag("throttle");
-        }
-        RunOutcome::Failure(_) => {
-            segment.flag("error");
-        }
+    if let Some(flag) = outcome.xray_flag() {
+        segment.flag(flag);
     }
     segment.end();
     outcome

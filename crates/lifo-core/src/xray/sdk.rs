@@ -45,14 +45,6 @@ impl SdkSubsegments {
             resource: Some(("function_name", function.to_owned())),
         }
     }
-
-    /// A service whose calls name no single resource.
-    pub fn service(service: &'static str) -> Self {
-        Self {
-            service,
-            resource: None,
-        }
-    }
 }
 
 /// The call's open subsegment, kept in the call's config bag.

@@ -146,14 +146,8 @@ impl TaskRunner for HttpRunner {
         }
         let outcome = self.call(task).await;
         if let Some(mut s) = segment {
-            match &outcome {
-                RunOutcome::Success => {}
-                RunOutcome::RetryLater(_) | RunOutcome::RetryAfter(..) => {
-                    s.flag("throttle");
-                }
-                RunOutcome::Failure(_) => {
-                    s.flag("error");
-                }
+            if let Some(flag) = outcome.xray_flag() {
+                s.flag(flag);
             }
             s.end();
         }

@@ -35,6 +35,18 @@ pub enum RunOutcome {
     RetryAfter(String, Duration),
 }
 
+impl RunOutcome {
+    /// The X-Ray flag a run's subsegment gets: a refusal is a throttle, a
+    /// failure an error, a success none.
+    pub fn xray_flag(&self) -> Option<&'static str> {
+        match self {
+            RunOutcome::Success => None,
+            RunOutcome::RetryLater(_) | RunOutcome::RetryAfter(..) => Some("throttle"),
+            RunOutcome::Failure(_) => Some("error"),
+        }
+    }
+}
+
 /// A downstream that runs tasks.
 pub trait TaskRunner: Send + Sync + 'static {
     /// Tasks it can run at once; the processor never has more in flight, so
