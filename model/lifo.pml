@@ -30,6 +30,13 @@
  * (then two invocations claim from one group at once), and a crashed
  * holder keeps it until it expires.
  *
+ * Latest wins per key (-DSUPERSEDE): task 1 has task 0's supersedeKey, so
+ * its write (one transaction) supersedes task 0 if it is PENDING, or marks
+ * it if it is TAKEN; a marked task is never claimed again and is never put
+ * back (a finish that would retry it, or a reader of its lapsed lease,
+ * ends it SUPERSEDED). Checked: once task 1 is written, task 0 never
+ * starts (until an operator redrives it).
+ *
  * Abstractions: time is a lease that may expire at any moment (a slow
  * worker is a worker whose lease expired); "the sweep runs every minute"
  * is a process that may publish a wake-up whenever a claimable task exists;
@@ -60,7 +67,7 @@
 #define MAX_EXPIRIES 0
 #endif
 
-mtype = { PENDING, TAKEN, SUCCESS, FAILURE, EXPIRED, DELETED };
+mtype = { PENDING, TAKEN, SUCCESS, FAILURE, EXPIRED, DELETED, SUPERSEDED };
 
 mtype status[TASKS];
 byte  token[TASKS];      /* fencing token, +1 per claim */
@@ -70,6 +77,8 @@ byte  commits[TASKS];    /* outcomes committed in this life (a redrive starts a 
 bool  created[TASKS];
 bool  expired[TASKS];    /* past expiresAt (until a redrive gives a new expiry) */
 bool  was_deleted;       /* task 0 was deleted by the operator */
+bool  marked[TASKS];     /* supersededBy set on a TAKEN task by a newer task's write */
+bool  succ[TASKS];       /* a newer task with its key was written (this life) */
 byte  gholder = NOBODY;  /* the worker holding the shard group's lease */
 
 byte wakeups = 0;        /* Lambda's queue of async invocations of process */
@@ -80,10 +89,12 @@ byte redrives = 0;
 byte deletes = 0;
 byte expiries = 0;
 
-#define claimable(t) (created[t] && !expired[t] && (status[t] == PENDING || (status[t] == TAKEN && !lease[t])))
+#define claimable(t) (created[t] && !expired[t] && !marked[t] && (status[t] == PENDING || (status[t] == TAKEN && !lease[t])))
+/* a lapsed claim that a newer task's write marked: its reader ends it */
+#define endable(t) (created[t] && marked[t] && status[t] == TAKEN && !lease[t])
 #define sheddable(t) (created[t] && expired[t] && (status[t] == PENDING || (status[t] == TAKEN && !lease[t])))
-#define any_claimable (claimable(0) || claimable(1))
-#define ended(t) (status[t] == SUCCESS || status[t] == FAILURE || status[t] == EXPIRED || status[t] == DELETED)
+#define any_claimable (claimable(0) || claimable(1) || endable(0) || endable(1))
+#define ended(t) (status[t] == SUCCESS || status[t] == FAILURE || status[t] == EXPIRED || status[t] == DELETED || status[t] == SUPERSEDED)
 #define all_done (ended(0) && ended(1))
 
 inline wake() {
@@ -93,11 +104,26 @@ inline wake() {
   fi
 }
 
-/* create: writes PENDING tasks (claimable), one stream record each. */
+/* create: writes PENDING tasks (claimable), one stream record each. With
+   SUPERSEDE, task 1's write is one transaction that also supersedes task 0
+   (PENDING -> SUPERSEDED, an outcome) or marks it (TAKEN). */
 active proctype Producer() {
   byte t = 0;
   do
-  :: t < TASKS -> atomic { created[t] = true; status[t] = PENDING; token[t] = 0; inserts++; t++ }
+  :: t < TASKS -> atomic { created[t] = true; status[t] = PENDING; token[t] = 0; inserts++;
+#ifdef SUPERSEDE
+       if
+       :: t == 1 ->
+            succ[0] = true;
+            if
+            :: status[0] == PENDING -> status[0] = SUPERSEDED; commits[0]++
+            :: status[0] == TAKEN -> marked[0] = true
+            :: else -> skip
+            fi
+       :: else -> skip
+       fi;
+#endif
+       t++ }
   :: t == TASKS -> break
   od
 }
@@ -150,7 +176,8 @@ active proctype Operator() {
 end:
   do
   :: atomic { redrives < MAX_REDRIVES && (status[0] == FAILURE || status[0] == EXPIRED) ->
-       status[0] = PENDING; attempts[0] = 0; commits[0] = 0; expired[0] = false; redrives++; wake() }
+       status[0] = PENDING; attempts[0] = 0; commits[0] = 0; expired[0] = false;
+       marked[0] = false; succ[0] = false; redrives++; wake() }
   :: atomic { deletes < MAX_DELETES && created[0] && status[0] != DELETED && !(status[0] == TAKEN && lease[0]) ->
        status[0] = DELETED; lease[0] = false; was_deleted = true; deletes++ }
   od
@@ -201,16 +228,21 @@ end:
      do
      :: atomic {
           if
-          :: claimable(0) -> t = 0
-          :: claimable(1) -> t = 1
+          :: claimable(0) || endable(0) -> t = 0
+          :: claimable(1) || endable(1) -> t = 1
           fi;
-          assert(!expired[t]);   /* an expired task never starts */
           if
-          :: status[t] == TAKEN && attempts[t] >= MAX_ATTEMPTS ->
+          :: endable(t) ->
+               /* the reclaim is refused (the mark); the reader ends it
+                  instead: conditional on the token and the mark */
+               status[t] = SUPERSEDED; commits[t]++; mine = 255
+          :: !endable(t) && status[t] == TAKEN && attempts[t] >= MAX_ATTEMPTS ->
                /* abandon: conditional on the expired lease and the token */
                status[t] = FAILURE; commits[t]++; mine = 255
-          :: else ->
+          :: !endable(t) && !(status[t] == TAKEN && attempts[t] >= MAX_ATTEMPTS) ->
                /* claim / reclaim: one conditional update */
+               assert(!expired[t]);   /* an expired task never starts */
+               assert(!succ[t]);      /* nor one whose successor was written */
                status[t] = TAKEN; token[t]++; lease[t] = true; attempts[t]++;
                mine = token[t]
           fi;
@@ -230,7 +262,8 @@ end:
                          if
                          :: status[t] = SUCCESS
                          :: attempts[t] >= MAX_ATTEMPTS -> status[t] = FAILURE
-                         :: attempts[t] < MAX_ATTEMPTS -> status[t] = PENDING   /* retry after error */
+                         :: attempts[t] < MAX_ATTEMPTS && !marked[t] -> status[t] = PENDING   /* retry after error */
+                         :: marked[t] -> status[t] = SUPERSEDED   /* instead of a retry */
                          fi;
                          lease[t] = false;
                          if

@@ -3,7 +3,10 @@
 //! errors at a set rate (after the request was applied, so outcomes are
 //! ambiguous), and two processors run at once; beside them, a shed backlog
 //! of 300 expired tasks that a reaper (the sweep's) and the claim reads
-//! race to shed. Bounded in time; prints its counts. The table's stream is
+//! race to shed. One task in five carries a `supersedeKey` (20 keys), and
+//! while the processors run a producer writes newer tasks of those keys
+//! through the same faults: once a newer task of a key is written, no older
+//! one may start. Bounded in time; prints its counts. The table's stream is
 //! the independent witness of what committed.
 
 use aws_smithy_runtime_api::box_error::BoxError;
@@ -22,6 +25,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 const TASKS: usize = 500;
+/// Keys of the keyed tasks (one task in five of the first 500 has one).
+const KEYS: usize = 20;
+/// Newer tasks of those keys written while the processors run.
+const UPDATES: usize = 60;
 /// Expired tasks present from the start: every one must end EXPIRED, shed
 /// once, and never run.
 const BACKLOG: usize = 300;
@@ -177,10 +184,12 @@ async fn worker(p: Arc<Processor<Witness>>, counts: Arc<Counts>, stop: Arc<Atomi
     }
 }
 
+/// A committed change of an item: its id, and (status, token) before and
+/// after.
+type Change = (String, Option<(String, u64)>, Option<(String, u64)>);
+
 /// Every committed change of the table, from its stream.
-async fn stream_changes(
-    h: &Harness,
-) -> Vec<(String, Option<(String, u64)>, Option<(String, u64)>)> {
+async fn stream_changes(h: &Harness) -> Vec<Change> {
     use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
     let image = |m: Option<&HashMap<String, AttributeValue>>| {
         let m = m?;
@@ -262,6 +271,7 @@ async fn chaos(processors: u32, workers: usize) {
     // Mixed payloads: 60 B (on the task item), 2 KB and 20 KB (items of
     // their own), realistic JSON.
     let mut created = Vec::new();
+    let mut keys: HashMap<String, String> = HashMap::new();
     for batch in 0..TASKS / 100 {
         let tasks: Vec<serde_json::Value> = (0..100)
             .map(|i| {
@@ -277,7 +287,13 @@ async fn chaos(processors: u32, workers: usize) {
                     .lock()
                     .unwrap()
                     .insert(id.clone(), payload.clone());
-                serde_json::json!({"taskId": id, "payload": payload})
+                if n % 5 == 0 {
+                    let key = format!("key-{}", (n / 5) % KEYS);
+                    keys.insert(id.clone(), key.clone());
+                    serde_json::json!({"taskId": id, "payload": payload, "supersedeKey": key})
+                } else {
+                    serde_json::json!({"taskId": id, "payload": payload})
+                }
             })
             .collect();
         created.extend(
@@ -349,6 +365,34 @@ async fn chaos(processors: u32, workers: usize) {
     let mut workers: Vec<_> = (0..workers)
         .map(|_| tokio::spawn(worker(processor(), counts.clone(), stop.clone())))
         .collect();
+    // A producer writing newer tasks of the keys while they run, through
+    // the faults: a write whose answer is lost is sent again (same id).
+    let producer = create::Creator::new(
+        Store::new(ddb.clone(), &h.stack.table),
+        create::CreateConfig {
+            shard_count: 4,
+            ..create::CreateConfig::new(h.stack.table.clone())
+        },
+    );
+    let updates: Vec<(String, String)> = (0..UPDATES)
+        .map(|i| (format!("update-{i:03}"), format!("key-{}", i % KEYS)))
+        .collect();
+    for (id, key) in &updates {
+        keys.insert(id.clone(), key.clone());
+        let payload = serde_json::json!({"update": id})
+            .as_object()
+            .cloned()
+            .unwrap();
+        witness.payloads.lock().unwrap().insert(id.clone(), payload);
+    }
+    let writing = updates.clone();
+    let producing = tokio::spawn(async move {
+        for (id, key) in writing {
+            tokio::time::sleep(Duration::from_millis(fastrand::u64(0..120))).await;
+            let request = serde_json::json!({"tasks": [{"taskId": id, "supersedeKey": key, "payload": {"update": id}}]});
+            while producer.handle(request.clone()).await.is_err() {}
+        }
+    });
     // The sweep's reaper, through the same faults, about once a second.
     let reaper = Store::new(ddb.clone(), &h.stack.table);
     let reaping = stop.clone();
@@ -364,6 +408,8 @@ async fn chaos(processors: u32, workers: usize) {
     }));
 
     let started = Instant::now();
+    producing.await.unwrap();
+    created.extend(updates.iter().map(|(id, _)| id.clone()));
     loop {
         let tasks = h.tasks().await;
         let open = tasks
@@ -404,7 +450,7 @@ async fn chaos(processors: u32, workers: usize) {
             if os == "TAKEN" && ns == "TAKEN" {
                 reclaims += 1;
             }
-            if os == "TAKEN" && (ns == "SUCCESS" || ns == "FAILURE") {
+            if os == "TAKEN" && (ns == "SUCCESS" || ns == "FAILURE" || ns == "SUPERSEDED") {
                 *outcomes.entry(id.as_str()).or_default() += 1;
                 if ot != nt {
                     stale_commits += 1;
@@ -413,6 +459,54 @@ async fn chaos(processors: u32, workers: usize) {
         }
     }
     let duplicates = outcomes.values().filter(|n| **n > 1).count();
+    // Latest wins: no task starts (a claim, a reclaim) after a newer task of
+    // its key was inserted. (DynamoDB Local's stream has one shard: its
+    // order is the order the writes committed in.)
+    let mut inserted: HashMap<&str, usize> = HashMap::new();
+    for (pos, (id, old, new)) in changes.iter().enumerate() {
+        if old.is_none() && new.is_some() {
+            inserted.entry(id.as_str()).or_insert(pos);
+        }
+    }
+    let mut late_starts = 0;
+    let mut superseded_unstarted = 0;
+    for (pos, (id, old, new)) in changes.iter().enumerate() {
+        let Some(key) = keys.get(id) else { continue };
+        if new.as_ref().is_some_and(|(ns, _)| ns == "SUPERSEDED")
+            && old.as_ref().is_some_and(|(os, _)| os == "PENDING")
+        {
+            superseded_unstarted += 1;
+        }
+        // A claim, or a reclaim (a new token: the newer task's mark keeps it).
+        let start = match (old, new) {
+            (Some((os, ot)), Some((ns, nt))) => ns == "TAKEN" && (os == "PENDING" || nt > ot),
+            _ => false,
+        };
+        let Some(&mine) = inserted.get(id.as_str()) else {
+            continue;
+        };
+        if start
+            && keys.iter().any(|(other, k)| {
+                k == key
+                    && inserted
+                        .get(other.as_str())
+                        .is_some_and(|&i| i > mine && i < pos)
+            })
+        {
+            late_starts += 1;
+        }
+    }
+    // Each key's newest task runs (or is shed).
+    let newest_unrun = (0..KEYS)
+        .filter_map(|k| {
+            let key = format!("key-{k}");
+            keys.iter()
+                .filter(|(_, kk)| **kk == key)
+                .max_by_key(|(id, _)| inserted.get(id.as_str()).copied().unwrap_or(0))
+                .map(|(id, _)| id.clone())
+        })
+        .filter(|id| !outcomes.contains_key(id.as_str()) || ended_superseded(&changes, id))
+        .count();
     // Sheds: each backlog task shed exactly once, from PENDING (or a lapsed
     // TAKEN), and never a live task.
     let mut sheds: HashMap<&str, usize> = HashMap::new();
@@ -489,7 +583,8 @@ async fn chaos(processors: u32, workers: usize) {
          invocation errors {}, stalled runs {}, reclaims {reclaims}, rejected stale finishes {}, re-runs {reruns}, \
          stuck {stuck}, duplicates {duplicates}, stale commits {stale_commits}, lost {lost}, \
          backlog {BACKLOG}: shed {shed} (twice {shed_twice}, run {backlog_run}), \
-         runs without their payload {}, in {:.1} s",
+         runs without their payload {}, keyed {} (superseded before a start {superseded_unstarted}, \
+         starts after a newer write {late_starts}, newest not run {newest_unrun}), in {:.1} s",
         injected.load(Ordering::Relaxed),
         counts.invocations.load(Ordering::Relaxed),
         counts.aborted.load(Ordering::Relaxed),
@@ -497,9 +592,16 @@ async fn chaos(processors: u32, workers: usize) {
         witness.stalls.load(Ordering::Relaxed),
         counts.stale_rejected.load(Ordering::Relaxed),
         witness.wrong_payload.load(Ordering::Relaxed),
+        keys.len(),
         elapsed.as_secs_f64(),
     );
-    assert_eq!(lost, 0, "every task ends SUCCESS or FAILURE");
+    assert_eq!(lost, 0, "every task ends SUCCESS, FAILURE or SUPERSEDED");
+    assert_eq!(
+        late_starts, 0,
+        "no task starts after a newer task of its key"
+    );
+    assert_eq!(newest_unrun, 0, "each key's newest task runs");
+    assert!(superseded_unstarted > 0, "keys were superseded");
     assert_eq!(stuck, 0, "no task stays TAKEN");
     assert_eq!(duplicates, 0, "no task's outcome is committed twice");
     assert_eq!(
@@ -507,9 +609,9 @@ async fn chaos(processors: u32, workers: usize) {
         "no outcome is committed with another claim's token"
     );
     assert_eq!(
-        outcomes.len(),
-        TASKS,
-        "the stream shows one outcome per task"
+        outcomes.len() + superseded_unstarted,
+        TASKS + UPDATES,
+        "the stream shows one outcome per task (or its supersede before a start)"
     );
     assert_eq!(shed, BACKLOG, "every expired task ends EXPIRED");
     assert_eq!(
@@ -529,4 +631,13 @@ async fn chaos(processors: u32, workers: usize) {
         injected.load(Ordering::Relaxed) > 0 && counts.aborted.load(Ordering::Relaxed) > 0,
         "chaos happened"
     );
+}
+
+/// Whether `id`'s last committed change made it SUPERSEDED.
+fn ended_superseded(changes: &[Change], id: &str) -> bool {
+    changes
+        .iter()
+        .rev()
+        .find(|(i, _, new)| i == id && new.is_some())
+        .is_some_and(|(_, _, new)| new.as_ref().is_some_and(|(s, _)| s == "SUPERSEDED"))
 }

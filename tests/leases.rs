@@ -1,6 +1,6 @@
 //! Leases, fencing, attempts and wake-up guarantees on DynamoDB Local.
 
-use lifo_core::{HistoryEntry, Step, Task, TaskStatus, Transition, now_ms};
+use lifo_core::{HistoryEntry, Move, Step, Task, TaskStatus, now_ms};
 use lifo_local::{Pipeline, PipelineOptions, pipeline::PipelineStats};
 use lifo_tests::{Harness, deadline};
 use process::ProcessConfig;
@@ -36,22 +36,22 @@ async fn crash_after_claim(
     lease_ms: u64,
 ) -> Task {
     let now = now_ms();
-    let t = if current == TaskStatus::Pending {
-        Transition::Claim
+    let (lease_until, owner) = (now + lease_ms, "stalled-worker");
+    let mv = if current == TaskStatus::Pending {
+        Move::Claim { lease_until, owner }
     } else {
-        Transition::Reclaim
+        Move::Reclaim {
+            lease_until,
+            owner,
+            max_attempts: 3,
+        }
     };
     let step = Step {
         now_ms: now,
         token,
         attempts,
-        lease_until: now + lease_ms,
-        max_attempts: 3,
-        reason: "",
-        history: &[],
-        ..Step::default()
     };
-    h.store.apply(id, t, current, &step).await.unwrap()
+    h.store.apply(id, &mv, current, &step).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,15 +85,14 @@ async fn an_expired_lease_is_reclaimed_and_the_stale_finish_is_rejected() {
         now_ms: now_ms(),
         token: stale.token,
         attempts: 1,
-        lease_until: 0,
-        max_attempts: 3,
+    };
+    let late = Move::Fail {
         reason: "late",
         history: &stale.history,
-        ..Step::default()
     };
     let err = h
         .store
-        .apply(&id, Transition::Fail, TaskStatus::Taken, &step)
+        .apply(&id, &late, TaskStatus::Taken, &step)
         .await
         .unwrap_err();
     assert!(err.is_condition_failed(), "{err}");

@@ -3,7 +3,7 @@
 //! processor's late writes.
 
 use lifo_core::store::{FailedQuery, OperateError, RedriveSettings};
-use lifo_core::{Op, Step, StoreError, Task, TaskStatus, Transition, now_ms};
+use lifo_core::{Move, Op, Step, StoreError, Task, TaskStatus, now_ms};
 use lifo_tests::{Harness, deadline};
 use process::runner::SimulatedRunner;
 use std::time::Duration;
@@ -25,38 +25,18 @@ fn settings(now_ms: u64) -> RedriveSettings<'static> {
     }
 }
 
-/// Claims `id` as a worker that then stalls: lease of `lease_ms`.
-async fn stalled_claim(h: &Harness, id: &str, lease_ms: u64) -> Task {
-    let now = now_ms();
-    let step = Step {
-        now_ms: now,
-        attempts: 1,
-        lease_until: now + lease_ms,
-        max_attempts: 1,
-        ..Step::default()
-    };
-    h.store
-        .apply(id, Transition::Claim, TaskStatus::Pending, &step)
-        .await
-        .unwrap()
-}
-
 /// The stalled worker's late success, with its token.
 async fn late_success(h: &Harness, claim: &Task) -> Result<(), StoreError> {
     let step = Step {
         now_ms: now_ms(),
         token: claim.token,
         attempts: claim.attempts,
+    };
+    let succeed = Move::Succeed {
         history: &claim.history,
-        ..Step::default()
     };
     h.store
-        .record(
-            &claim.task_id,
-            Transition::Succeed,
-            TaskStatus::Taken,
-            &step,
-        )
+        .record(&claim.task_id, &succeed, TaskStatus::Taken, &step)
         .await
 }
 
@@ -178,7 +158,7 @@ async fn a_redrive_racing_a_late_finish_of_a_stale_claim_commits_once() {
     .await;
     // A worker claims it and stalls past its lease; with one attempt, the
     // processor abandons it: FAILURE.
-    let stale = stalled_claim(&h, "race", 300).await;
+    let stale = h.stalled_claim("race", 300).await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     let p = h.processor_custom(SimulatedRunner::new(1, Duration::ZERO, 0.0, 0.0), 1);
     assert_eq!(
@@ -230,7 +210,7 @@ async fn delete_spares_a_running_task_and_a_late_finish_never_recreates_one() {
         serde_json::json!([{"taskId": "gone", "payload": {"n": 1}}]),
     )
     .await;
-    let running = stalled_claim(&h, "gone", 600).await;
+    let running = h.stalled_claim("gone", 600).await;
     let err = h.store.delete("gone", now_ms()).await.unwrap_err();
     assert!(
         matches!(

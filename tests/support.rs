@@ -164,6 +164,25 @@ impl Harness {
         }
     }
 
+    /// A worker's claim of the PENDING task `id` that then stalls (it
+    /// neither runs nor finishes), with a lease of `lease_ms`.
+    pub async fn stalled_claim(&self, id: &str, lease_ms: u64) -> Task {
+        let now = lifo_core::now_ms();
+        let claim = lifo_core::Move::Claim {
+            lease_until: now + lease_ms,
+            owner: "stalled-worker",
+        };
+        let step = lifo_core::Step {
+            now_ms: now,
+            token: 0,
+            attempts: 1,
+        };
+        self.store
+            .apply(id, &claim, TaskStatus::Pending, &step)
+            .await
+            .expect("the stalled claim is applied")
+    }
+
     pub async fn count(&self, status: TaskStatus) -> usize {
         self.tasks()
             .await

@@ -81,7 +81,7 @@ pub enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Queue depth by status and shard (pending, running, shed by expiry in the last hour,
+    /// Queue depth by status and shard (pending, running, shed by expiry and superseded in the last hour,
     /// scheduled by due date) and freshness (newest and oldest claimable age). Index queries
     /// only (COUNTs, and the two ends of each shard for the ages): no scan.
     #[command(after_help = "Example: lifo --stack lifo-queue stats --days 14")]

@@ -197,18 +197,26 @@ pub fn stats(s: &Stats, now: u64, table: &str) -> String {
         age_ms(at, now).map_or("-".to_owned(), |a| format!("{:.1} s", a as f64 / 1000.0))
     };
     let mut out = format!(
-        "{:>5} {:>9} {:>9} {:>11} {:>15} {:>12} {:>12}\n",
-        "SHARD", "PENDING", "RUNNING", "BACKING OFF", "EXPIRED (1 H)", "NEWEST AGE", "OLDEST AGE"
+        "{:>5} {:>9} {:>9} {:>11} {:>15} {:>18} {:>12} {:>12}\n",
+        "SHARD",
+        "PENDING",
+        "RUNNING",
+        "BACKING OFF",
+        "EXPIRED (1 H)",
+        "SUPERSEDED (1 H)",
+        "NEWEST AGE",
+        "OLDEST AGE"
     );
     for sh in &s.shards {
         let _ = writeln!(
             out,
-            "{:>5} {:>9} {:>9} {:>11} {:>15} {:>12} {:>12}",
+            "{:>5} {:>9} {:>9} {:>11} {:>15} {:>18} {:>12} {:>12}",
             sh.shard,
             sh.pending,
             sh.running,
             sh.backing_off,
             shed_shown(sh),
+            lifo_ops::stats::superseded_shown(sh),
             show(sh.newest_claimable_at),
             show(sh.oldest_claimable_at)
         );
@@ -236,13 +244,19 @@ pub fn stats(s: &Stats, now: u64, table: &str) -> String {
     }
     let _ = write!(
         out,
-        "\n{} pending, {} running, {} backing off, {}{} shed by expiry in the last hour, \
-         {} scheduled (due from {} days ago to {} days ahead) in table {table}",
+        "\n{} pending, {} running, {} backing off, {}{} shed by expiry and {}{} superseded \
+         in the last hour, {} scheduled (due from {} days ago to {} days ahead) in table {table}",
         s.total(|x| x.pending),
         s.total(|x| x.running),
         s.total(|x| x.backing_off),
         s.total(|x| x.expired_last_hour),
         if s.shards.iter().any(|x| x.expired_capped) {
+            "+"
+        } else {
+            ""
+        },
+        s.total(|x| x.superseded_last_hour),
+        if s.shards.iter().any(|x| x.superseded_capped) {
             "+"
         } else {
             ""

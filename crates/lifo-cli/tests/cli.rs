@@ -30,8 +30,8 @@ async fn admin_commands_against_the_local_stack() {
     let stats = lifo(&h, &["stats"]).await.unwrap();
     assert!(
         stats.ends_with(
-            "1 pending, 0 running, 0 backing off, 0 shed by expiry in the last hour, \
-             2 scheduled (due from 7 days ago to 7 days ahead) in table QueueTable"
+            "1 pending, 0 running, 0 backing off, 0 shed by expiry and 0 superseded \
+             in the last hour, 2 scheduled (due from 7 days ago to 7 days ahead) in table QueueTable"
         ),
         "{stats}"
     );
@@ -40,7 +40,7 @@ async fn admin_commands_against_the_local_stack() {
     assert_eq!(stats["shards"].as_array().unwrap().len(), 2);
     assert_eq!(
         stats["totals"],
-        serde_json::json!({"pending": 1, "running": 0, "backingOff": 0, "expiredLastHour": 0, "scheduled": 2})
+        serde_json::json!({"pending": 1, "running": 0, "backingOff": 0, "expiredLastHour": 0, "supersededLastHour": 0, "scheduled": 2})
     );
     let due = |days: i64| {
         (chrono::Utc::now().date_naive() + chrono::Duration::days(days))
@@ -76,19 +76,20 @@ async fn admin_commands_against_the_local_stack() {
         .await
         .unwrap();
     let now = lifo_core::now_ms();
-    let claim = |lease_until| lifo_core::Step {
+    let claim = lifo_core::Step {
         now_ms: now,
+        token: 0,
         attempts: 1,
-        lease_until,
-        max_attempts: 3,
-        ..lifo_core::Step::default()
     };
     h.store
         .apply(
             "running",
-            lifo_core::Transition::Claim,
+            &lifo_core::Move::Claim {
+                lease_until: now + 60_000,
+                owner: "test",
+            },
             lifo_core::TaskStatus::Pending,
-            &claim(now + 60_000),
+            &claim,
         )
         .await
         .unwrap();
@@ -173,7 +174,7 @@ fn every_command_has_help_with_an_example() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_counts_running_and_recently_shed_tasks_per_shard() {
-    use lifo_core::{Step, Task, Transition, now_ms};
+    use lifo_core::{Step, Task, now_ms};
     let h = Harness::start(1).await;
     let now = now_ms();
     let payload = || serde_json::json!({"n": 1}).as_object().cloned().unwrap();
@@ -216,18 +217,15 @@ async fn stats_counts_running_and_recently_shed_tasks_per_shard() {
     assert_eq!(reaped.shed, 1);
     let step = Step {
         now_ms: now,
-        lease_until: now + 60_000,
+        token: 0,
         attempts: 1,
-        max_attempts: 3,
-        ..Step::default()
+    };
+    let claim = lifo_core::Move::Claim {
+        lease_until: now + 60_000,
+        owner: "test",
     };
     h.store
-        .apply(
-            "running",
-            Transition::Claim,
-            lifo_core::TaskStatus::Pending,
-            &step,
-        )
+        .apply("running", &claim, lifo_core::TaskStatus::Pending, &step)
         .await
         .unwrap();
 
@@ -235,7 +233,7 @@ async fn stats_counts_running_and_recently_shed_tasks_per_shard() {
         serde_json::from_str(&lifo(&h, &["--json", "stats"]).await.unwrap()).unwrap();
     assert_eq!(
         stats["totals"],
-        serde_json::json!({"pending": 1, "running": 1, "backingOff": 1, "expiredLastHour": 1, "scheduled": 0})
+        serde_json::json!({"pending": 1, "running": 1, "backingOff": 1, "expiredLastHour": 1, "supersededLastHour": 0, "scheduled": 0})
     );
     let shard = &stats["shards"][0];
     let newest = shard["newestAgeMs"].as_u64().unwrap();

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use lifo_core::{Step, Task, TaskStatus, Transition, now_ms};
+use lifo_core::{Move, Step, Task, TaskStatus, now_ms};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -181,25 +181,28 @@ async fn failed_task(store: &lifo_core::Store, id: &str, error: &str) {
     let now = now_ms();
     let claim = Step {
         now_ms: now,
+        token: 0,
         attempts: 1,
+    };
+    let lease = Move::Claim {
         lease_until: now + 60_000,
-        max_attempts: 3,
-        ..Step::default()
+        owner: "test",
     };
     let claimed = store
-        .apply(id, Transition::Claim, TaskStatus::Pending, &claim)
+        .apply(id, &lease, TaskStatus::Pending, &claim)
         .await
         .unwrap();
     let fail = Step {
         now_ms: now_ms(),
         token: claimed.token,
         attempts: 1,
+    };
+    let failure = Move::Fail {
         reason: error,
         history: &claimed.history,
-        ..Step::default()
     };
     store
-        .record(id, Transition::Fail, TaskStatus::Taken, &fail)
+        .record(id, &failure, TaskStatus::Taken, &fail)
         .await
         .unwrap();
 }

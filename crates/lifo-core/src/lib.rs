@@ -21,7 +21,7 @@ pub mod state;
 pub mod store;
 pub mod xray;
 
-pub use expr::Step;
+pub use expr::{Lifetime, Move, Step};
 pub use lifo::{Candidate, Order};
 pub use model::{HistoryEntry, Task, TaskStatus, new_task_id, now_ms};
 pub use notify::{Notifier, NotifyError, Wakeup};

@@ -35,11 +35,14 @@ pub enum TaskStatus {
     /// Shed: not started before its expiry. Out of the LIFO index, in the
     /// shed index; an operator may redrive it. Terminal for the processor.
     Expired,
+    /// Never started: a newer task with the same `supersedeKey` was written
+    /// first (`supersededBy` names it). Terminal.
+    Superseded,
 }
 
 impl TaskStatus {
     /// Every status, for exhaustive tests.
-    pub const ALL: [TaskStatus; 7] = [
+    pub const ALL: [TaskStatus; 8] = [
         Self::Pending,
         Self::Taken,
         Self::Success,
@@ -47,6 +50,7 @@ impl TaskStatus {
         Self::Scheduled,
         Self::Cancelled,
         Self::Expired,
+        Self::Superseded,
     ];
 
     /// The string stored in DynamoDB.
@@ -59,6 +63,7 @@ impl TaskStatus {
             Self::Scheduled => "SCHEDULED",
             Self::Cancelled => "CANCELLED",
             Self::Expired => "EXPIRED",
+            Self::Superseded => "SUPERSEDED",
         }
     }
 
@@ -67,7 +72,7 @@ impl TaskStatus {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            Self::Success | Self::Failure | Self::Cancelled | Self::Expired
+            Self::Success | Self::Failure | Self::Cancelled | Self::Expired | Self::Superseded
         )
     }
 }
@@ -172,6 +177,19 @@ pub struct Task {
     /// creation and the run can be joined. In no index projection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_trace: Option<String>,
+    /// Latest wins per key: once a newer task with this key is written, this
+    /// one never starts ([`crate::store::supersede`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersede_key: Option<String>,
+    /// The newer task with the same key that superseded this one: set by
+    /// its write (with the move to SUPERSEDED if this one was PENDING; a
+    /// TAKEN one keeps its run, but no claim, retry or reclaim follows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
+    /// When the task was superseded, epoch ms; present only while
+    /// SUPERSEDED (the range key of the sparse superseded index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_at: Option<u64>,
 }
 
 /// How long finished, expired and cancelled tasks stay readable by default.
@@ -235,6 +253,9 @@ impl Task {
             announced: false,
             payload_bytes: None,
             created_trace: None,
+            supersede_key: None,
+            superseded_by: None,
+            superseded_at: None,
         }
     }
 

@@ -21,6 +21,10 @@
 //!           (also a PENDING / lapsed TAKEN one past expiresAt that no
 //!           reader has shed yet)
 //!
+//!   PENDING --- supersede (a newer task with its key is written) ---> SUPERSEDED
+//!   TAKEN, marked by that write --- end superseded ---------------->    ^
+//!        (instead of a retry, a reclaim, or after its lease lapsed)
+//!
 //!   delete (operator): any task, except TAKEN under a live lease
 //! ```
 //!
@@ -37,8 +41,16 @@
 //! is counted when it happens). A TAKEN task is shed only once its lease
 //! lapsed: a running task is never shed.
 //!
-//! The processor's outcomes are final: SUCCESS, FAILURE, CANCELLED and
-//! EXPIRED take no processor move. An operator may *redrive* a FAILURE or
+//! Latest wins per key: the write of a task with a `supersedeKey` moves
+//! the key's previous task from PENDING to SUPERSEDED in the same
+//! transaction (supersede). If that task was TAKEN, the write marks it
+//! instead (`supersededBy`): its run goes on and its success or failure
+//! stands, but it never starts again: its retry, or the reclaim of its
+//! lapsed lease, becomes the end superseded move. So once the newer task
+//! is written, the older one never starts.
+//!
+//! The processor's outcomes are final: SUCCESS, FAILURE, CANCELLED,
+//! EXPIRED and SUPERSEDED take no processor move. An operator may *redrive* a FAILURE or
 //! an EXPIRED task: it becomes PENDING again with its attempts reset, a new
 //! expiry, and the newest position in the LIFO order, as new work. A redrive keeps
 //! the token, and every finish needs `TAKEN` with the finishing claim's
@@ -77,10 +89,16 @@ pub enum Transition {
     /// PENDING, or TAKEN with a lapsed lease, past its expiry → EXPIRED:
     /// shed, out of the LIFO index.
     Shed,
+    /// PENDING → SUPERSEDED: a newer task with the same `supersedeKey` is
+    /// written (in the same transaction).
+    Supersede,
+    /// TAKEN → SUPERSEDED: a claim marked by a newer task's write ends
+    /// instead of being put back (retry) or claimed again (reclaim).
+    EndSuperseded,
 }
 
 impl Transition {
-    pub const ALL: [Transition; 11] = [
+    pub const ALL: [Transition; 13] = [
         Self::Claim,
         Self::Reclaim,
         Self::Succeed,
@@ -92,13 +110,15 @@ impl Transition {
         Self::Cancel,
         Self::Redrive,
         Self::Shed,
+        Self::Supersede,
+        Self::EndSuperseded,
     ];
 
     /// The status the move starts from (for a redrive, the main one: see
     /// [`Transition::sources`]).
     pub fn from(self) -> TaskStatus {
         match self {
-            Self::Claim | Self::Shed => TaskStatus::Pending,
+            Self::Claim | Self::Shed | Self::Supersede => TaskStatus::Pending,
             Self::Start | Self::Cancel => TaskStatus::Scheduled,
             Self::Redrive => TaskStatus::Failure,
             _ => TaskStatus::Taken,
@@ -108,7 +128,7 @@ impl Transition {
     /// Every status the move may start from.
     pub fn sources(self) -> &'static [TaskStatus] {
         match self {
-            Self::Claim => &[TaskStatus::Pending],
+            Self::Claim | Self::Supersede => &[TaskStatus::Pending],
             Self::Start | Self::Cancel => &[TaskStatus::Scheduled],
             Self::Redrive => &[
                 TaskStatus::Failure,
@@ -131,6 +151,7 @@ impl Transition {
             }
             Self::Cancel => TaskStatus::Cancelled,
             Self::Shed => TaskStatus::Expired,
+            Self::Supersede | Self::EndSuperseded => TaskStatus::Superseded,
         }
     }
 
@@ -159,6 +180,8 @@ impl Transition {
             Self::Cancel => "cancel",
             Self::Redrive => "redrive",
             Self::Shed => "shed",
+            Self::Supersede => "supersede",
+            Self::EndSuperseded => "end-superseded",
         }
     }
 }
@@ -188,6 +211,8 @@ pub fn is_legal(from: TaskStatus, to: TaskStatus) -> bool {
             | (Pending, Expired)
             | (Taken, Expired)
             | (Expired, Pending)
+            | (Pending, Superseded)
+            | (Taken, Superseded)
     )
 }
 
@@ -265,12 +290,19 @@ mod tests {
                 }
             }
             assert!(!is_legal(Success, s) && !is_legal(Cancelled, s));
+            assert!(!is_legal(Superseded, s), "SUPERSEDED is final");
             assert_eq!(is_legal(Failure, s), s == Pending);
             assert_eq!(is_legal(Expired, s), s == Pending);
         }
-        // Only the shed move reaches EXPIRED.
+        // Only the shed move reaches EXPIRED; only the two supersede moves
+        // reach SUPERSEDED.
         for t in Transition::ALL {
             assert_eq!(t.to() == Expired, t == Transition::Shed, "{t}");
+            assert_eq!(
+                t.to() == Superseded,
+                matches!(t, Transition::Supersede | Transition::EndSuperseded),
+                "{t}"
+            );
         }
     }
 
@@ -286,6 +318,10 @@ mod tests {
         );
         assert!(!may_redrive(Success, true, false) && !may_redrive(Cancelled, true, false));
         assert!(!may_redrive(Scheduled, true, false));
+        assert!(
+            !may_redrive(Superseded, true, false),
+            "its successor carries the work"
+        );
         assert!(may_redrive(Expired, true, false));
         assert!(may_shed(Pending, true, false));
         assert!(
@@ -294,7 +330,7 @@ mod tests {
         );
         assert!(!may_shed(Taken, true, true), "a running task is never shed");
         assert!(!may_shed(Pending, false, false), "not expired yet");
-        for s in [Success, Failure, Scheduled, Cancelled, Expired] {
+        for s in [Success, Failure, Scheduled, Cancelled, Expired, Superseded] {
             assert!(!may_shed(s, true, false), "{s}");
         }
         assert!(!may_delete(Taken, true));
@@ -345,33 +381,58 @@ mod tests {
         outcomes: u32,
         /// Redrives so far: each starts a new life of the task.
         epochs: u32,
+        /// A newer task with the same key was written (this life).
+        successor: bool,
+        /// That write found the task TAKEN and marked it (`supersededBy`).
+        marked: bool,
     }
 
     const MAX_ATTEMPTS: u32 = 3;
     /// Operator's delete, as one more move index.
     const DELETE: usize = Transition::ALL.len();
+    /// A newer task with the task's key is written, as one more.
+    const SUCCESSOR: usize = DELETE + 1;
 
     proptest! {
         /// Random walks never leave the graph; only a redrive leaves an
         /// outcome; at most one outcome per life; attempts never exceed the
         /// maximum; the token only grows and grows on every claim; a
         /// deleted task takes no move at all, and a running one is never
-        /// deleted or redriven.
+        /// deleted or redriven; once a newer task with its key is written,
+        /// the task never starts (until an operator redrives it).
         #[test]
         fn random_walks_stay_legal(
-            moves in proptest::collection::vec((0usize..=DELETE, any::<bool>(), any::<bool>()), 0..100),
+            moves in proptest::collection::vec((0usize..=SUCCESSOR, any::<bool>(), any::<bool>()), 0..100),
             scheduled in any::<bool>(),
         ) {
             let start = if scheduled { Scheduled } else { Pending };
             let mut m = Model {
                 exists: true, status: start, token: 0, attempts: 0, lease_live: false,
-                expired: false, outcomes: 0, epochs: 0,
+                expired: false, outcomes: 0, epochs: 0, successor: false, marked: false,
             };
             for (i, lapse, expire) in moves {
                 if lapse { m.lease_live = false; }
                 if expire { m.expired = true; }
                 if !m.exists {
                     // Every conditional write on a missing item fails.
+                    continue;
+                }
+                if i == SUCCESSOR {
+                    // The newer task's write: one transaction that supersedes
+                    // a PENDING task, marks a TAKEN one, leaves others be. (A
+                    // scheduled task has no key: create refuses both.)
+                    if !m.successor && !scheduled {
+                        m.successor = true;
+                        match m.status {
+                            Pending => {
+                                prop_assert!(check(Transition::Supersede, Pending).is_ok());
+                                m.status = Superseded;
+                                m.outcomes += 1;
+                            }
+                            Taken => m.marked = true,
+                            _ => {}
+                        }
+                    }
                     continue;
                 }
                 if i == DELETE {
@@ -384,11 +445,17 @@ mod tests {
                 let t = Transition::ALL[i];
                 // The store's conditions on top of the status check.
                 let guard = match t {
-                    Transition::Claim => !m.expired,
-                    Transition::Reclaim => !m.lease_live && m.attempts < MAX_ATTEMPTS && !m.expired,
+                    Transition::Claim => !m.expired && !m.marked,
+                    Transition::Reclaim => {
+                        !m.lease_live && m.attempts < MAX_ATTEMPTS && !m.expired && !m.marked
+                    }
+                    Transition::RetryLater => !m.marked,
+                    Transition::RetryAfterError => m.attempts < MAX_ATTEMPTS && !m.marked,
+                    // Only the successor's write supersedes a PENDING task.
+                    Transition::Supersede => false,
+                    Transition::EndSuperseded => m.marked,
                     Transition::Abandon => !m.lease_live && m.attempts >= MAX_ATTEMPTS,
                     Transition::Fail => m.attempts >= MAX_ATTEMPTS,
-                    Transition::RetryAfterError => m.attempts < MAX_ATTEMPTS,
                     Transition::Redrive => may_redrive(m.status, m.expired, m.lease_live),
                     Transition::Shed => may_shed(m.status, m.expired, m.lease_live),
                     _ => true,
@@ -399,6 +466,7 @@ mod tests {
                 prop_assert!(!m.status.is_terminal() || t == Transition::Redrive);
                 let before = m.token;
                 if t.is_claim() {
+                    prop_assert!(!m.successor, "a task started after its successor was written");
                     m.token += 1;
                     m.attempts += 1;
                     m.lease_live = true;
@@ -417,6 +485,8 @@ mod tests {
                     m.lease_live = false;
                     m.outcomes = 0;
                     m.epochs += 1;
+                    m.successor = false;
+                    m.marked = false;
                 }
                 m.status = t.to();
                 if m.status.is_terminal() { m.outcomes += 1; }

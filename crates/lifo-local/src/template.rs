@@ -480,6 +480,8 @@ mod tests {
                 pairs(&[
                     ("dynamodb:BatchWriteItem", table),
                     ("dynamodb:PutItem", table),
+                    ("dynamodb:GetItem", table),
+                    ("dynamodb:UpdateItem", table),
                     ("sns:Publish", "!Ref ProcessTopic"),
                     ("kms:GenerateDataKey", key),
                     ("kms:Decrypt", key),
@@ -542,6 +544,10 @@ mod tests {
                         "!Sub ${QueueTable.Arn}/index/failed-index",
                     ),
                     ("dynamodb:Query", "!Sub ${QueueTable.Arn}/index/shed-index"),
+                    (
+                        "dynamodb:Query",
+                        "!Sub ${QueueTable.Arn}/index/superseded-index",
+                    ),
                     ("sns:Publish", "!Ref ProcessTopic"),
                     ("kms:GenerateDataKey", key),
                     ("kms:Decrypt", key),

@@ -31,6 +31,10 @@ pub struct ShardStats {
     pub expired_last_hour: usize,
     /// There were more than `expired_last_hour` (the count stopped at the cap).
     pub expired_capped: bool,
+    /// Superseded in the last hour (a newer task with the same key was
+    /// written first), counted up to [`SHED_COUNT_CAP`].
+    pub superseded_last_hour: usize,
+    pub superseded_capped: bool,
     pub newest_claimable_at: Option<u64>,
     pub oldest_claimable_at: Option<u64>,
 }
@@ -59,17 +63,18 @@ pub async fn collect(q: &Queue, now: u64, days: u32) -> Result<Stats, OpsError> 
     })
 }
 
-/// Each LIFO shard's counts and claimable ages: six queries per shard.
+/// Each LIFO shard's counts and claimable ages: seven queries per shard.
 pub async fn shard_stats(q: &Queue, now: u64) -> Result<Vec<ShardStats>, OpsError> {
     let store = &q.store;
     let horizon = now.saturating_sub(q.settings.max_ttl_seconds * 1000);
     let hour_ago = now.saturating_sub(3_600_000);
     futures::future::try_join_all((0..q.settings.shards.max(1)).map(|shard| async move {
-        let (pending, running, backing_off, expired, newest, oldest) = futures::try_join!(
+        let (pending, running, backing_off, expired, superseded, newest, oldest) = futures::try_join!(
             store.claimable_depth_in(shard, now, horizon),
             store.leased_in(shard, now, horizon),
             store.backing_off_in(shard, now, horizon),
             store.shed_in(shard, hour_ago, now, SHED_COUNT_CAP),
+            store.superseded_in(shard, hour_ago, now, SHED_COUNT_CAP),
             store.edge_claimable(shard, now, horizon, false),
             store.edge_claimable(shard, now, horizon, true),
         )?;
@@ -80,6 +85,8 @@ pub async fn shard_stats(q: &Queue, now: u64) -> Result<Vec<ShardStats>, OpsErro
             backing_off,
             expired_last_hour: expired.0,
             expired_capped: expired.1,
+            superseded_last_hour: superseded.0,
+            superseded_capped: superseded.1,
             newest_claimable_at: newest,
             oldest_claimable_at: oldest,
         })
@@ -121,10 +128,19 @@ pub async fn scheduled(q: &Queue, now: u64, days: u32) -> Result<Vec<(String, us
 
 /// A shard's shed count as shown: `1000+` when the count stopped at the cap.
 pub fn shed_shown(s: &ShardStats) -> String {
-    if s.expired_capped {
-        format!("{}+", s.expired_last_hour)
+    capped_shown(s.expired_last_hour, s.expired_capped)
+}
+
+/// A shard's superseded count as shown, like [`shed_shown`].
+pub fn superseded_shown(s: &ShardStats) -> String {
+    capped_shown(s.superseded_last_hour, s.superseded_capped)
+}
+
+fn capped_shown(n: usize, capped: bool) -> String {
+    if capped {
+        format!("{n}+")
     } else {
-        s.expired_last_hour.to_string()
+        n.to_string()
     }
 }
 
@@ -148,6 +164,8 @@ impl Stats {
                 "backingOff": s.backing_off,
                 "expiredLastHour": s.expired_last_hour,
                 "expiredCapped": s.expired_capped,
+                "supersededLastHour": s.superseded_last_hour,
+                "supersededCapped": s.superseded_capped,
                 "newestAgeMs": age_ms(s.newest_claimable_at, now),
                 "oldestAgeMs": age_ms(s.oldest_claimable_at, now),
             })).collect::<Vec<_>>(),
@@ -157,6 +175,7 @@ impl Stats {
                 "running": self.total(|s| s.running),
                 "backingOff": self.total(|s| s.backing_off),
                 "expiredLastHour": self.total(|s| s.expired_last_hour),
+                "supersededLastHour": self.total(|s| s.superseded_last_hour),
                 "scheduled": self.scheduled.iter().map(|(_, n)| n).sum::<usize>(),
             },
         })

@@ -2,16 +2,20 @@
 //!
 //! Two request shapes (invoke from the console or from a producer):
 //! - `{"count": N, "ttlSeconds"?: S}`: N demo tasks with generated payloads;
-//! - `{"tasks": [{"taskId"?: "...", "payload": {...}, "ttlSeconds"?: S}, ...]}`.
+//! - `{"tasks": [{"taskId"?: "...", "payload": {...}, "ttlSeconds"?: S,
+//!   "supersedeKey"?: "..."}, ...]}`.
 //!
 //! The whole request is validated before anything is written; a bad request
 //! gets one error naming the field (`tasks[2].ttlSeconds: ...`). A taskId
 //! chosen by the producer is idempotent: the second create of the same id
-//! writes nothing and reports the id under `existing`.
+//! writes nothing and reports the id under `existing`. A task with a
+//! `supersedeKey` ends the key's previous task (latest wins, see
+//! [`lifo_core::store::supersede`]); tasks of one key in one request are
+//! written in request order, so the last one wins.
 
 use futures::{StreamExt, TryStreamExt};
 use lifo_core::config::{self, ConfigError, Source};
-use lifo_core::model::{MAX_PAYLOAD_BYTES, MAX_TASK_ID_LEN};
+use lifo_core::model::MAX_PAYLOAD_BYTES;
 use lifo_core::{Notifier, Store, StoreError, Task, Wakeup, new_task_id, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -112,6 +116,10 @@ pub struct CreateResponse {
     /// Producer-supplied ids that already existed (nothing written for them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub existing: Vec<String>,
+    /// Earlier tasks with the same `supersedeKey` that this request's
+    /// tasks superseded (they will never start).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub superseded: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -131,6 +139,7 @@ struct TaskSpec {
     user_id: Option<String>,
     due_date: Option<String>,
     due_in_days: Option<u32>,
+    supersede_key: Option<String>,
 }
 
 /// Farthest a task may be scheduled ahead.
@@ -231,6 +240,7 @@ impl Creator {
         lifo_core::metrics::Metrics::new()
             .cold_start()
             .count("TasksCreated", response.created.len())
+            .count("TasksSuperseded", response.superseded.len())
             .count("WakeupsPublished", published)
             .emit();
         Ok(response)
@@ -408,6 +418,18 @@ impl Creator {
                             .map_err(|m| invalid(format!("tasks[{i}].userId"), m))?;
                         task.user_id = Some(user);
                     }
+                    if let Some(key) = spec.supersede_key {
+                        let field = format!("tasks[{i}].supersedeKey");
+                        check_task_id(&key).map_err(|m| invalid(field.clone(), m))?;
+                        if spec.due_date.is_some() || spec.due_in_days.is_some() {
+                            return Err(invalid(
+                                field,
+                                "cannot be combined with dueDate or dueInDays: latest wins \
+                                 among tasks that can start now",
+                            ));
+                        }
+                        task.supersede_key = Some(key);
+                    }
                     task = self.schedule(task, i, spec.due_date, spec.due_in_days, ttl, now)?;
                     planned.push(Planned { task, supplied_id });
                 }
@@ -485,6 +507,9 @@ impl Creator {
     }
 
     async fn write(&self, planned: Vec<Planned>) -> Result<CreateResponse, CreateError> {
+        let (keyed, planned): (Vec<Planned>, Vec<Planned>) = planned
+            .into_iter()
+            .partition(|p| p.task.supersede_key.is_some());
         let (supplied, generated): (Vec<Planned>, Vec<Planned>) =
             planned.into_iter().partition(|p| p.supplied_id);
         let generated: Vec<Task> = generated.into_iter().map(|p| p.task).collect();
@@ -499,7 +524,7 @@ impl Creator {
             .await?;
         let mut response = CreateResponse {
             created: generated.into_iter().map(|t| t.task_id).collect(),
-            existing: Vec::new(),
+            ..CreateResponse::default()
         };
         for (id, created) in outcomes {
             if created {
@@ -508,6 +533,7 @@ impl Creator {
                 response.existing.push(id)
             }
         }
+        self.write_keyed(keyed, &mut response).await?;
         tracing::info!(
             created = response.created.len(),
             existing = response.existing.len(),
@@ -515,111 +541,59 @@ impl Creator {
         );
         Ok(response)
     }
-}
 
-/// Deepest nesting of a payload: DynamoDB allows 32 levels in an item and
-/// the payload itself is one level below the item.
-pub const MAX_PAYLOAD_DEPTH: usize = 31;
-
-/// What DynamoDB would refuse inside a payload, found before anything is
-/// written: nesting deeper than 32 levels, numbers outside DynamoDB's range
-/// (magnitude 1e-130 to 1e126), empty keys. `path` names the place.
-fn check_payload(
-    map: &Map<String, Value>,
-    path: &mut String,
-    depth: usize,
-) -> Result<(), (String, String)> {
-    if depth > MAX_PAYLOAD_DEPTH {
-        return Err((
-            path.clone(),
-            format!("is nested more than {MAX_PAYLOAD_DEPTH} levels deep"),
-        ));
-    }
-    for (key, value) in map {
-        if key.is_empty() {
-            return Err((path.clone(), "has an empty key".into()));
-        }
-        let len = path.len();
-        path.push('.');
-        path.push_str(key);
-        check_value(value, path, depth)?;
-        path.truncate(len);
-    }
-    Ok(())
-}
-
-fn check_value(value: &Value, path: &mut String, depth: usize) -> Result<(), (String, String)> {
-    match value {
-        Value::Object(m) => check_payload(m, path, depth + 1),
-        Value::Array(items) => {
-            if depth + 1 > MAX_PAYLOAD_DEPTH {
-                return Err((
-                    path.clone(),
-                    format!("is nested more than {MAX_PAYLOAD_DEPTH} levels deep"),
-                ));
+    /// Writes the keyed tasks: one key's tasks one after another, in
+    /// request order (the last one wins), several keys at once.
+    async fn write_keyed(
+        &self,
+        keyed: Vec<Planned>,
+        response: &mut CreateResponse,
+    ) -> Result<(), CreateError> {
+        let mut by_key: Vec<(String, Vec<Planned>)> = Vec::new();
+        for p in keyed {
+            let key = p.task.supersede_key.clone().unwrap_or_default();
+            match by_key.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, list)) => list.push(p),
+                None => by_key.push((key, vec![p])),
             }
-            for (i, item) in items.iter().enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                check_value(item, path, depth + 1)?;
-                path.truncate(len);
-            }
-            Ok(())
         }
-        Value::Number(n) => match n.as_f64() {
-            Some(f) if f == 0.0 || (1e-130..1e126).contains(&f.abs()) => Ok(()),
-            _ => Err((
-                path.clone(),
-                format!("{n} is outside the range DynamoDB stores (1e-130 to 1e126)"),
-            )),
-        },
-        _ => Ok(()),
-    }
-}
-
-/// A strict `YYYY-MM-DD` date.
-fn parse_date(text: &str) -> Result<chrono::NaiveDate, String> {
-    let shape_ok = text.len() == 10
-        && text.bytes().enumerate().all(|(i, b)| {
-            if i == 4 || i == 7 {
-                b == b'-'
+        let results: Vec<Vec<(Planned, lifo_core::store::Keyed)>> =
+            futures::stream::iter(by_key.into_iter().map(|(_, list)| async move {
+                let mut done = Vec::with_capacity(list.len());
+                for p in list {
+                    let keyed = self.store.put_keyed(&p.task).await?;
+                    done.push((p, keyed));
+                }
+                Ok::<_, StoreError>(done)
+            }))
+            .buffered(PUT_CONCURRENCY)
+            .try_collect()
+            .await?;
+        for (p, keyed) in results.into_iter().flatten() {
+            let id = p.task.task_id;
+            if keyed.created {
+                response.created.push(id.clone());
             } else {
-                b.is_ascii_digit()
+                response.existing.push(id.clone());
             }
-        });
-    if !shape_ok {
-        return Err(format!("{text:?} is not a date of the form YYYY-MM-DD"));
+            if let Some(old) = keyed.superseded {
+                tracing::info!(event = "task.superseded", taskId = %old, supersededBy = %id,
+                    key = p.task.supersede_key.as_deref().unwrap_or(""));
+                response.superseded.push(old);
+            }
+            if let Some(old) = keyed.marked {
+                tracing::info!(event = "task.marked_superseded", taskId = %old, supersededBy = %id,
+                    "it runs now; it will not start again");
+            }
+        }
+        Ok(())
     }
-    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
-        .map_err(|e| format!("{text:?} is not a valid date: {e}"))
 }
 
-/// A producer-supplied id: 1 to 128 characters from `A-Z a-z 0-9 - _ . : / @`,
-/// not only dots (`.` and `..` are path segments a browser or an HTTP
-/// client resolves away, so no URL could name such a task).
-pub fn check_task_id(id: &str) -> Result<(), String> {
-    if id.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if id.bytes().all(|b| b == b'.') {
-        return Err(format!("{id:?} is only dots, which no URL can name"));
-    }
-    if id.len() > MAX_TASK_ID_LEN {
-        return Err(format!(
-            "is {} characters; the limit is {MAX_TASK_ID_LEN}",
-            id.len()
-        ));
-    }
-    if let Some(bad) = id
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "-_.:/@".contains(*c)))
-    {
-        return Err(format!(
-            "contains {bad:?}; allowed are letters, digits and - _ . : / @"
-        ));
-    }
-    Ok(())
-}
+mod checks;
+
+pub use checks::{MAX_PAYLOAD_DEPTH, check_task_id};
+use checks::{check_payload, parse_date};
 
 #[cfg(test)]
 mod tests;

@@ -95,7 +95,7 @@ async fn bad_input_names_the_field_and_writes_nothing() {
         ),
         (
             json!({"tasks": [{"payload": {}, "priority": 1}]}),
-            "invalid request: tasks[0].priority: unknown field `priority`, expected one of `taskId`, `payload`, `ttlSeconds`, `userId`, `dueDate`, `dueInDays`",
+            "invalid request: tasks[0].priority: unknown field `priority`, expected one of `taskId`, `payload`, `ttlSeconds`, `userId`, `dueDate`, `dueInDays`, `supersedeKey`",
         ),
         (
             json!({"tasks": [{"payload": {}, "ttlSeconds": 90000}]}),
@@ -128,6 +128,19 @@ async fn bad_input_names_the_field_and_writes_nothing() {
         (
             json!({"tasks": [{"taskId": "a", "payload": {}}, {"taskId": "a", "payload": {}}]}),
             "invalid request: tasks[1].taskId: \"a\" appears twice in this request",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "supersedeKey": "dev ice"}]}),
+            "invalid request: tasks[0].supersedeKey: contains ' '; allowed are letters, digits and - _ . : / @",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "supersedeKey": ""}]}),
+            "invalid request: tasks[0].supersedeKey: must not be empty",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "supersedeKey": "d", "dueInDays": 2}]}),
+            "invalid request: tasks[0].supersedeKey: cannot be combined with dueDate or dueInDays: \
+             latest wins among tasks that can start now",
         ),
         (
             json!({"tasks": [{"payload": {}}], "ttlSeconds": 5}),

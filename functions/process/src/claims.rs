@@ -14,7 +14,7 @@ use crate::finish::{FinishPolicy, run_and_finish};
 use crate::report::{Finished, ProcessReport, tally};
 use crate::runner::TaskRunner;
 use lifo_core::heads::{Read, ShardHeads};
-use lifo_core::{Candidate, Step, Store, StoreError, Task, TaskStatus, Transition, now_ms};
+use lifo_core::{Candidate, Move, Step, Store, StoreError, Task, TaskStatus, now_ms};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +41,9 @@ pub(crate) enum Piped {
     Skipped(String),
     /// Its lease expired with no attempts left: ended FAILURE.
     Abandoned(String),
+    /// A newer task with its key was written: ended SUPERSEDED (a claim
+    /// whose lease lapsed after the newer task's write marked it).
+    Superseded(String),
     /// The claim failed on a store error: claiming stops, the invocation
     /// fails once what runs is finished.
     Failed(String, StoreError),
@@ -57,10 +60,12 @@ impl Piped {
                 Finished::RetriedAfterError => "retry-after-error",
                 Finished::Stale => "stale",
                 Finished::Error => "error",
+                Finished::Superseded => "superseded",
             },
             Piped::Conflict(_) => "claim-conflict",
             Piped::Skipped(_) => "skipped",
             Piped::Abandoned(_) => "abandoned",
+            Piped::Superseded(_) => "superseded",
             Piped::Failed(..) => "claim-failed",
         }
     }
@@ -162,6 +167,11 @@ impl LoopState {
                 self.in_flight.remove(&id);
                 self.skip.insert(id);
             }
+            Piped::Superseded(id) => {
+                report.superseded += 1;
+                self.in_flight.remove(&id);
+                self.skip.insert(id);
+            }
             Piped::Failed(id, e) => {
                 self.in_flight.remove(&id);
                 self.failure.get_or_insert(e);
@@ -230,7 +240,7 @@ async fn pipeline<R: TaskRunner>(
         let id = c.task_id.clone();
         let reclaim = c.lease_until.is_some();
         match claim(&ctx, &c, sent_at).await {
-            Ok(Some(task)) => {
+            Ok(Claimed::Task(task)) => {
                 let now = now_ms();
                 let age_ms = task.started_at.unwrap_or(now).saturating_sub(task.ready_at);
                 tracing::info!(
@@ -241,7 +251,7 @@ async fn pipeline<R: TaskRunner>(
                 );
                 let (attempt, token) = (task.attempts, task.token);
                 let created_trace = task.created_trace.clone();
-                let finished = run_and_finish(ctx.store, ctx.runner, task, ctx.policy).await;
+                let finished = run_and_finish(ctx.store, ctx.runner, *task, ctx.policy).await;
                 Piped::Ran {
                     seq,
                     task_id: id,
@@ -253,8 +263,15 @@ async fn pipeline<R: TaskRunner>(
                     created_trace,
                 }
             }
-            Ok(None) => Piped::Abandoned(id),
+            Ok(Claimed::Abandoned) => Piped::Abandoned(id),
+            Ok(Claimed::Superseded) => Piped::Superseded(id),
             Err(StoreError::ConditionFailed { current, .. }) => match current {
+                Some(t) if t.task_status == TaskStatus::Superseded => {
+                    tracing::info!(event = "task.superseded", taskId = %id,
+                        supersededBy = t.superseded_by.as_deref().unwrap_or(""),
+                        "a newer task with its key was written before this claim");
+                    Piped::Skipped(id)
+                }
                 Some(t) if matches!(t.task_status, TaskStatus::Pending | TaskStatus::Taken) => {
                     tracing::info!(event = "task.claim_conflict", taskId = %id, token = t.token,
                         "another worker claimed it first");
@@ -277,38 +294,46 @@ async fn pipeline<R: TaskRunner>(
     }
 }
 
+/// What a claim came to.
+enum Claimed {
+    /// Claimed: the task as it is now (TAKEN by this invocation).
+    Task(Box<Task>),
+    /// Its lease expired with no attempts left: ended FAILURE instead.
+    Abandoned,
+    /// Its lease expired after a newer task with its key marked it: ended
+    /// SUPERSEDED instead.
+    Superseded,
+}
+
 /// Claims a candidate at `now` (ms): a PENDING task, or a TAKEN one whose
 /// lease has expired (reclaim). A task whose lease expired with no attempts
-/// left is ended FAILURE instead (`Ok(None)`).
-async fn claim<R>(
-    ctx: &PipeContext<R>,
-    c: &Candidate,
-    now: u64,
-) -> Result<Option<Task>, StoreError> {
+/// left is ended FAILURE instead; one that a newer task with its key
+/// marked, SUPERSEDED.
+async fn claim<R>(ctx: &PipeContext<R>, c: &Candidate, now: u64) -> Result<Claimed, StoreError> {
     let max_attempts = ctx.policy.max_attempts;
-    let step = |attempts, reason| Step {
+    let step = |attempts| Step {
         now_ms: now,
         token: c.token,
         attempts,
-        lease_until: ctx.lease_until,
-        owner: &ctx.owner,
-        max_attempts,
-        reason,
-        history: &[],
-        ..Step::default()
     };
+    let (owner, lease_until) = (&*ctx.owner, ctx.lease_until);
     if c.lease_until.is_none() || c.attempts < max_attempts {
-        let (t, current) = if c.lease_until.is_none() {
-            (Transition::Claim, TaskStatus::Pending)
+        let (mv, current) = if c.lease_until.is_none() {
+            (Move::Claim { lease_until, owner }, TaskStatus::Pending)
         } else {
-            (Transition::Reclaim, TaskStatus::Taken)
+            let reclaim = Move::Reclaim {
+                lease_until,
+                owner,
+                max_attempts,
+            };
+            (reclaim, TaskStatus::Taken)
         };
         return match ctx
             .store
-            .apply(&c.task_id, t, current, &step(c.attempts + 1, ""))
+            .apply(&c.task_id, &mv, current, &step(c.attempts + 1))
             .await
         {
-            Ok(task) => Ok(Some(task)),
+            Ok(task) => Ok(Claimed::Task(Box::new(task))),
             // The claim was applied but its answer was lost and the SDK's
             // retry then failed the condition: the item carries exactly our
             // claim (next token, this invocation, our start time and lease).
@@ -318,11 +343,36 @@ async fn claim<R>(
                 current: Some(cur), ..
             }) if cur.task_status == TaskStatus::Taken
                 && cur.token == c.token + 1
-                && cur.claimed_by.as_deref() == Some(&*ctx.owner)
+                && cur.claimed_by.as_deref() == Some(owner)
                 && cur.started_at == Some(now)
-                && cur.lease_until == Some(ctx.lease_until) =>
+                && cur.lease_until == Some(lease_until) =>
             {
-                Ok(Some(*cur))
+                Ok(Claimed::Task(cur))
+            }
+            // A lapsed claim that a newer task's write marked: it ends
+            // instead of starting again.
+            Err(StoreError::ConditionFailed {
+                current: Some(cur), ..
+            }) if cur.task_status == TaskStatus::Taken
+                && cur.token == c.token
+                && cur.superseded_by.is_some()
+                && !cur.lease_is_live(now) =>
+            {
+                if ctx
+                    .store
+                    .end_superseded(&c.task_id, c.token, c.attempts, now)
+                    .await?
+                {
+                    tracing::info!(event = "task.superseded", taskId = %c.task_id, token = c.token,
+                        supersededBy = cur.superseded_by.as_deref().unwrap_or(""),
+                        "its lease lapsed after a newer task with its key was written");
+                    Ok(Claimed::Superseded)
+                } else {
+                    Err(StoreError::ConditionFailed {
+                        task_id: c.task_id.clone(),
+                        current: Some(cur),
+                    })
+                }
             }
             Err(e) => Err(e),
         };
@@ -331,13 +381,13 @@ async fn claim<R>(
     ctx.store
         .apply(
             &c.task_id,
-            Transition::Abandon,
+            &Move::Abandon { reason: &reason },
             TaskStatus::Taken,
-            &step(c.attempts, &reason),
+            &step(c.attempts),
         )
         .await?;
     tracing::warn!(event = "task.abandoned", taskId = %c.task_id, attempt = c.attempts, token = c.token, reason);
-    Ok(None)
+    Ok(Claimed::Abandoned)
 }
 
 /// Waits until a pipeline ends (and books it), `poll` passes, or claiming

@@ -5,7 +5,7 @@ use crate::report::Finished;
 use crate::runner::{RunOutcome, TaskRunner};
 use lifo_core::error::Chain;
 use lifo_core::retry::RetryPolicy;
-use lifo_core::{Step, Store, StoreError, Task, TaskStatus, Transition, now_ms};
+use lifo_core::{Move, Step, Store, StoreError, Task, TaskStatus, Transition, now_ms};
 use std::sync::Arc;
 
 /// How often recording an outcome is tried before giving up.
@@ -81,20 +81,29 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
     } else {
         task.attempts
     };
+    let history = task.history.as_slice();
+    let mv = match t {
+        Transition::Succeed => Move::Succeed { history },
+        Transition::Fail => Move::Fail { reason, history },
+        Transition::RetryAfterError => Move::RetryAfterError {
+            reason,
+            history,
+            retry_at,
+        },
+        _ => Move::RetryLater {
+            reason,
+            history,
+            retry_at,
+        },
+    };
     for attempt in 1..=FINISH_ATTEMPTS {
         let step = Step {
             now_ms: now_ms(),
             token: task.token,
             attempts,
-            lease_until: 0,
-            max_attempts,
-            reason,
-            history: &task.history,
-            retry_at,
-            ..Step::default()
         };
         match store
-            .record(&task.task_id, t, TaskStatus::Taken, &step)
+            .record(&task.task_id, &mv, TaskStatus::Taken, &step)
             .await
         {
             Ok(()) => {
@@ -108,6 +117,32 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
                 current: Some(cur), ..
             }) if cur.token == task.token && cur.task_status == t.to() => {
                 return finished;
+            }
+            // A newer task with its key was written while this one ran: it
+            // is not put back, it ends SUPERSEDED.
+            Err(StoreError::ConditionFailed {
+                current: Some(cur), ..
+            }) if cur.token == task.token
+                && cur.task_status == TaskStatus::Taken
+                && cur.superseded_by.is_some() =>
+            {
+                return match store
+                    .end_superseded(&task.task_id, task.token, task.attempts, now_ms())
+                    .await
+                {
+                    Ok(true) => {
+                        tracing::info!(event = "task.superseded", taskId = %task.task_id, token = task.token,
+                            supersededBy = cur.superseded_by.as_deref().unwrap_or(""),
+                            "a newer task with its key was written while it ran; not put back");
+                        Finished::Superseded
+                    }
+                    Ok(false) => Finished::Stale,
+                    Err(e) => {
+                        tracing::error!(event = "task.finish_failed", taskId = %task.task_id, error = %Chain(&e),
+                            "the lease will expire and its reader ends it superseded");
+                        Finished::Error
+                    }
+                };
             }
             Err(StoreError::ConditionFailed { current, .. }) => {
                 tracing::warn!(event = "task.stale_finish_rejected", taskId = %task.task_id, toStatus = %t.to(),

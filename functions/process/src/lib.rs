@@ -345,6 +345,7 @@ impl<R: TaskRunner> Processor<R> {
             conflicts = report.conflicts,
             reclaimed = report.reclaimed,
             abandoned = report.abandoned,
+            superseded = report.superseded,
             staleRejected = report.stale_rejected,
             skipped = report.skipped,
             finishErrors = report.finish_errors,

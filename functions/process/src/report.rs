@@ -37,6 +37,10 @@ pub struct ProcessReport {
     pub abandoned: usize,
     /// Runs that failed with attempts left: put back.
     pub retried_after_error: usize,
+    /// Claimed tasks a newer task with the same key marked while they ran
+    /// (or before their lapsed lease was read): ended SUPERSEDED, not put
+    /// back and not claimed again.
+    pub superseded: usize,
     /// Claims lost to another worker (normal when two processors race).
     pub conflicts: usize,
     /// Outcomes refused because the task was claimed again meanwhile
@@ -71,6 +75,7 @@ impl ProcessReport {
             .count("ClaimConflicts", self.conflicts)
             .count("StaleFinishRejected", self.stale_rejected)
             .count("TasksExpired", self.shed)
+            .count("TasksSuperseded", self.superseded)
             .count("TailCalls", usize::from(self.tail_call))
             .values(
                 "AgeAtStartMs",
@@ -88,6 +93,8 @@ pub(crate) enum Finished {
     RetriedAfterError,
     Stale,
     Error,
+    /// Not put back: a newer task with its key was written while it ran.
+    Superseded,
 }
 
 pub(crate) fn tally(report: &mut ProcessReport, done: Result<Finished, tokio::task::JoinError>) {
@@ -98,6 +105,7 @@ pub(crate) fn tally(report: &mut ProcessReport, done: Result<Finished, tokio::ta
         Ok(Finished::RetriedAfterError) => report.retried_after_error += 1,
         Ok(Finished::Stale) => report.stale_rejected += 1,
         Ok(Finished::Error) => report.finish_errors += 1,
+        Ok(Finished::Superseded) => report.superseded += 1,
         Err(e) => {
             tracing::error!(event = "task.run_panicked", error = %e);
             report.finish_errors += 1;

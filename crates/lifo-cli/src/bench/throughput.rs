@@ -8,7 +8,7 @@
 //! known, at the same latency and parallelism.
 
 use super::part::{Bench, BenchArgs, Part, Row};
-use lifo_core::{Op, Order, Step, Store, Task, TaskStatus, Transition, now_ms};
+use lifo_core::{Move, Op, Order, Step, Store, Task, TaskStatus, now_ms};
 use lifo_local::LocalStack;
 use lifo_local::latency::LatencyProxy;
 use process::runner::SimulatedRunner;
@@ -219,33 +219,26 @@ async fn floor(config: Config, tasks: usize) -> anyhow::Result<f64> {
                 let now = now_ms();
                 let claim = Step {
                     now_ms: now,
+                    token: 0,
                     attempts: 1,
+                };
+                let lease = Move::Claim {
                     lease_until: now + 60_000,
-                    max_attempts: 3,
-                    ..Step::default()
+                    owner: "bench",
                 };
                 let claimed = store
-                    .apply(
-                        &task.task_id,
-                        Transition::Claim,
-                        TaskStatus::Pending,
-                        &claim,
-                    )
+                    .apply(&task.task_id, &lease, TaskStatus::Pending, &claim)
                     .await?;
                 let finish = Step {
                     now_ms: now_ms(),
                     token: claimed.token,
                     attempts: 1,
+                };
+                let succeed = Move::Succeed {
                     history: &claimed.history,
-                    ..Step::default()
                 };
                 store
-                    .record(
-                        &task.task_id,
-                        Transition::Succeed,
-                        TaskStatus::Taken,
-                        &finish,
-                    )
+                    .record(&task.task_id, &succeed, TaskStatus::Taken, &finish)
                     .await?;
                 done += 1;
             }

@@ -156,6 +156,15 @@ pub fn fields(shards: &[ShardStats], failed_last_hour: usize, now: u64) -> Vec<(
         ("running".to_owned(), total(|s| s.running)),
         ("backing-off".to_owned(), total(|s| s.backing_off)),
         ("shed".to_owned(), total(|s| s.expired_last_hour) + capped),
+        (
+            "superseded".to_owned(),
+            total(|s| s.superseded_last_hour)
+                + if shards.iter().any(|s| s.superseded_capped) {
+                    "+"
+                } else {
+                    ""
+                },
+        ),
         ("failed".to_owned(), failed_last_hour.to_string()),
         ("newest-age".to_owned(), age(newest, now)),
         ("oldest-age".to_owned(), age(oldest, now)),
@@ -167,6 +176,7 @@ pub fn fields(shards: &[ShardStats], failed_last_hour: usize, now: u64) -> Vec<(
             (format!("shard-{n}-running"), s.running.to_string()),
             (format!("shard-{n}-backing-off"), s.backing_off.to_string()),
             (format!("shard-{n}-shed"), stats::shed_shown(s)),
+            (format!("shard-{n}-superseded"), stats::superseded_shown(s)),
             (
                 format!("shard-{n}-newest-age"),
                 age(s.newest_claimable_at, now),
@@ -260,6 +270,7 @@ pub async fn overview(State(c): Shared, Query(q): Query<Notice>) -> Result<Marku
             div.card { span.label { "Backing off" } span.value { (field("backing-off")) } }
             div.card.bad { span.label { a href="/tasks?failed=1&since=1h" { "Failed (1 h)" } } span.value { (field("failed")) } }
             div.card { span.label { "Shed (1 h)" } span.value { (field("shed")) } }
+            div.card { span.label { "Superseded (1 h)" } span.value { (field("superseded")) } }
             div.card { span.label { a href="/scheduled" { "Scheduled" } } span.value { (scheduled_total) } }
             div.card { span.label { "Newest claimable" } span.value { (field("newest-age")) } }
             div.card { span.label { "Oldest claimable" } span.value { (field("oldest-age")) } }
@@ -275,13 +286,13 @@ pub async fn overview(State(c): Shared, Query(q): Query<Notice>) -> Result<Marku
         section {
             h2 { "Shards" }
             table.grid {
-                thead { tr { th { "Shard" } th { "Pending" } th { "Running" } th { "Backing off" } th { "Shed (1 h)" } th { "Newest" } th { "Oldest" } } }
+                thead { tr { th { "Shard" } th { "Pending" } th { "Running" } th { "Backing off" } th { "Shed (1 h)" } th { "Superseded (1 h)" } th { "Newest" } th { "Oldest" } } }
                 tbody {
                     @for s in &shards {
                         @let n = s.shard;
                         tr {
                             td { (n) }
-                            @for k in ["pending", "running", "backing-off", "shed", "newest-age", "oldest-age"] {
+                            @for k in ["pending", "running", "backing-off", "shed", "superseded", "newest-age", "oldest-age"] {
                                 td.num { (field(&format!("shard-{n}-{k}"))) }
                             }
                         }

@@ -49,6 +49,9 @@ pub async fn task(
             (row("Shard", html! { (t.lifo_shard) }))
             @if let Some(u) = &t.user_id { (row("User", html! { a href=(format!("/tasks?user={}", encode(u))) { (Shown(u)) } })) }
             @if let Some(d) = &t.due_date { (row("Due date", html! { (Shown(d)) })) }
+            @if let Some(k) = &t.supersede_key { (row("Supersede key", html! { code { (Shown(k)) } })) }
+            @if let Some(by) = &t.superseded_by { (row("Superseded by", html! { a href=(task_path(by)) { (Shown(by)) } })) }
+            @if let Some(at) = t.superseded_at { (row("Superseded", html! { (time(at, now)) })) }
             @if let Some(e) = &t.last_error { (row("Last error", html! { pre.error { (Shown(e)) } })) }
         }
         h2 { "Payload" }

@@ -1,6 +1,7 @@
 //! Single-item writes outside the state machine: a conditional put, an
-//! operator's delete, the control item (pause, resume, nudge) and the
-//! shard-group leases.
+//! operator's delete, the control item (pause, resume, nudge), the
+//! shard-group leases, and latest wins per key (the key item, the mark on a
+//! running task).
 
 use super::*;
 use std::collections::BTreeMap;
@@ -114,6 +115,50 @@ pub fn release_group(token: u64) -> Expr {
     }
 }
 
+/// The key item (`#key-<supersedeKey>`) names `latest` as the key's newest
+/// task: only if it still names `prev` (or, with none, does not exist yet),
+/// so two creates of one key at once cannot both win (the loser reads it
+/// again). Deleted with the newest task (`ttl`).
+pub fn point_key(latest: &str, prev: Option<&str>, ttl: u64) -> Expr {
+    let mut e = Expr {
+        main: "SET #latest = :latest, #ttl = :ttl".to_owned(),
+        condition: "attribute_not_exists(#taskId)".to_owned(),
+        names: BTreeMap::from([
+            ("#latest", attr::LATEST),
+            ("#ttl", attr::TTL),
+            ("#taskId", attr::TASK_ID),
+        ]),
+        values: BTreeMap::from([(":latest", s(latest)), (":ttl", n(ttl))]),
+    };
+    if let Some(prev) = prev {
+        e.condition = "#latest = :prev".to_owned();
+        e.names.remove("#taskId");
+        e.values.insert(":prev", s(prev));
+    }
+    e
+}
+
+/// The newer task's write marks the key's previous task, found TAKEN: its
+/// run goes on, but it is never put back or claimed again (those moves
+/// require no `supersededBy`; it ends SUPERSEDED instead).
+pub fn mark_superseded(by: &str, key: &str) -> Expr {
+    use attr::*;
+    Expr {
+        main: "SET #supersededBy = :by".to_owned(),
+        condition: "#status = :taken AND #supersedeKey = :key".to_owned(),
+        names: BTreeMap::from([
+            ("#supersededBy", SUPERSEDED_BY),
+            ("#status", STATUS),
+            ("#supersedeKey", SUPERSEDE_KEY),
+        ]),
+        values: BTreeMap::from([
+            (":by", s(by)),
+            (":taken", status(TaskStatus::Taken)),
+            (":key", s(key)),
+        ]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
@@ -187,6 +232,32 @@ mod tests {
         assert_eq!(e.main, "SET #leaseUntil = :zero");
         assert_eq!(e.condition, "#token = :token");
         assert_eq!(values(&e), ":token=N:4 :zero=N:0");
+    }
+
+    #[test]
+    fn the_key_item_moves_to_the_newest_task_only_from_the_one_its_writer_read() {
+        let e = point_key("task-2", None, 1_797_000_000);
+        assert_eq!(e.main, "SET #latest = :latest, #ttl = :ttl");
+        assert_eq!(e.condition, "attribute_not_exists(#taskId)");
+        assert_eq!(names(&e), "#latest=latest #taskId=taskId #ttl=ttl");
+        let e = point_key("task-2", Some("task-1"), 1_797_000_000);
+        assert_eq!(e.condition, "#latest = :prev");
+        assert_eq!(
+            values(&e),
+            ":latest=S:task-2 :prev=S:task-1 :ttl=N:1797000000"
+        );
+    }
+
+    #[test]
+    fn a_running_task_is_marked_not_moved() {
+        let e = mark_superseded("task-2", "device-1");
+        assert_eq!(e.main, "SET #supersededBy = :by");
+        assert_eq!(e.condition, "#status = :taken AND #supersedeKey = :key");
+        assert_eq!(
+            names(&e),
+            "#status=taskStatus #supersedeKey=supersedeKey #supersededBy=supersededBy"
+        );
+        assert_eq!(values(&e), ":by=S:task-2 :key=S:device-1 :taken=S:TAKEN");
     }
 
     #[test]

@@ -45,6 +45,11 @@ pub mod attr {
     pub const SHED_AT: &str = "shedAt";
     pub const PAYLOAD: &str = "payload";
     pub const PAYLOAD_BYTES: &str = "payloadBytes";
+    pub const SUPERSEDE_KEY: &str = "supersedeKey";
+    pub const SUPERSEDED_BY: &str = "supersededBy";
+    pub const SUPERSEDED_AT: &str = "supersededAt";
+    /// The key item's newest task id.
+    pub const LATEST: &str = "latest";
 }
 
 /// The sparse LIFO index: hash `lifoShard`, range `claimableAt`, projecting
@@ -75,6 +80,12 @@ pub const FAILED_INDEX: &str = "failed-index";
 /// redrive removes it): sheds newest first, by time window, counted in the
 /// minute they happen, without a scan.
 pub const SHED_INDEX: &str = "shed-index";
+
+/// The sparse superseded index: hash `lifoShard`, range `supersededAt`
+/// (epoch ms), projecting `supersededBy`. Only SUPERSEDED tasks carry
+/// `supersededAt`: counted and listed in the minute they happen, without a
+/// scan.
+pub const SUPERSEDED_INDEX: &str = "superseded-index";
 
 /// Longest reason stored on an item, so items stay small.
 pub const MAX_REASON_LEN: usize = 512;
@@ -132,47 +143,137 @@ fn truncate(reason: &str) -> String {
     reason[..end].to_owned()
 }
 
-/// The values a transition writes and checks.
+/// What every move shares: when it happens, the fencing token the task
+/// holds now (every condition but a supersede checks it) and the attempt
+/// count after the move (its history entry records it).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Step<'a> {
+pub struct Step {
     pub now_ms: u64,
-    /// The fencing token the task holds now; every condition checks it.
     pub token: u64,
-    /// The attempt count after this step.
     pub attempts: u32,
-    /// Claims: when the new lease ends (epoch ms).
-    pub lease_until: u64,
-    /// Claims: who claims (the process invocation), written as `claimedBy`.
-    pub owner: &'a str,
-    /// Reclaim: the attempt count must be below this.
-    pub max_attempts: u32,
-    /// Why (failures, retries, abandon); empty for none.
-    pub reason: &'a str,
-    /// Finishes and retries: the task's history so far, rewritten trimmed
-    /// with the new entry. Claims and abandon append instead (they do not
-    /// hold the item), so an item holds at most MAX_HISTORY + 2 entries.
-    pub history: &'a [HistoryEntry],
-    /// Start: the time to live when the item carries no `ttlSeconds`.
-    pub ttl_seconds: u64,
-    /// Start: how long the task stays readable after it expires.
-    pub retention_seconds: u64,
-    /// Retries: the task is not claimable before this (epoch ms; 0: at once).
-    pub retry_at: u64,
 }
 
-impl Step<'_> {
-    /// The history entry this step records for `t`.
-    pub fn entry(&self, t: Transition) -> HistoryEntry {
+/// A task's lifetime from a moment on: how long it may wait to start, and
+/// how long it stays readable after that (a start, a redrive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetime {
+    /// The time to live when the item carries no `ttlSeconds`.
+    pub ttl_seconds: u64,
+    /// How long the task stays readable after it expires.
+    pub retention_seconds: u64,
+}
+
+/// A move of the state machine with exactly the data its update writes, so
+/// that the compiler checks each move's inputs (a claim cannot forget its
+/// lease). [`Move::transition`] names it; [`transition`] builds its
+/// conditional update.
+///
+/// `history` is the task's history so far, for the moves of a worker that
+/// holds the item (finishes, retries): they rewrite it trimmed with the new
+/// entry. The others append instead, so an item holds at most
+/// `MAX_HISTORY + 2` entries.
+#[derive(Debug, Clone, Copy)]
+pub enum Move<'a> {
+    Claim {
+        lease_until: u64,
+        /// The process invocation, written as `claimedBy`.
+        owner: &'a str,
+    },
+    Reclaim {
+        lease_until: u64,
+        owner: &'a str,
+        /// The attempt count must be below this.
+        max_attempts: u32,
+    },
+    Succeed {
+        history: &'a [HistoryEntry],
+    },
+    Fail {
+        reason: &'a str,
+        history: &'a [HistoryEntry],
+    },
+    Abandon {
+        reason: &'a str,
+    },
+    RetryLater {
+        reason: &'a str,
+        history: &'a [HistoryEntry],
+        /// Not claimable before this (epoch ms; 0: at once).
+        retry_at: u64,
+    },
+    RetryAfterError {
+        reason: &'a str,
+        history: &'a [HistoryEntry],
+        retry_at: u64,
+    },
+    Start {
+        life: Lifetime,
+    },
+    Cancel,
+    Redrive {
+        reason: &'a str,
+        life: Lifetime,
+    },
+    Shed {
+        reason: &'a str,
+    },
+    Supersede {
+        /// The newer task's id.
+        by: &'a str,
+        /// The key both share (the condition checks it).
+        key: &'a str,
+    },
+    EndSuperseded,
+}
+
+impl Move<'_> {
+    /// The transition this move makes.
+    pub fn transition(&self) -> Transition {
+        match self {
+            Move::Claim { .. } => Transition::Claim,
+            Move::Reclaim { .. } => Transition::Reclaim,
+            Move::Succeed { .. } => Transition::Succeed,
+            Move::Fail { .. } => Transition::Fail,
+            Move::Abandon { .. } => Transition::Abandon,
+            Move::RetryLater { .. } => Transition::RetryLater,
+            Move::RetryAfterError { .. } => Transition::RetryAfterError,
+            Move::Start { .. } => Transition::Start,
+            Move::Cancel => Transition::Cancel,
+            Move::Redrive { .. } => Transition::Redrive,
+            Move::Shed { .. } => Transition::Shed,
+            Move::Supersede { .. } => Transition::Supersede,
+            Move::EndSuperseded => Transition::EndSuperseded,
+        }
+    }
+
+    /// Why, for the history entry (empty: none).
+    pub fn reason(&self) -> &str {
+        match self {
+            Move::Fail { reason, .. }
+            | Move::Abandon { reason }
+            | Move::RetryLater { reason, .. }
+            | Move::RetryAfterError { reason, .. }
+            | Move::Redrive { reason, .. }
+            | Move::Shed { reason } => reason,
+            Move::Cancel => "cancelled",
+            _ => "",
+        }
+    }
+
+    /// The history entry this move records.
+    pub fn entry(&self, step: &Step) -> HistoryEntry {
+        let t = self.transition();
+        let reason = self.reason();
         HistoryEntry {
             status: t.to(),
-            at: self.now_ms,
-            attempt: self.attempts,
+            at: step.now_ms,
+            attempt: step.attempts,
             token: if t.is_claim() {
-                self.token + 1
+                step.token + 1
             } else {
-                self.token
+                step.token
             },
-            reason: (!self.reason.is_empty()).then(|| truncate(self.reason)),
+            reason: (!reason.is_empty()).then(|| truncate(reason)),
         }
     }
 }
@@ -232,17 +333,54 @@ pub(crate) mod testing {
         }]
     }
 
-    pub(crate) fn step<'a>(reason: &'a str, history: &'a [HistoryEntry]) -> Step<'a> {
+    pub(crate) fn step() -> Step {
         Step {
             now_ms: NOW,
             token: 7,
             attempts: 1,
-            lease_until: NOW + 62_000,
-            owner: "process-1",
-            max_attempts: 3,
-            reason,
-            history,
-            ..Step::default()
+        }
+    }
+
+    pub(crate) const LIFE: Lifetime = Lifetime {
+        ttl_seconds: 3600,
+        retention_seconds: 86_400,
+    };
+
+    /// Move `t` with the tests' values (`reason` and `history` where the
+    /// move has them).
+    pub(crate) fn mv<'a>(t: Transition, reason: &'a str, history: &'a [HistoryEntry]) -> Move<'a> {
+        match t {
+            Transition::Claim => Move::Claim {
+                lease_until: NOW + 62_000,
+                owner: "process-1",
+            },
+            Transition::Reclaim => Move::Reclaim {
+                lease_until: NOW + 62_000,
+                owner: "process-1",
+                max_attempts: 3,
+            },
+            Transition::Succeed => Move::Succeed { history },
+            Transition::Fail => Move::Fail { reason, history },
+            Transition::Abandon => Move::Abandon { reason },
+            Transition::RetryLater => Move::RetryLater {
+                reason,
+                history,
+                retry_at: 0,
+            },
+            Transition::RetryAfterError => Move::RetryAfterError {
+                reason,
+                history,
+                retry_at: 0,
+            },
+            Transition::Start => Move::Start { life: LIFE },
+            Transition::Cancel => Move::Cancel,
+            Transition::Redrive => Move::Redrive { reason, life: LIFE },
+            Transition::Shed => Move::Shed { reason },
+            Transition::Supersede => Move::Supersede {
+                by: "task-2",
+                key: "device-1",
+            },
+            Transition::EndSuperseded => Move::EndSuperseded,
         }
     }
 }
@@ -256,7 +394,7 @@ mod tests {
     fn every_placeholder_is_defined_and_used() {
         let mut all: Vec<(String, Expr)> = Transition::ALL
             .iter()
-            .map(|t| (t.to_string(), transition(*t, &step("r", &earlier()))))
+            .map(|t| (t.to_string(), transition(&mv(*t, "r", &earlier()), &step())))
             .collect();
         all.extend([
             ("delete".into(), delete(1, NOW)),
@@ -265,6 +403,7 @@ mod tests {
             ("claimable".into(), claimable(0, NOW, 0)),
             ("leased".into(), leased(0, NOW, 0)),
             ("shed".into(), shed_since(0, 0, NOW)),
+            ("superseded".into(), superseded_since(0, 0, NOW)),
             ("claim read".into(), claim_read(0, NOW, 0)),
             ("old end".into(), old_end(0, 0)),
             ("backing off".into(), backing_off(0, NOW, 0)),
@@ -275,6 +414,9 @@ mod tests {
             ("pause".into(), set_paused(true, "r", NOW)),
             ("nudge".into(), nudge(NOW)),
             ("take group".into(), take_group(NOW, NOW, "o")),
+            ("mark superseded".into(), mark_superseded("b", "k")),
+            ("point key".into(), point_key("b", None, 1)),
+            ("point key again".into(), point_key("b", Some("a"), 1)),
             ("release group".into(), release_group(1)),
         ]);
         for (what, e) in all {

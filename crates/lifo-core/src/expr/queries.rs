@@ -144,11 +144,27 @@ pub fn old_end(shard: u32, horizon_ms: u64) -> Expr {
 /// Query of one shard of the shed index: tasks shed in
 /// `[since_ms, until_ms]`, newest first with `ScanIndexForward = false`.
 pub fn shed_since(shard: u32, since_ms: u64, until_ms: u64) -> Expr {
-    use attr::*;
+    window(shard, ("#shedAt", attr::SHED_AT), since_ms, until_ms)
+}
+
+/// Query of one shard of the superseded index: tasks superseded in
+/// `[since_ms, until_ms]`.
+pub fn superseded_since(shard: u32, since_ms: u64, until_ms: u64) -> Expr {
+    window(
+        shard,
+        ("#supersededAt", attr::SUPERSEDED_AT),
+        since_ms,
+        until_ms,
+    )
+}
+
+/// One shard of a sparse index ranged by a time (`at`: placeholder and
+/// attribute), between two times.
+fn window(shard: u32, at: (&'static str, &'static str), since_ms: u64, until_ms: u64) -> Expr {
     Expr {
-        main: "#shard = :shard AND #shedAt BETWEEN :since AND :until".to_owned(),
+        main: format!("#shard = :shard AND {} BETWEEN :since AND :until", at.0),
         condition: String::new(),
-        names: BTreeMap::from([("#shard", SHARD), ("#shedAt", SHED_AT)]),
+        names: BTreeMap::from([("#shard", attr::SHARD), at]),
         values: BTreeMap::from([
             (":shard", n(shard)),
             (":since", n(since_ms)),
@@ -296,5 +312,12 @@ mod tests {
             values(&e),
             ":shard=N:2 :since=N:1764543600123 :until=N:1764547200123"
         );
+
+        let e = superseded_since(2, NOW - 3_600_000, NOW);
+        assert_eq!(
+            e.main,
+            "#shard = :shard AND #supersededAt BETWEEN :since AND :until"
+        );
+        assert_eq!(names(&e), "#shard=lifoShard #supersededAt=supersededAt");
     }
 }

@@ -3,14 +3,14 @@
 
 use super::*;
 use crate::model::{HistoryEntry, MAX_HISTORY, TaskStatus};
-use crate::state::Transition;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::BTreeMap;
 
-/// The conditional update that applies `t` with the values of `step`.
-pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
+/// The conditional update that applies `mv` at `step`.
+pub fn transition(mv: &Move<'_>, step: &Step) -> Expr {
     use attr::*;
-    let entry = step.entry(t);
+    let t = mv.transition();
+    let entry = mv.entry(step);
     let mut names = BTreeMap::from([
         ("#status", STATUS),
         ("#updated", UPDATED),
@@ -27,14 +27,18 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
         values.insert(":empty", AttributeValue::L(Vec::new()));
         values.insert(":entry", AttributeValue::L(vec![to_av(&entry)]));
     };
-    let rewrite = |values: &mut BTreeMap<&'static str, AttributeValue>| {
-        let keep = step.history.len().saturating_sub(MAX_HISTORY - 1);
-        let mut history: Vec<HistoryEntry> = step.history[keep..].to_vec();
+    let rewrite = |values: &mut BTreeMap<&'static str, AttributeValue>,
+                   earlier: &[HistoryEntry]| {
+        let keep = earlier.len().saturating_sub(MAX_HISTORY - 1);
+        let mut history: Vec<HistoryEntry> = earlier[keep..].to_vec();
         history.push(entry.clone());
         values.insert(":history", to_av(&history));
     };
-    let (main, condition) = match t {
-        Transition::Claim | Transition::Reclaim => {
+    let (main, condition) = match *mv {
+        Move::Claim { lease_until, owner }
+        | Move::Reclaim {
+            lease_until, owner, ..
+        } => {
             names.extend([
                 ("#startedAt", STARTED_AT),
                 ("#leaseUntil", LEASE_UNTIL),
@@ -43,64 +47,68 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 ("#claimedBy", CLAIMED_BY),
             ]);
             values.extend([
-                (":lease", n(step.lease_until)),
-                (":owner", AttributeValue::S(step.owner.to_owned())),
+                (":lease", n(lease_until)),
+                (":owner", AttributeValue::S(owner.to_owned())),
                 (":newToken", n(step.token + 1)),
                 (":attempts", n(step.attempts)),
                 (":nowSec", n(step.now_ms / 1000)),
             ]);
             append(&mut values);
             names.insert("#retryAt", RETRY_AT);
+            // A task whose successor was written never starts again.
+            names.insert("#supersededBy", SUPERSEDED_BY);
             let update = "SET #status = :to, #updated = :now, #startedAt = :now, #leaseUntil = :lease, \
                  #claimedBy = :owner, #token = :newToken, #attempts = :attempts, \
                  #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #retryAt";
-            if t == Transition::Claim {
+            if let Move::Reclaim { max_attempts, .. } = *mv {
+                values.insert(":maxAttempts", n(max_attempts));
+                (
+                    update,
+                    "#status = :from AND #token = :token AND #leaseUntil < :now \
+                     AND #attempts < :maxAttempts AND #expiresAt > :nowSec \
+                     AND attribute_not_exists(#supersededBy)",
+                )
+            } else {
                 names.insert("#claimableAt", CLAIMABLE_AT);
                 (
                     update,
                     "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #expiresAt > :nowSec \
-                     AND (attribute_not_exists(#retryAt) OR #retryAt <= :now)",
-                )
-            } else {
-                values.insert(":maxAttempts", n(step.max_attempts));
-                (
-                    update,
-                    "#status = :from AND #token = :token AND #leaseUntil < :now \
-                     AND #attempts < :maxAttempts AND #expiresAt > :nowSec",
+                     AND (attribute_not_exists(#retryAt) OR #retryAt <= :now) \
+                     AND attribute_not_exists(#supersededBy)",
                 )
             }
         }
-        Transition::Succeed => {
+        Move::Succeed { history } => {
             names.extend([("#claimableAt", CLAIMABLE_AT), ("#leaseUntil", LEASE_UNTIL)]);
-            rewrite(&mut values);
+            rewrite(&mut values, history);
             (
                 "SET #status = :to, #updated = :now, #history = :history REMOVE #claimableAt, #leaseUntil",
                 "#status = :from AND #token = :token",
             )
         }
-        Transition::Fail => {
+        Move::Fail { reason, history } => {
             names.extend([
                 ("#claimableAt", CLAIMABLE_AT),
                 ("#leaseUntil", LEASE_UNTIL),
                 ("#lastError", LAST_ERROR),
                 ("#failedAt", FAILED_AT),
             ]);
-            values.insert(":reason", s(truncate(step.reason)));
-            rewrite(&mut values);
+            values.insert(":reason", s(truncate(reason)));
+            rewrite(&mut values, history);
             (
                 "SET #status = :to, #updated = :now, #lastError = :reason, #failedAt = :now, \
                  #history = :history REMOVE #claimableAt, #leaseUntil",
                 "#status = :from AND #token = :token",
             )
         }
-        Transition::Abandon => {
+        Move::Abandon { reason } => {
             names.extend([
                 ("#claimableAt", CLAIMABLE_AT),
                 ("#leaseUntil", LEASE_UNTIL),
                 ("#lastError", LAST_ERROR),
                 ("#failedAt", FAILED_AT),
             ]);
-            values.insert(":reason", s(truncate(step.reason)));
+            values.insert(":reason", s(truncate(reason)));
             append(&mut values);
             (
                 "SET #status = :to, #updated = :now, #lastError = :reason, #failedAt = :now, \
@@ -109,24 +117,29 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 "#status = :from AND #token = :token AND #leaseUntil < :now",
             )
         }
-        Transition::RetryLater => {
+        Move::RetryLater {
+            reason,
+            history,
+            retry_at,
+        } => {
             names.extend([
                 ("#attempts", ATTEMPTS),
                 ("#leaseUntil", LEASE_UNTIL),
                 ("#lastError", LAST_ERROR),
+                ("#retryAt", RETRY_AT),
+                ("#supersededBy", SUPERSEDED_BY),
             ]);
-            names.insert("#retryAt", RETRY_AT);
             values.insert(":attempts", n(step.attempts));
-            values.insert(":reason", s(truncate(step.reason)));
-            values.insert(":retryAt", n(step.retry_at));
-            rewrite(&mut values);
+            values.insert(":reason", s(truncate(reason)));
+            values.insert(":retryAt", n(retry_at));
+            rewrite(&mut values, history);
             (
                 "SET #status = :to, #updated = :now, #attempts = :attempts, #lastError = :reason, \
                  #retryAt = :retryAt, #history = :history REMOVE #leaseUntil",
-                "#status = :from AND #token = :token",
+                "#status = :from AND #token = :token AND attribute_not_exists(#supersededBy)",
             )
         }
-        Transition::Start => {
+        Move::Start { life } => {
             names.extend([
                 ("#readyAt", READY_AT),
                 ("#claimableAt", CLAIMABLE_AT),
@@ -137,10 +150,10 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
             ]);
             values.extend([
                 (":nowSec", n(step.now_ms / 1000)),
-                (":defaultTtl", n(step.ttl_seconds)),
+                (":defaultTtl", n(life.ttl_seconds)),
                 (
                     ":deleteBase",
-                    n(step.now_ms / 1000 + step.retention_seconds),
+                    n(step.now_ms / 1000 + life.retention_seconds),
                 ),
             ]);
             append(&mut values);
@@ -152,7 +165,7 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 "#status = :from AND #token = :token",
             )
         }
-        Transition::Cancel => {
+        Move::Cancel => {
             names.insert("#dueKey", DUE_KEY);
             append(&mut values);
             (
@@ -161,7 +174,7 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 "#status = :from AND #token = :token",
             )
         }
-        Transition::Redrive => {
+        Move::Redrive { life, .. } => {
             names.extend([
                 ("#readyAt", READY_AT),
                 ("#claimableAt", CLAIMABLE_AT),
@@ -174,15 +187,16 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                 ("#failedAt", FAILED_AT),
                 ("#retryAt", RETRY_AT),
                 ("#shedAt", SHED_AT),
+                ("#supersededBy", SUPERSEDED_BY),
             ]);
             values.extend([
                 (":zero", n(0)),
                 (":expired", status(TaskStatus::Expired)),
                 (":nowSec", n(step.now_ms / 1000)),
-                (":defaultTtl", n(step.ttl_seconds)),
+                (":defaultTtl", n(life.ttl_seconds)),
                 (
                     ":deleteBase",
-                    n(step.now_ms / 1000 + step.retention_seconds),
+                    n(step.now_ms / 1000 + life.retention_seconds),
                 ),
                 (":pending", status(TaskStatus::Pending)),
                 (":taken", status(TaskStatus::Taken)),
@@ -194,12 +208,12 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                  #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
                  #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
                  #history = list_append(if_not_exists(#history, :empty), :entry) \
-                 REMOVE #failedAt, #shedAt, #leaseUntil, #startedAt, #retryAt",
+                 REMOVE #failedAt, #shedAt, #leaseUntil, #startedAt, #retryAt, #supersededBy",
                 "#token = :token AND (#status = :from OR #status = :expired OR (#expiresAt <= :nowSec \
                  AND (#status = :pending OR (#status = :taken AND #leaseUntil < :now))))",
             )
         }
-        Transition::Shed => {
+        Move::Shed { .. } => {
             names.extend([
                 ("#claimableAt", CLAIMABLE_AT),
                 ("#leaseUntil", LEASE_UNTIL),
@@ -220,19 +234,62 @@ pub fn transition(t: Transition, step: &Step<'_>) -> Expr {
                  AND #token = :token AND #expiresAt <= :nowSec",
             )
         }
-        Transition::RetryAfterError => {
+        Move::RetryAfterError {
+            reason,
+            history,
+            retry_at,
+        } => {
             names.extend([
                 ("#leaseUntil", LEASE_UNTIL),
                 ("#lastError", LAST_ERROR),
                 ("#retryAt", RETRY_AT),
+                ("#supersededBy", SUPERSEDED_BY),
             ]);
-            values.insert(":reason", s(truncate(step.reason)));
-            values.insert(":retryAt", n(step.retry_at));
-            rewrite(&mut values);
+            values.insert(":reason", s(truncate(reason)));
+            values.insert(":retryAt", n(retry_at));
+            rewrite(&mut values, history);
             (
                 "SET #status = :to, #updated = :now, #lastError = :reason, #retryAt = :retryAt, \
                  #history = :history REMOVE #leaseUntil",
-                "#status = :from AND #token = :token",
+                "#status = :from AND #token = :token AND attribute_not_exists(#supersededBy)",
+            )
+        }
+        Move::Supersede { by, key } => {
+            // No claim holds a PENDING task, and the newer task's writer
+            // does not know its token: the status and the key guard it (a
+            // claim in between makes it TAKEN, and the write marks it).
+            values.remove(":token");
+            names.remove("#token");
+            names.extend([
+                ("#supersededBy", SUPERSEDED_BY),
+                ("#supersededAt", SUPERSEDED_AT),
+                ("#supersedeKey", SUPERSEDE_KEY),
+                ("#claimableAt", CLAIMABLE_AT),
+                ("#retryAt", RETRY_AT),
+            ]);
+            values.extend([(":by", s(by)), (":key", s(key))]);
+            append(&mut values);
+            (
+                "SET #status = :to, #updated = :now, #supersededBy = :by, #supersededAt = :now, \
+                 #history = list_append(if_not_exists(#history, :empty), :entry) \
+                 REMOVE #claimableAt, #retryAt",
+                "#status = :from AND #supersedeKey = :key",
+            )
+        }
+        Move::EndSuperseded => {
+            names.extend([
+                ("#supersededBy", SUPERSEDED_BY),
+                ("#supersededAt", SUPERSEDED_AT),
+                ("#claimableAt", CLAIMABLE_AT),
+                ("#leaseUntil", LEASE_UNTIL),
+                ("#retryAt", RETRY_AT),
+            ]);
+            append(&mut values);
+            (
+                "SET #status = :to, #updated = :now, #supersededAt = :now, \
+                 #history = list_append(if_not_exists(#history, :empty), :entry) \
+                 REMOVE #claimableAt, #leaseUntil, #retryAt",
+                "#status = :from AND #token = :token AND attribute_exists(#supersededBy)",
             )
         }
     };

@@ -135,4 +135,35 @@ impl Store {
             }
         }
     }
+
+    /// A COUNT query of `q` over `index`, reading at most `cap` entries:
+    /// `(count, capped)`, where `capped` says there are at least `count`.
+    pub(super) async fn count_capped(
+        &self,
+        index: &str,
+        q: &expr::Expr,
+        cap: usize,
+    ) -> Result<(usize, bool), StoreError> {
+        let mut total = 0usize;
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .index_query(index, q)
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .limit(i32::try_from(cap.saturating_sub(total).clamp(1, 10_000)).unwrap_or(10_000))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| super::error::classify("Query", e))?;
+            self.meter.record(Op::Read, out.consumed_capacity());
+            total += usize::try_from(out.count).unwrap_or(0);
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok((total, false));
+            }
+            if total >= cap {
+                return Ok((total, true));
+            }
+        }
+    }
 }

@@ -31,6 +31,10 @@ pub enum Op {
     Shed,
     /// Reads of payload items (a claimed task's payload, once).
     Payload,
+    /// Latest wins per key: a keyed task's write (one transaction: the
+    /// task, its key item, the previous task's supersede or mark) and a
+    /// marked claim's end. (The key item's read is a [`Op::Read`].)
+    Supersede,
     /// Conditional writes whose condition failed. DynamoDB still charges
     /// them (1 write unit for an item under 1 KB) but returns no
     /// ConsumedCapacity with the error, so the meter books 1 unit each.
@@ -41,7 +45,7 @@ pub enum Op {
 const REJECTED_WRITE_UNITS: f64 = 1.0;
 
 impl Op {
-    pub const ALL: [Op; 11] = [
+    pub const ALL: [Op; 12] = [
         Op::Put,
         Op::Claim,
         Op::Finish,
@@ -52,6 +56,7 @@ impl Op {
         Op::Group,
         Op::Shed,
         Op::Payload,
+        Op::Supersede,
         Op::Rejected,
     ];
     fn index(self) -> usize {
@@ -67,6 +72,7 @@ impl Op {
             Transition::RetryLater | Transition::RetryAfterError => Op::Requeue,
             Transition::Redrive => Op::Operate,
             Transition::Shed => Op::Shed,
+            Transition::Supersede | Transition::EndSuperseded => Op::Supersede,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! writes ([`write`]), the claim query ([`claim`]), state moves
 //! ([`transition`]), an operator's redrive and delete ([`operate`]), the
 //! failed-task index ([`failed`]), shedding expired tasks ([`shed`]),
+//! latest wins per key ([`supersede`]),
 //! pause and resume ([`control`]), scheduled
 //! tasks ([`schedule`]), reads ([`read`]), COUNT queries ([`counts`]), errors
 //! ([`error`]) and the capacity meter ([`meter`]).
@@ -21,6 +22,7 @@ pub mod payload;
 mod read;
 mod schedule;
 mod shed;
+pub mod supersede;
 mod transition;
 mod write;
 
@@ -31,6 +33,7 @@ pub use meter::{CapacityMeter, Op, Spent};
 pub use operate::{OperateError, RedriveSettings};
 pub use payload::PayloadPolicy;
 pub use shed::{REAP_MAX_PER_SHARD, REAP_PAGE, Reaped, sheddable};
+pub use supersede::Keyed;
 pub use write::BATCH_WRITE_MAX;
 
 use crate::expr;

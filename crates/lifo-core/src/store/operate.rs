@@ -4,9 +4,9 @@
 
 use super::error::{classify, parse_task};
 use super::{Op, Store, StoreError};
-use crate::expr::{self, Step};
+use crate::expr::{self, Lifetime, Move, Step};
 use crate::model::{Task, TaskStatus};
-use crate::state::{self, Transition};
+use crate::state;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity, ReturnValue};
 
 /// Why an operator's move was refused; nothing was written.
@@ -95,15 +95,15 @@ impl Store {
             now_ms: now,
             token: task.token,
             attempts: 0,
-            reason: settings.reason,
-            ttl_seconds: settings.default_ttl_seconds,
-            retention_seconds: settings.retention_seconds,
-            ..Step::default()
         };
-        match self
-            .apply(task_id, Transition::Redrive, task.task_status, &step)
-            .await
-        {
+        let redrive = Move::Redrive {
+            reason: settings.reason,
+            life: Lifetime {
+                ttl_seconds: settings.default_ttl_seconds,
+                retention_seconds: settings.retention_seconds,
+            },
+        };
+        match self.apply(task_id, &redrive, task.task_status, &step).await {
             Ok(t) => {
                 // Its payload item lives as long as the task's new life.
                 if t.payload_bytes.is_some() {

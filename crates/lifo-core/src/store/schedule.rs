@@ -1,9 +1,8 @@
 //! Scheduled tasks: start (SCHEDULED → PENDING), cancel, and the due index.
 
 use super::{CancelError, Item, Store, StoreError};
-use crate::expr::{self, Step};
+use crate::expr::{self, Lifetime, Move, Step};
 use crate::model::{Task, TaskStatus};
-use crate::state::Transition;
 
 impl Store {
     /// Starts a scheduled task: SCHEDULED → PENDING, claimable from now,
@@ -17,11 +16,13 @@ impl Store {
     ) -> Result<Task, StoreError> {
         let step = Step {
             now_ms,
-            ttl_seconds: default_ttl_seconds,
-            retention_seconds,
             ..Step::default()
         };
-        self.apply(task_id, Transition::Start, TaskStatus::Scheduled, &step)
+        let life = Lifetime {
+            ttl_seconds: default_ttl_seconds,
+            retention_seconds,
+        };
+        self.apply(task_id, &Move::Start { life }, TaskStatus::Scheduled, &step)
             .await
     }
 
@@ -29,11 +30,10 @@ impl Store {
     pub async fn cancel(&self, task_id: &str, now_ms: u64) -> Result<Task, CancelError> {
         let step = Step {
             now_ms,
-            reason: "cancelled",
             ..Step::default()
         };
         match self
-            .apply(task_id, Transition::Cancel, TaskStatus::Scheduled, &step)
+            .apply(task_id, &Move::Cancel, TaskStatus::Scheduled, &step)
             .await
         {
             Ok(t) => Ok(t),

@@ -16,10 +16,9 @@
 //! shed index entry put) once per shed task, and nothing per success.
 
 use super::{Item, Op, Store, StoreError};
-use crate::expr::{self, LIFO_INDEX, SHED_INDEX, Step};
+use crate::expr::{self, LIFO_INDEX, Move, SHED_INDEX, Step};
 use crate::lifo::Candidate;
 use crate::model::TaskStatus;
-use crate::state::Transition;
 use futures::StreamExt;
 
 /// Entries per page of the reaper's read (index entries are ≈ 100 bytes:
@@ -74,8 +73,6 @@ impl Store {
             now_ms,
             token: c.token,
             attempts: c.attempts,
-            reason: &reason,
-            ..Step::default()
         };
         let current = if c.lease_until.is_some() {
             TaskStatus::Taken
@@ -83,7 +80,7 @@ impl Store {
             TaskStatus::Pending
         };
         match self
-            .record(&c.task_id, Transition::Shed, current, &step)
+            .record(&c.task_id, &Move::Shed { reason: &reason }, current, &step)
             .await
         {
             Ok(()) => {
@@ -201,26 +198,6 @@ impl Store {
         cap: usize,
     ) -> Result<(usize, bool), StoreError> {
         let q = expr::shed_since(shard, since_ms, now_ms);
-        let mut total = 0usize;
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .index_query(SHED_INDEX, &q)
-                .select(aws_sdk_dynamodb::types::Select::Count)
-                .limit(i32::try_from(cap.saturating_sub(total).clamp(1, 10_000)).unwrap_or(10_000))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| super::error::classify("Query", e))?;
-            self.meter.record(Op::Read, out.consumed_capacity());
-            total += usize::try_from(out.count).unwrap_or(0);
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok((total, false));
-            }
-            if total >= cap {
-                return Ok((total, true));
-            }
-        }
+        self.count_capped(SHED_INDEX, &q, cap).await
     }
 }

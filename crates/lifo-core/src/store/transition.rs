@@ -3,9 +3,9 @@
 
 use super::error::{classify, parse_task};
 use super::{Item, Op, Store, StoreError};
-use crate::expr::{self, Step};
+use crate::expr::{self, Move, Step};
 use crate::model::{Task, TaskStatus};
-use crate::state::{self, Transition};
+use crate::state;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
 };
@@ -18,12 +18,12 @@ impl Store {
     pub async fn apply(
         &self,
         task_id: &str,
-        t: Transition,
+        mv: &Move<'_>,
         current: TaskStatus,
-        step: &Step<'_>,
+        step: &Step,
     ) -> Result<Task, StoreError> {
         let item = self
-            .update(task_id, t, current, step, ReturnValue::AllNew)
+            .update(task_id, mv, current, step, ReturnValue::AllNew)
             .await?;
         parse_task(item)
     }
@@ -33,11 +33,11 @@ impl Store {
     pub async fn record(
         &self,
         task_id: &str,
-        t: Transition,
+        mv: &Move<'_>,
         current: TaskStatus,
-        step: &Step<'_>,
+        step: &Step,
     ) -> Result<(), StoreError> {
-        self.update(task_id, t, current, step, ReturnValue::None)
+        self.update(task_id, mv, current, step, ReturnValue::None)
             .await
             .map(drop)
     }
@@ -45,13 +45,14 @@ impl Store {
     async fn update(
         &self,
         task_id: &str,
-        t: Transition,
+        mv: &Move<'_>,
         current: TaskStatus,
-        step: &Step<'_>,
+        step: &Step,
         returns: ReturnValue,
     ) -> Result<Item, StoreError> {
+        let t = mv.transition();
         state::check(t, current)?;
-        let e = expr::transition(t, step);
+        let e = expr::transition(mv, step);
         let result = self
             .client
             .update_item()
@@ -102,18 +103,19 @@ mod tests {
     };
     use aws_smithy_mocks::{RuleMode, mock, mock_client};
 
-    fn step() -> Step<'static> {
+    fn step() -> Step {
         Step {
             now_ms: 1,
             token: 0,
             attempts: 1,
-            lease_until: 2,
-            max_attempts: 3,
-            reason: "",
-            history: &[],
-            ..Step::default()
         }
     }
+
+    const CLAIM: Move<'static> = Move::Claim {
+        lease_until: 2,
+        owner: "p",
+    };
+    const SUCCEED: Move<'static> = Move::Succeed { history: &[] };
 
     fn task(id: &str, status: TaskStatus) -> Task {
         let mut t = Task::new_pending(id.into(), Default::default(), 1_000_000, 60, 1);
@@ -127,7 +129,16 @@ mod tests {
         let client = mock_client!(aws_sdk_dynamodb, [&any]);
         let store = Store::new(client, "t");
         let err = store
-            .apply("a", Transition::RetryLater, TaskStatus::Success, &step())
+            .apply(
+                "a",
+                &Move::RetryLater {
+                    reason: "",
+                    history: &[],
+                    retry_at: 0,
+                },
+                TaskStatus::Success,
+                &step(),
+            )
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::Illegal(_)), "{err}");
@@ -150,12 +161,12 @@ mod tests {
         let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&claim, &finish]);
         let store = Store::new(client, "t");
         let claimed = store
-            .apply("a", Transition::Claim, TaskStatus::Pending, &step())
+            .apply("a", &CLAIM, TaskStatus::Pending, &step())
             .await
             .unwrap();
         assert_eq!(claimed.task_status, TaskStatus::Taken);
         store
-            .record("a", Transition::Succeed, TaskStatus::Taken, &step())
+            .record("a", &SUCCEED, TaskStatus::Taken, &step())
             .await
             .unwrap();
         assert_eq!((claim.num_calls(), finish.num_calls()), (1, 1));
@@ -175,7 +186,7 @@ mod tests {
         let client = mock_client!(aws_sdk_dynamodb, [&rule]);
         let store = Store::new(client, "t");
         let err = store
-            .apply("a", Transition::Succeed, TaskStatus::Taken, &step())
+            .apply("a", &SUCCEED, TaskStatus::Taken, &step())
             .await
             .unwrap_err();
         match err {
@@ -207,7 +218,7 @@ mod tests {
         });
         let store = Store::new(client, "t");
         let err = store
-            .apply("a", Transition::Claim, TaskStatus::Pending, &step())
+            .apply("a", &CLAIM, TaskStatus::Pending, &step())
             .await
             .unwrap_err();
         assert!(

@@ -35,7 +35,7 @@ fn put(item: Item) -> Result<WriteRequest, StoreError> {
 
 impl Store {
     /// The items that store `task` under this store's payload policy.
-    fn items(&self, task: &Task) -> Result<Items, StoreError> {
+    pub(super) fn items(&self, task: &Task) -> Result<Items, StoreError> {
         let payload = self.payload_item(task)?;
         let mut item = to_item(task)?;
         if payload.is_some() {
@@ -110,7 +110,7 @@ impl Store {
 
     /// Deletes the payload items of `tasks` that have one (tasks that were
     /// not written), logging what could not be deleted.
-    async fn forget_payloads(&self, tasks: impl Iterator<Item = &Task>) {
+    pub(super) async fn forget_payloads(&self, tasks: impl Iterator<Item = &Task>) {
         for t in tasks {
             if matches!(self.payload_item(t), Ok(Some(_)))
                 && let Err(e) = self.delete_payload(&t.task_id).await
@@ -186,7 +186,7 @@ impl Store {
     }
 
     /// A conditional PutItem of `item`: `false` when its key existed.
-    async fn put_absent(&self, item: Item) -> Result<bool, StoreError> {
+    pub(super) async fn put_absent(&self, item: Item) -> Result<bool, StoreError> {
         let cond = expr::put_if_absent();
         let result = self
             .client

@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn claim() {
-    let e = transition(Transition::Claim, &step("", &[]));
+    let e = transition(&mv(Transition::Claim, "", &[]), &step());
     assert_eq!(
         e.main,
         "SET #status = :to, #updated = :now, #startedAt = :now, #leaseUntil = :lease, \
@@ -14,12 +14,14 @@ fn claim() {
     assert_eq!(
         e.condition,
         "#status = :from AND #token = :token AND attribute_exists(#claimableAt) AND #expiresAt > :nowSec \
-         AND (attribute_not_exists(#retryAt) OR #retryAt <= :now)"
+         AND (attribute_not_exists(#retryAt) OR #retryAt <= :now) \
+         AND attribute_not_exists(#supersededBy)"
     );
     assert_eq!(
         names(&e),
         "#attempts=attempts #claimableAt=claimableAt #claimedBy=claimedBy #expiresAt=expiresAt #history=history \
-         #leaseUntil=leaseUntil #retryAt=retryAt #startedAt=startedAt #status=taskStatus #token=token #updated=taskUpdated"
+         #leaseUntil=leaseUntil #retryAt=retryAt #startedAt=startedAt #status=taskStatus \
+         #supersededBy=supersededBy #token=token #updated=taskUpdated"
     );
     assert_eq!(
         values(&e),
@@ -31,13 +33,17 @@ fn claim() {
 
 #[test]
 fn reclaim_requires_an_expired_lease_and_attempts_left() {
-    let e = transition(Transition::Reclaim, &step("", &[]));
+    let e = transition(&mv(Transition::Reclaim, "", &[]), &step());
     assert_eq!(
         e.condition,
         "#status = :from AND #token = :token AND #leaseUntil < :now \
-         AND #attempts < :maxAttempts AND #expiresAt > :nowSec"
+         AND #attempts < :maxAttempts AND #expiresAt > :nowSec \
+         AND attribute_not_exists(#supersededBy)"
     );
-    assert_eq!(e.main, transition(Transition::Claim, &step("", &[])).main);
+    assert_eq!(
+        e.main,
+        transition(&mv(Transition::Claim, "", &[]), &step()).main
+    );
     assert_eq!(e.values[":from"], AttributeValue::S("TAKEN".into()));
     assert_eq!(e.values[":maxAttempts"], AttributeValue::N("3".into()));
 }
@@ -45,7 +51,7 @@ fn reclaim_requires_an_expired_lease_and_attempts_left() {
 #[test]
 fn succeed_rewrites_the_history_and_leaves_the_index() {
     let h = earlier();
-    let e = transition(Transition::Succeed, &step("", &h));
+    let e = transition(&mv(Transition::Succeed, "", &h), &step());
     assert_eq!(
         e.main,
         "SET #status = :to, #updated = :now, #history = :history REMOVE #claimableAt, #leaseUntil"
@@ -66,7 +72,7 @@ fn succeed_rewrites_the_history_and_leaves_the_index() {
 #[test]
 fn fail_records_the_reason() {
     let h = earlier();
-    let e = transition(Transition::Fail, &step("HTTP 500", &h));
+    let e = transition(&mv(Transition::Fail, "HTTP 500", &h), &step());
     assert_eq!(
         e.main,
         "SET #status = :to, #updated = :now, #lastError = :reason, #failedAt = :now, \
@@ -84,8 +90,8 @@ fn fail_records_the_reason() {
 #[test]
 fn abandon_requires_the_lease_to_have_expired() {
     let e = transition(
-        Transition::Abandon,
-        &step("lease expired after 3 attempts", &[]),
+        &mv(Transition::Abandon, "lease expired after 3 attempts", &[]),
+        &step(),
     );
     assert_eq!(
         e.main,
@@ -103,19 +109,24 @@ fn abandon_requires_the_lease_to_have_expired() {
 #[test]
 fn retry_later_gives_the_attempt_back_and_stays_in_the_index() {
     let h = earlier();
-    let mut s = step("busy", &h);
-    s.attempts = 0;
-    let e = transition(Transition::RetryLater, &s);
+    let s = Step {
+        attempts: 0,
+        ..step()
+    };
+    let e = transition(&mv(Transition::RetryLater, "busy", &h), &s);
     assert_eq!(
         e.main,
         "SET #status = :to, #updated = :now, #attempts = :attempts, #lastError = :reason, \
          #retryAt = :retryAt, #history = :history REMOVE #leaseUntil"
     );
-    assert_eq!(e.condition, "#status = :from AND #token = :token");
+    assert_eq!(
+        e.condition,
+        "#status = :from AND #token = :token AND attribute_not_exists(#supersededBy)"
+    );
     assert_eq!(
         names(&e),
         "#attempts=attempts #history=history #lastError=lastError #leaseUntil=leaseUntil \
-         #retryAt=retryAt #status=taskStatus #token=token #updated=taskUpdated"
+         #retryAt=retryAt #status=taskStatus #supersededBy=supersededBy #token=token #updated=taskUpdated"
     );
     assert_eq!(e.values[":attempts"], AttributeValue::N("0".into()));
     assert_eq!(
@@ -128,11 +139,8 @@ fn retry_later_gives_the_attempt_back_and_stays_in_the_index() {
 
 #[test]
 fn start_makes_a_scheduled_task_claimable_with_its_own_ttl() {
-    let mut s = step("", &[]);
-    s.token = 0;
-    s.ttl_seconds = 3600;
-    s.retention_seconds = 86_400;
-    let e = transition(Transition::Start, &s);
+    let s = Step { token: 0, ..step() };
+    let e = transition(&Move::Start { life: LIFE }, &s);
     assert_eq!(
         e.main,
         "SET #status = :to, #updated = :now, #readyAt = :now, #claimableAt = :now, \
@@ -156,10 +164,12 @@ fn start_makes_a_scheduled_task_claimable_with_its_own_ttl() {
 
 #[test]
 fn cancel_only_leaves_the_due_index() {
-    let mut s = step("", &[]);
-    s.token = 0;
-    s.attempts = 0;
-    let e = transition(Transition::Cancel, &s);
+    let s = Step {
+        token: 0,
+        attempts: 0,
+        ..step()
+    };
+    let e = transition(&Move::Cancel, &s);
     assert_eq!(
         e.main,
         "SET #status = :to, #updated = :now, \
@@ -172,11 +182,14 @@ fn cancel_only_leaves_the_due_index() {
 
 #[test]
 fn redrive_makes_a_failed_or_shed_task_new_work() {
-    let mut s = step("redriven by lifo tasks retry", &[]);
-    s.attempts = 0;
-    s.ttl_seconds = 3600;
-    s.retention_seconds = 86_400;
-    let e = transition(Transition::Redrive, &s);
+    let s = Step {
+        attempts: 0,
+        ..step()
+    };
+    let e = transition(
+        &mv(Transition::Redrive, "redriven by lifo tasks retry", &[]),
+        &s,
+    );
     assert_eq!(
         e.main,
         "SET #status = :to, #updated = :now, #readyAt = :now, #claimableAt = :now, \
@@ -184,7 +197,7 @@ fn redrive_makes_a_failed_or_shed_task_new_work() {
          #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
          #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
          #history = list_append(if_not_exists(#history, :empty), :entry) \
-         REMOVE #failedAt, #shedAt, #leaseUntil, #startedAt, #retryAt"
+         REMOVE #failedAt, #shedAt, #leaseUntil, #startedAt, #retryAt, #supersededBy"
     );
     assert_eq!(
         e.condition,
@@ -195,8 +208,8 @@ fn redrive_makes_a_failed_or_shed_task_new_work() {
         names(&e),
         "#attempts=attempts #claimableAt=claimableAt #expiresAt=expiresAt #failedAt=failedAt \
          #history=history #leaseUntil=leaseUntil #readyAt=readyAt #retryAt=retryAt #shedAt=shedAt \
-         #startedAt=startedAt #status=taskStatus #token=token #ttl=ttl #ttlSeconds=ttlSeconds \
-         #updated=taskUpdated"
+         #startedAt=startedAt #status=taskStatus #supersededBy=supersededBy #token=token #ttl=ttl \
+         #ttlSeconds=ttlSeconds #updated=taskUpdated"
     );
     assert_eq!(
         values(&e),
@@ -209,7 +222,7 @@ fn redrive_makes_a_failed_or_shed_task_new_work() {
 
 #[test]
 fn shed_leaves_the_lifo_index_for_the_shed_index_once_expired_and_unheld() {
-    let e = transition(Transition::Shed, &step("expired unstarted", &[]));
+    let e = transition(&mv(Transition::Shed, "expired unstarted", &[]), &step());
     assert_eq!(
         e.main,
         "SET #status = :to, #updated = :now, #shedAt = :now, \
@@ -237,9 +250,14 @@ fn shed_leaves_the_lifo_index_for_the_shed_index_once_expired_and_unheld() {
 #[test]
 fn retry_after_error_keeps_the_attempt_and_rests_until_its_backoff_ends() {
     let h = earlier();
-    let mut st = step("HTTP 500", &h);
-    st.retry_at = NOW + 10_000;
-    let e = transition(Transition::RetryAfterError, &st);
+    let e = transition(
+        &Move::RetryAfterError {
+            reason: "HTTP 500",
+            history: &h,
+            retry_at: NOW + 10_000,
+        },
+        &step(),
+    );
     assert_eq!(
         e.main,
         "SET #status = :to, #updated = :now, #lastError = :reason, #retryAt = :retryAt, \
@@ -255,8 +273,11 @@ fn retry_after_error_keeps_the_attempt_and_rests_until_its_backoff_ends() {
 #[test]
 fn every_transition_is_fenced_by_the_token_and_the_from_status() {
     for t in Transition::ALL {
-        let e = transition(t, &step("r", &[]));
-        if t == Transition::Redrive {
+        let e = transition(&mv(t, "r", &[]), &step());
+        if t == Transition::Supersede {
+            // Unfenced: see `a_newer_task_supersedes_a_pending_one`.
+            assert_eq!(e.condition, "#status = :from AND #supersedeKey = :key");
+        } else if t == Transition::Redrive {
             assert!(
                 e.condition
                     .starts_with("#token = :token AND (#status = :from OR")
@@ -283,7 +304,9 @@ fn every_transition_is_fenced_by_the_token_and_the_from_status() {
         // scheduled task starts, a failed or shed task is redriven).
         assert_eq!(
             e.main.contains("REMOVE #claimableAt"),
-            t.to().is_terminal() && (t.from() == TaskStatus::Taken || t == Transition::Shed),
+            t.to().is_terminal()
+                && (t.from() == TaskStatus::Taken
+                    || matches!(t, Transition::Shed | Transition::Supersede)),
             "{t}"
         );
         // The shed index key exists exactly while EXPIRED.
@@ -319,6 +342,26 @@ fn every_transition_is_fenced_by_the_token_and_the_from_status() {
             t.from() == TaskStatus::Scheduled,
             "{t}"
         );
+        // The superseded index key exists exactly while SUPERSEDED; only
+        // the supersede move names the successor, only a redrive forgets it.
+        assert_eq!(
+            e.main.contains("#supersededAt = :now"),
+            t.to() == TaskStatus::Superseded,
+            "{t}"
+        );
+        assert_eq!(
+            e.main.contains("#supersededBy = :by"),
+            t == Transition::Supersede,
+            "{t}"
+        );
+        // Nothing starts or goes back to PENDING over a successor's mark.
+        if t.is_claim() || matches!(t, Transition::RetryLater | Transition::RetryAfterError) {
+            assert!(
+                e.condition
+                    .ends_with("AND attribute_not_exists(#supersededBy)"),
+                "{t}"
+            );
+        }
         // The lease exists exactly while TAKEN.
         assert_eq!(
             e.main.contains("#leaseUntil = :lease"),
@@ -328,8 +371,46 @@ fn every_transition_is_fenced_by_the_token_and_the_from_status() {
     }
 }
 
-/// DynamoDB refuses a request whose names or values include one the
-/// expressions do not use, and one that uses a placeholder it lacks.
+#[test]
+fn a_newer_task_supersedes_a_pending_one() {
+    let e = transition(&mv(Transition::Supersede, "", &[]), &step());
+    assert_eq!(
+        e.main,
+        "SET #status = :to, #updated = :now, #supersededBy = :by, #supersededAt = :now, \
+         #history = list_append(if_not_exists(#history, :empty), :entry) \
+         REMOVE #claimableAt, #retryAt"
+    );
+    // No token: no claim holds a PENDING task, and the newer task's writer
+    // does not know it. A claim in between fails this condition (TAKEN).
+    assert_eq!(e.condition, "#status = :from AND #supersedeKey = :key");
+    assert_eq!(
+        names(&e),
+        "#claimableAt=claimableAt #history=history #retryAt=retryAt #status=taskStatus \
+         #supersedeKey=supersedeKey #supersededAt=supersededAt #supersededBy=supersededBy \
+         #updated=taskUpdated"
+    );
+    assert_eq!(
+        values(&e),
+        ":by=S:task-2 :empty=[] :entry=[{a=N:1 k=N:7 s=S:SUPERSEDED t=N:1764547200123}] \
+         :from=S:PENDING :key=S:device-1 :now=N:1764547200123 :to=S:SUPERSEDED"
+    );
+}
+
+#[test]
+fn a_marked_claim_ends_superseded_instead_of_going_back() {
+    let e = transition(&Move::EndSuperseded, &step());
+    assert_eq!(
+        e.main,
+        "SET #status = :to, #updated = :now, #supersededAt = :now, \
+         #history = list_append(if_not_exists(#history, :empty), :entry) \
+         REMOVE #claimableAt, #leaseUntil, #retryAt"
+    );
+    assert_eq!(
+        e.condition,
+        "#status = :from AND #token = :token AND attribute_exists(#supersededBy)"
+    );
+    assert_eq!(e.values[":from"], AttributeValue::S("TAKEN".into()));
+}
 
 #[test]
 fn history_is_bounded() {
@@ -342,7 +423,7 @@ fn history_is_bounded() {
             reason: None,
         })
         .collect();
-    let e = transition(Transition::Succeed, &step("", &long));
+    let e = transition(&mv(Transition::Succeed, "", &long), &step());
     let AttributeValue::L(h) = &e.values[":history"] else {
         panic!("history is a list")
     };
@@ -353,7 +434,7 @@ fn history_is_bounded() {
 #[test]
 fn reasons_are_truncated_on_a_char_boundary() {
     let long = "é".repeat(MAX_REASON_LEN);
-    let e = transition(Transition::Fail, &step(&long, &[]));
+    let e = transition(&mv(Transition::Fail, &long, &[]), &step());
     let AttributeValue::S(stored) = &e.values[":reason"] else {
         panic!("reason is a string")
     };
