@@ -3,7 +3,8 @@
 //! errors at a set rate (after the request was applied, so outcomes are
 //! ambiguous), and two processors run at once; beside them, a shed backlog
 //! of 300 expired tasks that a reaper (the sweep's) and the claim reads
-//! race to shed. One task in five carries a `supersedeKey` (20 keys), and
+//! race to shed. Tasks come in three priority lanes and four tenants (the
+//! fair share on). One task in five carries a `supersedeKey` (20 keys), and
 //! while the processors run a producer writes newer tasks of those keys
 //! through the same faults: once a newer task of a key is written, no older
 //! one may start. Bounded in time; prints its counts. The table's stream is
@@ -29,6 +30,8 @@ const TASKS: usize = 500;
 const KEYS: usize = 20;
 /// Newer tasks of those keys written while the processors run.
 const UPDATES: usize = 60;
+/// The priority lanes, taken in turn.
+const LANES: [&str; 3] = ["high", "normal", "low"];
 /// Expired tasks present from the start: every one must end EXPIRED, shed
 /// once, and never run.
 const BACKLOG: usize = 300;
@@ -287,13 +290,19 @@ async fn chaos(processors: u32, workers: usize) {
                     .lock()
                     .unwrap()
                     .insert(id.clone(), payload.clone());
+                // Lanes and tenants mixed in: every invariant holds across them.
+                let mut spec = serde_json::json!({
+                    "taskId": id,
+                    "payload": payload,
+                    "priority": LANES[n % 3],
+                    "tenant": format!("tenant-{}", n % 4),
+                });
                 if n % 5 == 0 {
                     let key = format!("key-{}", (n / 5) % KEYS);
                     keys.insert(id.clone(), key.clone());
-                    serde_json::json!({"taskId": id, "payload": payload, "supersedeKey": key})
-                } else {
-                    serde_json::json!({"taskId": id, "payload": payload})
+                    spec["supersedeKey"] = serde_json::json!(key);
                 }
+                spec
             })
             .collect();
         created.extend(
@@ -359,6 +368,7 @@ async fn chaos(processors: u32, workers: usize) {
                 max_attempts: 50,
                 lease_margin: Duration::from_millis(200),
                 order: lifo_core::Order::Lifo,
+                fair_share: true,
             },
         ))
     };

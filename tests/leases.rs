@@ -185,6 +185,7 @@ fn config(h: &Harness) -> ProcessConfig {
         max_attempts: 3,
         lease_margin: Duration::from_millis(500),
         order: lifo_core::Order::Lifo,
+        fair_share: true,
     }
 }
 

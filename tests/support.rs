@@ -115,6 +115,7 @@ impl Harness {
                 max_attempts: 3,
                 lease_margin: Duration::from_millis(500),
                 order: lifo_core::Order::Lifo,
+                fair_share: true,
             },
         )
     }
@@ -181,6 +182,43 @@ impl Harness {
             .apply(id, &claim, TaskStatus::Pending, &step)
             .await
             .expect("the stalled claim is applied")
+    }
+
+    /// `tasks` (create's request entries) created through a store whose
+    /// meter starts at zero, then run by one processor of `capacity` slots
+    /// until none is left: the write units per task (put, claim, finish).
+    pub async fn write_units_per_task(
+        &self,
+        tasks: Vec<serde_json::Value>,
+        capacity: usize,
+    ) -> f64 {
+        let n = tasks.len();
+        let store = self.store.with_fresh_meter();
+        let create = Creator::new(
+            store.clone(),
+            CreateConfig {
+                shard_count: 1,
+                ..CreateConfig::new(self.stack.table.clone())
+            },
+        );
+        create
+            .handle(serde_json::json!({ "tasks": tasks }))
+            .await
+            .expect("create");
+        let p = self.processor_on(
+            store.clone(),
+            capacity,
+            Duration::ZERO,
+            Duration::from_secs(10),
+        );
+        let report = p
+            .handle(&process::Wake::one(), deadline())
+            .await
+            .expect("process");
+        assert_eq!(report.succeeded, n, "every task ran");
+        let m = store.meter();
+        use lifo_core::Op;
+        (m.spent(Op::Put).units + m.spent(Op::Claim).units + m.spent(Op::Finish).units) / n as f64
     }
 
     pub async fn count(&self, status: TaskStatus) -> usize {

@@ -15,6 +15,7 @@ pub mod connect;
 pub mod error;
 pub mod loads;
 pub mod local;
+pub mod mixes;
 pub mod pacing;
 pub mod plot;
 pub mod print;

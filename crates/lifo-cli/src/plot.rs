@@ -1,10 +1,11 @@
 //! The freshness plot of `lifo simulate`: age at start over time, one
-//! colour per run (LIFO, FIFO), every start as a dot and the p95 of each
-//! 2-second window as a line. Written as SVG and PNG.
+//! colour per series (a run: LIFO, FIFO; or a run's class: a tenant group,
+//! a lane), every start as a dot and the p95 of each 2-second window as a
+//! line. Written as SVG and PNG.
 
 use anyhow::Context as _;
 use lifo_local::report::percentile;
-use lifo_local::simulate::Outcome;
+use lifo_local::simulate::{Outcome, Start};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -13,17 +14,21 @@ use std::path::{Path, PathBuf};
 const WINDOW_S: f64 = 2.0;
 
 fn colour(i: usize) -> RGBColor {
+    // Okabe-Ito: told apart with any colour vision.
     [
         RGBColor(0, 114, 178),
         RGBColor(213, 94, 0),
         RGBColor(0, 158, 115),
-    ][i % 3]
+        RGBColor(204, 121, 167),
+        RGBColor(230, 159, 0),
+        RGBColor(86, 180, 233),
+    ][i % 6]
 }
 
 /// (window middle, p95 age in seconds) for each 2-second window with starts.
-pub fn p95_line(outcome: &Outcome) -> Vec<(f64, f64)> {
+pub fn p95_line(starts: &[Start]) -> Vec<(f64, f64)> {
     let mut windows: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
-    for s in &outcome.starts {
+    for s in starts {
         windows
             .entry((s.at_s / WINDOW_S).floor() as u64)
             .or_default()
@@ -43,29 +48,21 @@ pub fn p95_line(outcome: &Outcome) -> Vec<(f64, f64)> {
 
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
-    outcomes: &[Outcome],
+    title: &str,
+    arrivals_end_s: f64,
+    series: &[(String, Vec<Start>)],
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
-    let x_max = outcomes
+    let x_max = series
         .iter()
-        .flat_map(|o| o.starts.iter().map(|s| s.at_s))
+        .flat_map(|(_, s)| s.iter().map(|s| s.at_s))
         .fold(1.0f64, f64::max)
         .ceil();
-    let y_max = outcomes
+    let y_max = series
         .iter()
-        .flat_map(|o| o.starts.iter().map(|s| s.age_ms as f64 / 1000.0))
+        .flat_map(|(_, s)| s.iter().map(|s| s.age_ms as f64 / 1000.0))
         .fold(1.0f64, f64::max)
         * 1.05;
-    let title = match outcomes.first() {
-        Some(o) => format!(
-            "Age at start: {:.0} tasks/s arriving, {:.0}/s served ({:.1}× load), TTL {} s",
-            o.workload.rate,
-            o.workload.capacity_per_second(),
-            o.workload.load(),
-            o.workload.ttl_seconds
-        ),
-        None => "Age at start".to_owned(),
-    };
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(16)
@@ -78,27 +75,25 @@ fn draw<DB: DrawingBackend>(
         .y_desc("age at start (s)")
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
-    if let Some(o) = outcomes.first() {
-        let end = o.workload.duration.as_secs_f64();
+    if arrivals_end_s > 0.0 {
         chart
             .draw_series(LineSeries::new(
-                [(end, 0.0), (end, y_max)],
+                [(arrivals_end_s, 0.0), (arrivals_end_s, y_max)],
                 BLACK.mix(0.4).stroke_width(1),
             ))?
             .label("arrivals stop")
             .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.mix(0.4)));
     }
-    for (i, o) in outcomes.iter().enumerate() {
+    for (i, (name, starts)) in series.iter().enumerate() {
         let c = colour(i);
         chart.draw_series(
-            o.starts
+            starts
                 .iter()
                 .map(|s| Circle::new((s.at_s, s.age_ms as f64 / 1000.0), 2, c.mix(0.25).filled())),
         )?;
-        let name = o.order.as_str().to_uppercase();
         chart
-            .draw_series(LineSeries::new(p95_line(o), c.stroke_width(3)))?
-            .label(format!("{name}: p95 per 2 s (dots: every start)"))
+            .draw_series(LineSeries::new(p95_line(starts), c.stroke_width(3)))?
+            .label(format!("{name}: p95 per 2 s"))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(3)));
     }
     chart
@@ -111,9 +106,38 @@ fn draw<DB: DrawingBackend>(
     root.present()
 }
 
-/// Writes the plot of `outcomes` as `<path>.svg` and `<path>.png` (whatever
-/// extension `path` has); returns both paths.
+/// Writes the plot of `outcomes` (one series per run, dots: every start) as
+/// `<path>.svg` and `<path>.png`; returns both paths.
 pub fn write(path: &Path, outcomes: &[Outcome]) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let title = match outcomes.first() {
+        Some(o) => format!(
+            "Age at start: {:.0} tasks/s arriving, {:.0}/s served ({:.1}× load), TTL {} s",
+            o.workload.rate,
+            o.workload.capacity_per_second(),
+            o.workload.load(),
+            o.workload.ttl_seconds
+        ),
+        None => "Age at start".to_owned(),
+    };
+    let end = outcomes
+        .first()
+        .map_or(0.0, |o| o.workload.duration.as_secs_f64());
+    let series: Vec<(String, Vec<Start>)> = outcomes
+        .iter()
+        .map(|o| (o.order.as_str().to_uppercase(), o.starts.clone()))
+        .collect();
+    write_series(path, &title, end, &series)
+}
+
+/// Writes a plot of `series` (name, starts) titled `title`, with a line
+/// where arrivals stop (`arrivals_end_s`), as `<path>.svg` and
+/// `<path>.png` (whatever extension `path` has); returns both paths.
+pub fn write_series(
+    path: &Path,
+    title: &str,
+    arrivals_end_s: f64,
+    series: &[(String, Vec<Start>)],
+) -> anyhow::Result<(PathBuf, PathBuf)> {
     let svg = path.with_extension("svg");
     // ab_glyph needs the font registered once; a second registration is a
     // harmless replacement.
@@ -124,9 +148,11 @@ pub fn write(path: &Path, outcomes: &[Outcome]) -> anyhow::Result<(PathBuf, Path
     }
     let png = path.with_extension("png");
     let size = (1100, 600);
-    draw(SVGBackend::new(&svg, size).into_drawing_area(), outcomes)
+    let svg_area = SVGBackend::new(&svg, size).into_drawing_area();
+    draw(svg_area, title, arrivals_end_s, series)
         .with_context(|| format!("writing {}", svg.display()))?;
-    draw(BitMapBackend::new(&png, size).into_drawing_area(), outcomes)
+    let png_area = BitMapBackend::new(&png, size).into_drawing_area();
+    draw(png_area, title, arrivals_end_s, series)
         .with_context(|| format!("writing {}", png.display()))?;
     Ok((svg, png))
 }

@@ -52,6 +52,18 @@ pub fn task(t: &Task, now: u64) -> String {
     if let Some(d) = &t.due_date {
         let _ = writeln!(out, "due         {d}");
     }
+    if t.lane() != lifo_core::Lane::Normal {
+        let _ = writeln!(out, "priority    {}", t.lane());
+    }
+    if let Some(tenant) = &t.tenant {
+        let _ = writeln!(out, "tenant      {tenant}");
+    }
+    if let Some(k) = &t.supersede_key {
+        let _ = writeln!(out, "key         {k}");
+    }
+    if let Some(by) = &t.superseded_by {
+        let _ = writeln!(out, "supersededBy {by}");
+    }
     if let Some(f) = t.failed_at {
         let _ = writeln!(out, "failed      {} ago", age(f, now));
     }

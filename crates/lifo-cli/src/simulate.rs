@@ -56,6 +56,12 @@ pub struct SimulateArgs {
     /// burst (200 tasks into an idle queue); comma-separated.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub load: Vec<crate::loads::Load>,
+    /// A feature's workload instead: tenants (ten tenants, one at 10× the
+    /// others' rate, fair share on and off), keys (50 keys updated every
+    /// second, with and without supersedeKey), lanes (2× overload, half of
+    /// it high, and high alone); each with a table per class and a plot.
+    #[arg(long, value_enum)]
+    pub mix: Option<crate::mixes::Mix>,
     /// How tasks arrive: through create, which wakes the processor itself
     /// (as deployed), or written to the table directly, so that only the
     /// stream (and the sweep) wakes it.
@@ -89,6 +95,7 @@ impl SimulateArgs {
             duration: Duration::from_secs(self.duration),
             concurrency: self.capacity,
             latency: Duration::from_millis(self.latency_ms),
+            latency_jitter: 0.0,
             ttl_seconds: self.ttl,
             shards,
             budget: Duration::from_secs(budget),
@@ -99,6 +106,7 @@ impl SimulateArgs {
             },
             through_create: self.producer == Producer::Create,
             linger: self.linger_ms.map(Duration::from_millis),
+            fair_share: true,
         })
     }
 
@@ -238,6 +246,24 @@ pub fn json(outcomes: &[Outcome]) -> Value {
 
 /// `lifo simulate`: runs, prints the table (or JSON), writes the plot.
 pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow::Result<String> {
+    if let Some(mix) = args.mix {
+        args.check()?;
+        let runs = crate::mixes::run(mix, &args.workload(shards)?).await?;
+        let rows = crate::mixes::rows(&runs);
+        let (svg, png) = crate::mixes::plot(mix, &runs, &args.plot)?;
+        return Ok(if as_json {
+            let mut v = crate::mixes::json(mix, &rows);
+            v["plot"] = json!({"svg": svg, "png": png});
+            v.to_string()
+        } else {
+            format!(
+                "{}Plot: {} and {}",
+                crate::mixes::table(mix, &rows),
+                svg.display(),
+                png.display()
+            )
+        });
+    }
     if !args.load.is_empty() {
         args.check()?;
         let rows =

@@ -195,6 +195,7 @@ async fn stats_counts_running_and_recently_shed_tasks_per_shard() {
         lease_until: None,
         token: 0,
         attempts: 0,
+        tenant: None,
     };
     h.store
         .put_new(&[shed, old, running, waiting, resting])

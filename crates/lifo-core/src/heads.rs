@@ -134,6 +134,19 @@ impl ShardHeads {
         self.policy
     }
 
+    /// Reads from now on follow `policy`.
+    pub fn set_policy(&mut self, policy: HeadsPolicy) {
+        self.policy = policy;
+    }
+
+    /// Whether any candidate in the heads has a tenant.
+    pub fn any_tenant(&self) -> bool {
+        self.heads
+            .iter()
+            .flat_map(|h| &h.items)
+            .any(|c| c.tenant.is_some())
+    }
+
     /// Reads of all shards so far.
     pub fn reads(&self) -> usize {
         self.reads
@@ -221,6 +234,48 @@ impl ShardHeads {
     /// early where a cut-short shard is used up: its unread tasks could come
     /// first.
     pub fn take(&mut self, want: usize, exclude: &HashSet<String>) -> Vec<Candidate> {
+        self.take_by(want, exclude, |_| true)
+    }
+
+    /// The tenants of the candidates waiting in the heads (none in
+    /// `exclude`).
+    pub fn waiting_tenants(&self, exclude: &HashSet<String>) -> HashSet<String> {
+        self.heads
+            .iter()
+            .flat_map(|h| &h.items)
+            .filter(|c| !exclude.contains(&c.task_id))
+            .map(|c| crate::fair::tenant_of(c.tenant.as_deref()).to_owned())
+            .collect()
+    }
+
+    /// [`ShardHeads::take`] of the candidates `admit` accepts, in order.
+    /// Those it refuses stay in their heads, in place, for a later take
+    /// (the fair share passes over a tenant at its share this way); a
+    /// cut-short shard whose head holds only refused ones blocks the merge
+    /// as an empty one does.
+    pub fn take_by(
+        &mut self,
+        want: usize,
+        exclude: &HashSet<String>,
+        mut admit: impl FnMut(&Candidate) -> bool,
+    ) -> Vec<Candidate> {
+        let mut held: Vec<Vec<Candidate>> = vec![Vec::new(); self.heads.len()];
+        let out = self.merge(want, exclude, &mut admit, &mut held);
+        for (head, back) in self.heads.iter_mut().zip(held) {
+            for c in back.into_iter().rev() {
+                head.items.push_front(c);
+            }
+        }
+        out
+    }
+
+    fn merge(
+        &mut self,
+        want: usize,
+        exclude: &HashSet<String>,
+        admit: &mut impl FnMut(&Candidate) -> bool,
+        held: &mut [Vec<Candidate>],
+    ) -> Vec<Candidate> {
         let mut out = Vec::with_capacity(want);
         while out.len() < want {
             // A cut-short shard with nothing left blocks the merge.
@@ -246,9 +301,14 @@ impl ShardHeads {
             let Some(c) = self.heads[i].items.pop_front() else {
                 break;
             };
-            if !exclude.contains(&c.task_id) {
+            if exclude.contains(&c.task_id) {
+                continue;
+            }
+            if admit(&c) {
                 self.served += 1;
                 out.push(c);
+            } else {
+                held[i].push(c);
             }
         }
         out
@@ -260,11 +320,12 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn c(id: &str, at: u64) -> Candidate {
+    fn c(id: &str, at: i64) -> Candidate {
         Candidate {
             task_id: id.into(),
             lifo_shard: 0,
             claimable_at: at,
+            tenant: None,
             expires_at: u64::MAX,
             lease_until: None,
             token: 0,
@@ -360,13 +421,46 @@ mod tests {
         assert!(h.take(1, &skip).is_empty(), "excluded ids are not given");
     }
 
+    #[test]
+    fn refused_candidates_stay_in_place_for_a_later_take() {
+        let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 8));
+        let now = Instant::now();
+        let t = |id: &str, at: i64, tenant: &str| Candidate {
+            tenant: Some(tenant.into()),
+            ..c(id, at)
+        };
+        h.replace(
+            vec![
+                (
+                    vec![t("a9", 9, "a"), t("a7", 7, "a"), t("b3", 3, "b")],
+                    true,
+                ),
+                (vec![t("a8", 8, "a"), t("b6", 6, "b")], true),
+            ],
+            now,
+        );
+        let none = HashSet::new();
+        assert_eq!(
+            h.waiting_tenants(&none),
+            HashSet::from(["a".to_owned(), "b".to_owned()])
+        );
+        let only_b: Vec<String> = h
+            .take_by(2, &none, |c| c.tenant.as_deref() == Some("b"))
+            .into_iter()
+            .map(|c| c.task_id)
+            .collect();
+        assert_eq!(only_b, ["b6", "b3"], "newest first within the tenant");
+        let rest: Vec<String> = h.take(10, &none).into_iter().map(|c| c.task_id).collect();
+        assert_eq!(rest, ["a9", "a8", "a7"], "the refused ones, in order");
+    }
+
     proptest! {
         /// Whatever the shards hold and wherever reads cut them short,
         /// what comes out is exactly the global order of the tasks read,
         /// and never passes a task a cut-short shard has not shown yet.
         #[test]
         fn take_is_the_global_order_of_what_was_read(
-            shards in proptest::collection::vec(proptest::collection::vec(0u64..1000, 0..20), 1..6),
+            shards in proptest::collection::vec(proptest::collection::vec(0i64..1000, 0..20), 1..6),
             page in 1usize..10,
             want in 0usize..60,
             fifo in any::<bool>(),

@@ -8,8 +8,10 @@ pub mod config;
 pub mod error;
 pub mod event;
 pub mod expr;
+pub mod fair;
 pub mod groups;
 pub mod heads;
+pub mod lanes;
 pub mod lifo;
 pub mod logging;
 pub mod metrics;
@@ -22,6 +24,7 @@ pub mod store;
 pub mod xray;
 
 pub use expr::{Lifetime, Move, Step};
+pub use lanes::Lane;
 pub use lifo::{Candidate, Order};
 pub use model::{HistoryEntry, Task, TaskStatus, new_task_id, now_ms};
 pub use notify::{Notifier, NotifyError, Wakeup};

@@ -57,7 +57,8 @@ impl std::fmt::Display for Order {
 pub struct Candidate {
     pub task_id: String,
     pub lifo_shard: u32,
-    pub claimable_at: u64,
+    /// The index key: time shifted by lane ([`crate::lanes`]).
+    pub claimable_at: i64,
     /// Claim deadline, epoch seconds.
     pub expires_at: u64,
     /// Present when the task is TAKEN and its lease has expired.
@@ -68,6 +69,9 @@ pub struct Candidate {
     pub token: u64,
     #[serde(default)]
     pub attempts: u32,
+    /// Whose work it is ([`crate::fair`]).
+    #[serde(default)]
+    pub tenant: Option<String>,
 }
 
 /// Merges per-shard lists, each sorted in `order` (newest first for LIFO,
@@ -77,7 +81,7 @@ pub fn merge(per_shard: Vec<Vec<Candidate>>, want: usize, order: Order) -> Vec<C
     // Err(Reverse(..)) for FIFO (one merge never mixes the two).
     // Reverse(shard) only breaks exact ties.
     type Key = (
-        Result<(u64, String), Reverse<(u64, String)>>,
+        Result<(i64, String), Reverse<(i64, String)>>,
         Reverse<usize>,
     );
     let key = |c: &Candidate, i: usize| -> Key {
@@ -117,11 +121,12 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn c(id: &str, shard: u32, at: u64) -> Candidate {
+    fn c(id: &str, shard: u32, at: i64) -> Candidate {
         Candidate {
             task_id: id.into(),
             lifo_shard: shard,
             claimable_at: at,
+            tenant: None,
             expires_at: u64::MAX,
             lease_until: None,
             token: 0,
@@ -172,7 +177,7 @@ mod tests {
         /// `want`".
         #[test]
         fn merge_equals_global_sort(
-            shards in proptest::collection::vec(proptest::collection::vec(0u64..50, 0..12), 1..6),
+            shards in proptest::collection::vec(proptest::collection::vec(0i64..50, 0..12), 1..6),
             want in 0usize..40,
             fifo in any::<bool>(),
         ) {

@@ -97,9 +97,11 @@ pub struct Task {
     /// put back by "retry later" re-enters the index at this position, so a
     /// bounce never lets an old task overtake newer ones.
     pub ready_at: u64,
-    /// LIFO index range key; present only while the task is claimable.
+    /// LIFO index range key; present only while the task is claimable: the
+    /// epoch ms it became claimable, shifted by its priority lane
+    /// ([`crate::lanes`]; a normal task's key is its time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claimable_at: Option<u64>,
+    pub claimable_at: Option<i64>,
     /// Epoch milliseconds of the last claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<u64>,
@@ -190,6 +192,14 @@ pub struct Task {
     /// SUPERSEDED (the range key of the sparse superseded index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_at: Option<u64>,
+    /// The priority lane's shift of the index key ([`crate::lanes`]);
+    /// absent for the normal lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane_shift: Option<i64>,
+    /// Whose work this is, for the fair share ([`crate::fair`]): the
+    /// producer's `tenant`, else its `userId`; projected into the LIFO index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 /// How long finished, expired and cancelled tasks stay readable by default.
@@ -231,7 +241,7 @@ impl Task {
             task_created: now_ms,
             task_updated: now_ms,
             ready_at: now_ms,
-            claimable_at: Some(now_ms),
+            claimable_at: Some(crate::lanes::Lane::Normal.key(now_ms)),
             started_at: None,
             expires_at: now_ms / 1000 + ttl_seconds,
             ttl: now_ms / 1000 + ttl_seconds + DEFAULT_RETENTION_SECONDS,
@@ -256,7 +266,24 @@ impl Task {
             supersede_key: None,
             superseded_by: None,
             superseded_at: None,
+            lane_shift: None,
+            tenant: None,
         }
+    }
+
+    /// Puts the task in `lane`: its index key (if claimable) and the shift
+    /// that a start or a redrive adds again.
+    pub fn in_lane(mut self, lane: crate::lanes::Lane) -> Self {
+        self.lane_shift = lane.stored_shift();
+        if self.claimable_at.is_some() {
+            self.claimable_at = Some(lane.key(self.ready_at));
+        }
+        self
+    }
+
+    /// The task's priority lane.
+    pub fn lane(&self) -> crate::lanes::Lane {
+        crate::lanes::Lane::of_shift(self.lane_shift)
     }
 
     /// Keeps the task readable for `retention_seconds` after it expires.

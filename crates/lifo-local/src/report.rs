@@ -123,7 +123,9 @@ impl Report {
             .filter(|s| {
                 let at = s.started_at.unwrap_or(0);
                 tasks.iter().any(|t| {
-                    t.ready_at > s.ready_at
+                    t.lane() == s.lane()
+                        && t.tenant == s.tenant
+                        && t.ready_at > s.ready_at
                         && t.ready_at + INVERSION_TOLERANCE_MS < at
                         && t.started_at.is_none_or(|st| st > at)
                         && t.expires_at * 1000 > at

@@ -27,6 +27,8 @@ pub struct Workload {
     pub concurrency: usize,
     /// How long the downstream takes per task.
     pub latency: Duration,
+    /// Each run takes `latency × (1 ± this)`, uniform (0: exactly).
+    pub latency_jitter: f64,
     /// Each task's time to live: not started by then, it is shed.
     pub ttl_seconds: u64,
     /// LIFO index shards.
@@ -45,6 +47,8 @@ pub struct Workload {
     pub through_create: bool,
     /// process's `LINGER_MS`, when not its default.
     pub linger: Option<Duration>,
+    /// process's `FAIR_SHARE` (a fair share per tenant).
+    pub fair_share: bool,
 }
 
 impl Workload {
@@ -134,6 +138,10 @@ pub struct Outcome {
     /// What the pipeline (AWS's side) did.
     pub pipeline: PipelineCounts,
     pub elapsed: Duration,
+    /// When the run began (epoch ms): [`Start::at_s`] counts from it.
+    pub epoch_ms: u64,
+    /// Every created task as it ended, in creation order.
+    pub tasks: Vec<lifo_core::Task>,
 }
 
 /// The pipeline's counters at the end of a run.
@@ -194,6 +202,19 @@ pub async fn run(
     arrivals: &[Duration],
     on_progress: &mut (dyn FnMut(&Progress) + Send),
 ) -> Result<Outcome> {
+    run_specs(workload, order, arrivals, None, on_progress).await
+}
+
+/// [`run`] where arrival `i` is created as `specs[i]` (one entry of a
+/// create request's `tasks`: a tenant, a priority, a key), not as a demo
+/// task.
+pub async fn run_specs(
+    workload: &Workload,
+    order: Order,
+    arrivals: &[Duration],
+    specs: Option<&[serde_json::Value]>,
+    on_progress: &mut (dyn FnMut(&Progress) + Send),
+) -> Result<Outcome> {
     let stack = LocalStack::start().await?;
     let store = stack.store();
     // The largest TTL is the workload's: the claim query's horizon is then
@@ -212,12 +233,10 @@ pub async fn run(
         Creator::new(store.clone(), create_config)
     };
     let trigger = Arc::new(stack.trigger(store.clone(), workload.shards, max_ttl));
-    let runner = Arc::new(SimulatedRunner::new(
-        workload.concurrency,
-        workload.latency,
-        0.0,
-        0.0,
-    ));
+    let runner = Arc::new(
+        SimulatedRunner::new(workload.concurrency, workload.latency, 0.0, 0.0)
+            .with_jitter(workload.latency_jitter),
+    );
     let processor = Arc::new(stack.processor(
         store.clone(),
         runner,
@@ -230,6 +249,7 @@ pub async fn run(
             rate_limit: workload.rate_limit,
             processors: 1,
             order,
+            fair_share: workload.fair_share,
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         },
     ));
@@ -242,6 +262,7 @@ pub async fn run(
     let driven = drive(
         workload,
         arrivals,
+        specs,
         &creator,
         &store,
         &probe,
@@ -273,6 +294,7 @@ pub async fn run(
 async fn drive(
     workload: &Workload,
     arrivals: &[Duration],
+    specs: Option<&[serde_json::Value]>,
     creator: &Creator,
     store: &Store,
     probe: &Store,
@@ -291,8 +313,16 @@ async fn drive(
         let due = arrivals.partition_point(|a| *a <= elapsed);
         while created.len() < due {
             let count = (due - created.len()).min(MAX_TASKS_PER_REQUEST);
+            let request = match specs {
+                Some(specs) => {
+                    let from = created.len();
+                    let tasks = specs.get(from..from + count).unwrap_or_default();
+                    serde_json::json!({ "tasks": tasks })
+                }
+                None => serde_json::json!({ "count": count, "ttlSeconds": workload.ttl_seconds }),
+            };
             let out = creator
-                .handle(serde_json::json!({ "count": count, "ttlSeconds": workload.ttl_seconds }))
+                .handle(request)
                 .await
                 .map_err(|e| anyhow!("create failed: {}", lifo_core::error::chain(&e)))?;
             created.extend(out.created);
@@ -403,6 +433,11 @@ fn outcome(
         lifo_inversions: report.lifo_inversions,
         pipeline: PipelineCounts::of(stats),
         elapsed,
+        epoch_ms,
+        tasks: created
+            .iter()
+            .filter_map(|id| observer.get(id).cloned())
+            .collect(),
     }
 }
 
@@ -416,6 +451,7 @@ mod tests {
             duration: Duration::from_secs(seconds),
             concurrency: 5,
             latency: Duration::from_millis(500),
+            latency_jitter: 0.0,
             ttl_seconds: 20,
             shards: 4,
             budget: Duration::from_secs(10),
@@ -424,6 +460,7 @@ mod tests {
             retry: lifo_core::retry::RetryPolicy::default(),
             through_create: true,
             linger: None,
+            fair_share: true,
         }
     }
 

@@ -434,7 +434,8 @@ mod tests {
                 lifo_core::expr::attr::LEASE_UNTIL,
                 lifo_core::expr::attr::TOKEN,
                 lifo_core::expr::attr::ATTEMPTS,
-                lifo_core::expr::attr::RETRY_AT
+                lifo_core::expr::attr::RETRY_AT,
+                lifo_core::expr::attr::TENANT
             ]
         );
         assert_eq!(

@@ -3,7 +3,8 @@
 //! Two request shapes (invoke from the console or from a producer):
 //! - `{"count": N, "ttlSeconds"?: S}`: N demo tasks with generated payloads;
 //! - `{"tasks": [{"taskId"?: "...", "payload": {...}, "ttlSeconds"?: S,
-//!   "supersedeKey"?: "..."}, ...]}`.
+//!   "supersedeKey"?: "...", "priority"?: "high" | "normal" | "low",
+//!   "tenant"?: "..."}, ...]}` (`tenant` defaults to `userId`).
 //!
 //! The whole request is validated before anything is written; a bad request
 //! gets one error naming the field (`tasks[2].ttlSeconds: ...`). A taskId
@@ -140,6 +141,8 @@ struct TaskSpec {
     due_date: Option<String>,
     due_in_days: Option<u32>,
     supersede_key: Option<String>,
+    priority: Option<String>,
+    tenant: Option<String>,
 }
 
 /// Farthest a task may be scheduled ahead.
@@ -418,6 +421,11 @@ impl Creator {
                             .map_err(|m| invalid(format!("tasks[{i}].userId"), m))?;
                         task.user_id = Some(user);
                     }
+                    if let Some(tenant) = &spec.tenant {
+                        check_task_id(tenant)
+                            .map_err(|m| invalid(format!("tasks[{i}].tenant"), m))?;
+                    }
+                    task.tenant = spec.tenant.or_else(|| task.user_id.clone());
                     if let Some(key) = spec.supersede_key {
                         let field = format!("tasks[{i}].supersedeKey");
                         check_task_id(&key).map_err(|m| invalid(field.clone(), m))?;
@@ -431,6 +439,11 @@ impl Creator {
                         task.supersede_key = Some(key);
                     }
                     task = self.schedule(task, i, spec.due_date, spec.due_in_days, ttl, now)?;
+                    if let Some(name) = spec.priority {
+                        let lane = lifo_core::Lane::parse(&name)
+                            .map_err(|m| invalid(format!("tasks[{i}].priority"), m))?;
+                        task = task.in_lane(lane);
+                    }
                     planned.push(Planned { task, supplied_id });
                 }
                 Ok(planned)

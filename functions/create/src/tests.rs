@@ -94,8 +94,8 @@ async fn bad_input_names_the_field_and_writes_nothing() {
             "invalid request: tasks[0]: missing field `payload`",
         ),
         (
-            json!({"tasks": [{"payload": {}, "priority": 1}]}),
-            "invalid request: tasks[0].priority: unknown field `priority`, expected one of `taskId`, `payload`, `ttlSeconds`, `userId`, `dueDate`, `dueInDays`, `supersedeKey`",
+            json!({"tasks": [{"payload": {}, "colour": 1}]}),
+            "invalid request: tasks[0].colour: unknown field `colour`, expected one of `taskId`, `payload`, `ttlSeconds`, `userId`, `dueDate`, `dueInDays`, `supersedeKey`, `priority`, `tenant`",
         ),
         (
             json!({"tasks": [{"payload": {}, "ttlSeconds": 90000}]}),
@@ -141,6 +141,18 @@ async fn bad_input_names_the_field_and_writes_nothing() {
             json!({"tasks": [{"payload": {}, "supersedeKey": "d", "dueInDays": 2}]}),
             "invalid request: tasks[0].supersedeKey: cannot be combined with dueDate or dueInDays: \
              latest wins among tasks that can start now",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "priority": "urgent"}]}),
+            "invalid request: tasks[0].priority: \"urgent\" is not a priority; use \"high\", \"normal\" or \"low\"",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "priority": 1}]}),
+            "invalid request: tasks[0].priority: invalid type: integer `1`, expected a string",
+        ),
+        (
+            json!({"tasks": [{"payload": {}, "tenant": "a/b c"}]}),
+            "invalid request: tasks[0].tenant: contains ' '; allowed are letters, digits and - _ . : / @",
         ),
         (
             json!({"tasks": [{"payload": {}}], "ttlSeconds": 5}),

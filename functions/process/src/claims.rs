@@ -13,6 +13,7 @@
 use crate::finish::{FinishPolicy, run_and_finish};
 use crate::report::{Finished, ProcessReport, tally};
 use crate::runner::TaskRunner;
+use lifo_core::fair::{Ledger, tenant_of};
 use lifo_core::heads::{Read, ShardHeads};
 use lifo_core::{Candidate, Move, Step, Store, StoreError, Task, TaskStatus, now_ms};
 use std::collections::HashSet;
@@ -50,6 +51,18 @@ pub(crate) enum Piped {
 }
 
 impl Piped {
+    /// The task it was for.
+    fn task_id(&self) -> &str {
+        match self {
+            Piped::Ran { task_id, .. } => task_id,
+            Piped::Conflict(id)
+            | Piped::Skipped(id)
+            | Piped::Abandoned(id)
+            | Piped::Superseded(id)
+            | Piped::Failed(id, _) => id,
+        }
+    }
+
     /// How it ended, as the task subsegment's `outcome` annotation.
     fn outcome(&self) -> &'static str {
         match self {
@@ -106,6 +119,9 @@ pub(crate) struct LoopState {
     pub seq: u64,
     /// (claim order, id) of each task claimed.
     pub claimed: Vec<(u64, String)>,
+    /// Each tenant's running tasks and recent starts, with the fair share
+    /// on.
+    pub fair: Option<Ledger>,
 }
 
 impl LoopState {
@@ -116,6 +132,7 @@ impl LoopState {
             failure: None,
             seq: 0,
             claimed: Vec::new(),
+            fair: None,
         }
     }
 
@@ -137,6 +154,9 @@ impl LoopState {
                 return;
             }
         };
+        if let Some(fair) = &mut self.fair {
+            fair.end(piped.task_id());
+        }
         match piped {
             Piped::Ran {
                 seq,
@@ -407,7 +427,8 @@ pub(crate) async fn wait_for_one(
     }
 }
 
-/// Reads the heads again if they cannot answer `want` candidates.
+/// Reads the heads again if they cannot answer `want` candidates, then
+/// takes them (by the fair share, with a `fair` ledger).
 pub(crate) async fn refill(
     store: &Store,
     heads: &mut ShardHeads,
@@ -415,6 +436,7 @@ pub(crate) async fn refill(
     horizon_ms: u64,
     want: usize,
     exclude: &HashSet<String>,
+    fair: Option<&mut Ledger>,
 ) -> Result<Vec<Candidate>, StoreError> {
     match heads.to_read(want, exclude, Instant::now()) {
         Read::Nothing => {}
@@ -434,7 +456,37 @@ pub(crate) async fn refill(
             heads.replace_some(&shards, read);
         }
     }
-    Ok(heads.take(want, exclude))
+    Ok(match fair {
+        Some(ledger) => take_fair(heads, want, exclude, ledger),
+        None => heads.take(want, exclude),
+    })
+}
+
+/// Up to `want` candidates, max-min fair on service
+/// ([`lifo_core::fair`]): the newest of the tenants served least lately
+/// first, a level at a time, until the slots are filled or nobody waits.
+fn take_fair(
+    heads: &mut ShardHeads,
+    want: usize,
+    exclude: &HashSet<String>,
+    ledger: &mut Ledger,
+) -> Vec<Candidate> {
+    let waiting = heads.waiting_tenants(exclude);
+    let mut shares = ledger.shares(waiting.iter().map(String::as_str), Instant::now());
+    let mut out: Vec<Candidate> = Vec::with_capacity(want);
+    let mut taken = exclude.clone();
+    while out.len() < want && shares.level() <= shares.top() + want {
+        let more = heads.take_by(want - out.len(), &taken, |c| {
+            shares.admit(tenant_of(c.tenant.as_deref()))
+        });
+        taken.extend(more.iter().map(|c| c.task_id.clone()));
+        out.extend(more);
+        if heads.waiting_tenants(&taken).is_empty() {
+            break;
+        }
+        shares.raise();
+    }
+    out
 }
 
 /// Drains every pipeline still running into the report.

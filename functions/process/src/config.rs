@@ -50,6 +50,10 @@ pub struct ProcessConfig {
     /// Newest first (the default). `fifo` exists only to compare the same
     /// pipeline as a FIFO queue (`lifo simulate --compare`).
     pub order: Order,
+    /// A fair share per tenant (`FAIR_SHARE`, default on): when several
+    /// tenants have work, each gets at most its share of the slots and of
+    /// the rate limit ([`lifo_core::fair`]).
+    pub fair_share: bool,
 }
 
 impl ProcessConfig {
@@ -74,6 +78,7 @@ impl ProcessConfig {
             lease_margin: Duration::from_secs(2),
             processors: 1,
             order: Order::Lifo,
+            fair_share: true,
         }
     }
 
@@ -147,6 +152,7 @@ impl ProcessConfig {
             rate_limit,
             lease_margin: config::millis(src, "LEASE_MARGIN_MS", ms(d.lease_margin), 0..=60_000)?,
             order: config::value(src, "SELECTION_ORDER", d.order)?,
+            fair_share: config::value(src, "FAIR_SHARE", d.fair_share)?,
             ..d
         })
     }

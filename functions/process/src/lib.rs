@@ -380,11 +380,10 @@ impl<R: TaskRunner> Processor<R> {
     ) -> Result<(), StoreError> {
         let capacity = assignment.capacity;
         let limiter = assignment.limiter.as_deref();
-        let mut heads = ShardHeads::new(
-            self.config.order,
-            assignment.shards.clone(),
-            HeadsPolicy::new(assignment.shards.len(), capacity),
-        );
+        let policy = HeadsPolicy::new(assignment.shards.len(), capacity);
+        let mut heads = ShardHeads::new(self.config.order, assignment.shards.clone(), policy);
+        // Tasks with a tenant were seen: the fair share's reads from then on.
+        let mut tenanted = false;
         let ctx = PipeContext {
             store: self.store.clone(),
             runner: Arc::clone(&self.runner),
@@ -395,6 +394,14 @@ impl<R: TaskRunner> Processor<R> {
             lease_until,
             owner: Arc::clone(&assignment.owner),
         };
+        if self.config.fair_share {
+            let group = assignment.group.map_or(0, |(g, _)| g);
+            let per_second = self
+                .config
+                .rate_limit
+                .map(|l| groups::share(l.per_second.get(), group, self.processors()));
+            state.fair = Some(lifo_core::fair::Ledger::new(capacity, per_second));
+        }
         let mut control_read = Instant::now();
         // When there last was work: a candidate found, or a task running.
         let mut last_work = Instant::now();
@@ -447,13 +454,19 @@ impl<R: TaskRunner> Processor<R> {
                 starts += 1;
             }
             let now = now_ms();
+            if self.config.fair_share && !tenanted && heads.any_tenant() {
+                tenanted = true;
+                heads.set_policy(lifo_core::fair::policy(policy));
+            }
+            let exclude = state.exclude();
             let candidates = claims::refill(
                 &self.store,
                 &mut heads,
                 self.config.order,
                 self.horizon(now),
                 starts,
-                &state.exclude(),
+                &exclude,
+                state.fair.as_mut().filter(|_| tenanted),
             )
             .await?;
             if candidates.is_empty() {
@@ -487,6 +500,10 @@ impl<R: TaskRunner> Processor<R> {
             last_work = Instant::now();
             let sent_at = now_ms();
             for c in candidates {
+                if let Some(fair) = &mut state.fair {
+                    let tenant = lifo_core::fair::tenant_of(c.tenant.as_deref());
+                    fair.start(&c.task_id, tenant, Instant::now());
+                }
                 state.seq += 1;
                 state.in_flight.insert(c.task_id.clone());
                 claims::spawn(running, &ctx, state.seq, c, sent_at);

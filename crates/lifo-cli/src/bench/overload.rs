@@ -25,6 +25,8 @@ pub(super) fn overload(duration: Duration, ttl_seconds: u64) -> Workload {
         retry: lifo_core::retry::RetryPolicy::default(),
         through_create: true,
         linger: None,
+        latency_jitter: 0.0,
+        fair_share: true,
     }
 }
 

@@ -50,6 +50,8 @@ pub mod attr {
     pub const SUPERSEDED_AT: &str = "supersededAt";
     /// The key item's newest task id.
     pub const LATEST: &str = "latest";
+    pub const LANE_SHIFT: &str = "laneShift";
+    pub const TENANT: &str = "tenant";
 }
 
 /// The sparse LIFO index: hash `lifoShard`, range `claimableAt`, projecting
@@ -405,7 +407,7 @@ mod tests {
             ("shed".into(), shed_since(0, 0, NOW)),
             ("superseded".into(), superseded_since(0, 0, NOW)),
             ("claim read".into(), claim_read(0, NOW, 0)),
-            ("old end".into(), old_end(0, 0)),
+            ("old end".into(), old_end(0, crate::lanes::Lane::High, 0)),
             ("backing off".into(), backing_off(0, NOW, 0)),
             ("due".into(), due_partition("d#1")),
             ("user".into(), user_history("u")),

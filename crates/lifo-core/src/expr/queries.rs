@@ -77,7 +77,10 @@ fn shard_query(
         main: "#shard = :shard AND #claimableAt > :horizon".to_owned(),
         condition: condition.to_owned(),
         names: BTreeMap::from([("#shard", SHARD), ("#claimableAt", CLAIMABLE_AT)]),
-        values: BTreeMap::from([(":shard", n(shard)), (":horizon", n(horizon_ms))]),
+        values: BTreeMap::from([
+            (":shard", n(shard)),
+            (":horizon", n(crate::lanes::floor(horizon_ms))),
+        ]),
     };
     e.names.extend(names.iter().copied());
     e.values.extend(values);
@@ -133,12 +136,25 @@ pub fn claim_read(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
     )
 }
 
-/// The reaper's read of one shard, oldest first (`ScanIndexForward =
-/// true`) from `horizon_ms`, with no filter: it sheds the expired entries
-/// it meets and stops at the first page that holds none (see
-/// [`crate::store::Store::reap`]).
-pub fn old_end(shard: u32, horizon_ms: u64) -> Expr {
-    shard_query(shard, horizon_ms, "", &[], Vec::new())
+/// The reaper's read of one lane of one shard, oldest first
+/// (`ScanIndexForward = true`) from `horizon_ms`, with no filter: it sheds
+/// the expired entries it meets and stops at the first page that holds
+/// none (see [`crate::store::Store::reap`]). Each lane is a band of the key
+/// ([`crate::lanes`]), read from its own oldest end.
+pub fn old_end(shard: u32, lane: crate::lanes::Lane, horizon_ms: u64) -> Expr {
+    Expr {
+        main: "#shard = :shard AND #claimableAt BETWEEN :from AND :to".to_owned(),
+        condition: String::new(),
+        names: BTreeMap::from([
+            ("#shard", attr::SHARD),
+            ("#claimableAt", attr::CLAIMABLE_AT),
+        ]),
+        values: BTreeMap::from([
+            (":shard", n(shard)),
+            (":from", n(lane.key(horizon_ms))),
+            (":to", n(lane.shift() + crate::lanes::SHIFT / 2 - 1)),
+        ]),
+    }
 }
 
 /// Query of one shard of the shed index: tasks shed in
@@ -264,7 +280,7 @@ mod tests {
         );
         assert_eq!(
             values(&e),
-            ":horizon=N:1763942400123 :now=N:1764547200123 :nowSec=N:1764547200 :shard=N:3"
+            ":horizon=N:-8236057599877 :now=N:1764547200123 :nowSec=N:1764547200 :shard=N:3"
         );
         let e = claim_read(3, NOW, NOW - 604_800_000);
         assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
@@ -275,13 +291,25 @@ mod tests {
         );
         assert_eq!(
             values(&e),
-            ":horizon=N:1763942400123 :now=N:1764547200123 :nowSec=N:1764547200 :shard=N:3"
+            ":horizon=N:-8236057599877 :now=N:1764547200123 :nowSec=N:1764547200 :shard=N:3"
         );
-        let e = old_end(3, NOW - 604_800_000);
-        assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
+        // The reaper reads each lane's band of the key from its oldest end.
+        let e = old_end(3, crate::lanes::Lane::Normal, NOW - 604_800_000);
+        assert_eq!(
+            e.main,
+            "#shard = :shard AND #claimableAt BETWEEN :from AND :to"
+        );
         assert_eq!(e.condition, "");
         assert_eq!(names(&e), "#claimableAt=claimableAt #shard=lifoShard");
-        assert_eq!(values(&e), ":horizon=N:1763942400123 :shard=N:3");
+        assert_eq!(
+            values(&e),
+            ":from=N:1763942400123 :shard=N:3 :to=N:4999999999999"
+        );
+        let e = old_end(3, crate::lanes::Lane::Low, NOW - 604_800_000);
+        assert_eq!(
+            values(&e),
+            ":from=N:-8236057599877 :shard=N:3 :to=N:-5000000000001"
+        );
         let e = backing_off(3, NOW, NOW - 604_800_000);
         assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
         assert_eq!(e.condition, "#retryAt > :now AND #expiresAt > :nowSec");
@@ -298,7 +326,7 @@ mod tests {
         );
         assert_eq!(
             values(&e),
-            ":horizon=N:1763942400123 :now=N:1764547200123 :shard=N:2"
+            ":horizon=N:-8236057599877 :now=N:1764547200123 :shard=N:2"
         );
 
         let e = shed_since(2, NOW - 3_600_000, NOW);

@@ -143,11 +143,13 @@ pub fn transition(mv: &Move<'_>, step: &Step) -> Expr {
             names.extend([
                 ("#readyAt", READY_AT),
                 ("#claimableAt", CLAIMABLE_AT),
+                ("#laneShift", LANE_SHIFT),
                 ("#expiresAt", EXPIRES_AT),
                 ("#ttl", TTL),
                 ("#ttlSeconds", TTL_SECONDS),
                 ("#dueKey", DUE_KEY),
             ]);
+            values.insert(":zero", n(0));
             values.extend([
                 (":nowSec", n(step.now_ms / 1000)),
                 (":defaultTtl", n(life.ttl_seconds)),
@@ -158,7 +160,8 @@ pub fn transition(mv: &Move<'_>, step: &Step) -> Expr {
             ]);
             append(&mut values);
             (
-                "SET #status = :to, #updated = :now, #readyAt = :now, #claimableAt = :now, \
+                "SET #status = :to, #updated = :now, #readyAt = :now, \
+                 #claimableAt = if_not_exists(#laneShift, :zero) + :now, \
                  #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
                  #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
                  #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #dueKey",
@@ -178,6 +181,7 @@ pub fn transition(mv: &Move<'_>, step: &Step) -> Expr {
             names.extend([
                 ("#readyAt", READY_AT),
                 ("#claimableAt", CLAIMABLE_AT),
+                ("#laneShift", LANE_SHIFT),
                 ("#attempts", ATTEMPTS),
                 ("#expiresAt", EXPIRES_AT),
                 ("#ttl", TTL),
@@ -203,8 +207,8 @@ pub fn transition(mv: &Move<'_>, step: &Step) -> Expr {
             ]);
             append(&mut values);
             (
-                "SET #status = :to, #updated = :now, #readyAt = :now, #claimableAt = :now, \
-                 #attempts = :zero, \
+                "SET #status = :to, #updated = :now, #readyAt = :now, \
+                 #claimableAt = if_not_exists(#laneShift, :zero) + :now, #attempts = :zero, \
                  #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
                  #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
                  #history = list_append(if_not_exists(#history, :empty), :entry) \

@@ -127,7 +127,7 @@ impl Store {
                 .into_iter()
                 .find_map(|item| serde_dynamo::from_item::<_, Candidate>(item).ok())
             {
-                return Ok(Some(c.claimable_at));
+                return Ok(Some(crate::lanes::at_ms(c.claimable_at)));
             }
             start = out.last_evaluated_key;
             if start.is_none() {

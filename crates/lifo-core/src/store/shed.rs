@@ -146,12 +146,29 @@ impl Store {
         horizon_ms: u64,
         until: std::time::Instant,
     ) -> Result<Reaped, StoreError> {
-        let q = expr::old_end(shard, horizon_ms);
         let mut done = Reaped::default();
+        for lane in crate::lanes::Lane::ALL {
+            let q = expr::old_end(shard, lane, horizon_ms);
+            if self.reap_band(&q, now_ms, until, &mut done).await? {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// Reaps one lane's band of a shard into `done`: `true` when the run
+    /// was cut short (no more bands this run).
+    async fn reap_band(
+        &self,
+        q: &expr::Expr,
+        now_ms: u64,
+        until: std::time::Instant,
+        done: &mut Reaped,
+    ) -> Result<bool, StoreError> {
         let mut start: Option<Item> = None;
         loop {
             let out = self
-                .index_query(LIFO_INDEX, &q)
+                .index_query(LIFO_INDEX, q)
                 .scan_index_forward(true)
                 .limit(REAP_PAGE)
                 .set_exclusive_start_key(start.take())
@@ -171,18 +188,18 @@ impl Store {
                 .filter(|c| sheddable(c, now_ms))
                 .collect();
             if expired.is_empty() {
-                return Ok(done);
+                return Ok(false);
             }
             let (shed, lost) = self.shed_all(expired, now_ms).await?;
             done.shed += shed;
             done.lost += lost;
             start = out.last_evaluated_key;
             if start.is_none() {
-                return Ok(done);
+                return Ok(false);
             }
             if done.shed >= REAP_MAX_PER_SHARD || std::time::Instant::now() >= until {
                 done.cut_short += 1;
-                return Ok(done);
+                return Ok(true);
             }
         }
     }

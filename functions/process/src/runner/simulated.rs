@@ -7,14 +7,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// A simulated legacy system: at most `max_concurrency` tasks at once (more
-/// are answered "busy"), each taking `latency`, failing with probability
-/// `failure_rate` and answering "busy" with probability `busy_rate`.
+/// are answered "busy"), each taking `latency` (± `jitter` of it, uniform,
+/// when set), failing with probability `failure_rate` and answering "busy"
+/// with probability `busy_rate`.
 #[derive(Debug)]
 pub struct SimulatedRunner {
     pub max_concurrency: usize,
     pub latency: Duration,
     pub failure_rate: f64,
     pub busy_rate: f64,
+    /// Each run takes `latency × (1 ± jitter)` (0: exactly `latency`).
+    pub jitter: f64,
     in_flight: AtomicUsize,
 }
 
@@ -30,8 +33,16 @@ impl SimulatedRunner {
             latency,
             failure_rate,
             busy_rate,
+            jitter: 0.0,
             in_flight: AtomicUsize::new(0),
         }
+    }
+
+    /// Runs take `latency × (1 ± jitter)`, uniform (a real downstream's
+    /// runs do not all take the same time); `jitter` in `[0, 1]`.
+    pub fn with_jitter(mut self, jitter: f64) -> Self {
+        self.jitter = jitter.clamp(0.0, 1.0);
+        self
     }
 }
 
@@ -48,7 +59,7 @@ impl TaskRunner for SimulatedRunner {
     }
 
     fn max_duration(&self) -> Duration {
-        self.latency
+        self.latency.mul_f64(1.0 + self.jitter)
     }
 
     async fn run(&self, _task: &Task) -> RunOutcome {
@@ -60,7 +71,8 @@ impl TaskRunner for SimulatedRunner {
         if fastrand::f64() < self.busy_rate {
             return RunOutcome::RetryLater("busy: downstream asked to retry later".into());
         }
-        tokio::time::sleep(self.latency).await;
+        let spread = 1.0 + self.jitter * (2.0 * fastrand::f64() - 1.0);
+        tokio::time::sleep(self.latency.mul_f64(spread)).await;
         if fastrand::f64() < self.failure_rate {
             return RunOutcome::Failure("simulated failure".into());
         }
@@ -88,6 +100,22 @@ mod tests {
         assert!(matches!(outs[2], RunOutcome::RetryLater(ref m) if m.starts_with("busy")));
         // slots are released afterwards
         assert_eq!(r.run(&t).await, RunOutcome::Success);
+    }
+
+    #[tokio::test]
+    async fn jitter_spreads_the_runs_within_its_bounds() {
+        let r = SimulatedRunner::new(64, Duration::from_millis(40), 0.0, 0.0).with_jitter(0.5);
+        assert_eq!(r.max_duration(), Duration::from_millis(60));
+        let t = task();
+        let mut took: Vec<u128> = Vec::new();
+        for _ in 0..12 {
+            let start = std::time::Instant::now();
+            r.run(&t).await;
+            took.push(start.elapsed().as_millis());
+        }
+        assert!(took.iter().all(|ms| (20..=80).contains(ms)), "{took:?}");
+        let (min, max) = (took.iter().min().unwrap(), took.iter().max().unwrap());
+        assert!(max - min >= 5, "spread: {took:?}");
     }
 
     #[tokio::test]

@@ -155,6 +155,7 @@ fn processor_with(
         max_attempts: 3,
         lease_margin: Duration::from_millis(100),
         order: lifo_core::Order::Lifo,
+        fair_share: true,
     };
     let runner = Arc::new(SimulatedRunner::new(2, Duration::from_millis(5), 0.0, 0.0));
     Processor::new(

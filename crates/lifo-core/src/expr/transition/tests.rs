@@ -143,7 +143,8 @@ fn start_makes_a_scheduled_task_claimable_with_its_own_ttl() {
     let e = transition(&Move::Start { life: LIFE }, &s);
     assert_eq!(
         e.main,
-        "SET #status = :to, #updated = :now, #readyAt = :now, #claimableAt = :now, \
+        "SET #status = :to, #updated = :now, #readyAt = :now, \
+         #claimableAt = if_not_exists(#laneShift, :zero) + :now, \
          #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
          #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
          #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #dueKey"
@@ -151,14 +152,15 @@ fn start_makes_a_scheduled_task_claimable_with_its_own_ttl() {
     assert_eq!(e.condition, "#status = :from AND #token = :token");
     assert_eq!(
         names(&e),
-        "#claimableAt=claimableAt #dueKey=dueKey #expiresAt=expiresAt #history=history #readyAt=readyAt \
-         #status=taskStatus #token=token #ttl=ttl #ttlSeconds=ttlSeconds #updated=taskUpdated"
+        "#claimableAt=claimableAt #dueKey=dueKey #expiresAt=expiresAt #history=history \
+         #laneShift=laneShift #readyAt=readyAt #status=taskStatus #token=token #ttl=ttl \
+         #ttlSeconds=ttlSeconds #updated=taskUpdated"
     );
     assert_eq!(
         values(&e),
         ":defaultTtl=N:3600 :deleteBase=N:1764633600 :empty=[] \
          :entry=[{a=N:1 k=N:0 s=S:PENDING t=N:1764547200123}] :from=S:SCHEDULED :now=N:1764547200123 \
-         :nowSec=N:1764547200 :to=S:PENDING :token=N:0"
+         :nowSec=N:1764547200 :to=S:PENDING :token=N:0 :zero=N:0"
     );
 }
 
@@ -192,8 +194,8 @@ fn redrive_makes_a_failed_or_shed_task_new_work() {
     );
     assert_eq!(
         e.main,
-        "SET #status = :to, #updated = :now, #readyAt = :now, #claimableAt = :now, \
-         #attempts = :zero, \
+        "SET #status = :to, #updated = :now, #readyAt = :now, \
+         #claimableAt = if_not_exists(#laneShift, :zero) + :now, #attempts = :zero, \
          #expiresAt = if_not_exists(#ttlSeconds, :defaultTtl) + :nowSec, \
          #ttl = if_not_exists(#ttlSeconds, :defaultTtl) + :deleteBase, \
          #history = list_append(if_not_exists(#history, :empty), :entry) \
@@ -207,7 +209,7 @@ fn redrive_makes_a_failed_or_shed_task_new_work() {
     assert_eq!(
         names(&e),
         "#attempts=attempts #claimableAt=claimableAt #expiresAt=expiresAt #failedAt=failedAt \
-         #history=history #leaseUntil=leaseUntil #readyAt=readyAt #retryAt=retryAt #shedAt=shedAt \
+         #history=history #laneShift=laneShift #leaseUntil=leaseUntil #readyAt=readyAt #retryAt=retryAt #shedAt=shedAt \
          #startedAt=startedAt #status=taskStatus #supersededBy=supersededBy #token=token #ttl=ttl \
          #ttlSeconds=ttlSeconds #updated=taskUpdated"
     );
@@ -321,7 +323,8 @@ fn every_transition_is_fenced_by_the_token_and_the_from_status() {
             "{t}"
         );
         assert_eq!(
-            e.main.contains("#claimableAt = :now"),
+            e.main
+                .contains("#claimableAt = if_not_exists(#laneShift, :zero) + :now"),
             matches!(t, Transition::Start | Transition::Redrive),
             "{t}"
         );
