@@ -1,11 +1,11 @@
 # The two commands of the README: `make demo` and `make test`.
 # Both install what they need into .tools/ first (idempotent).
 
-.PHONY: demo test bench tools tools-sam validate validate-only sam-build fmt clippy clean-tools
+.PHONY: demo test bench tools tools-demo tools-sam validate validate-only sam-build fmt clippy clean-tools
 
 ## Run the LIFO queue end to end on DynamoDB Local + moto under 2x overload,
 ## LIFO then FIFO on the same arrivals; print the report, write the plot.
-demo: tools
+demo: tools-demo
 	cargo run --locked --quiet -p lifo-cli --bin lifo -- simulate --compare $(ARGS)
 
 ## The whole test suite (fmt, clippy, cfn-lint, unit + integration tests).
@@ -15,12 +15,16 @@ test:
 ## The README's bench table: release binaries, then `lifo bench` (~50 min with the
 ## 10-minute freshness runs and the 15-minute throughput grid; ARGS="--only process,cold-start,sizes"
 ## for a quick one).
-bench: tools
+bench: tools-demo
 	cargo build --release --locked -p create -p trigger -p process -p scheduler-start -p api -p lifo-cli
 	target/release/lifo bench $(ARGS)
 
 tools:
 	scripts/setup-tools
+
+## Only what the demo runs on: moto and DynamoDB Local.
+tools-demo:
+	scripts/setup-tools --demo
 
 tools-sam:
 	scripts/setup-tools --sam

@@ -1,0 +1,85 @@
+//! docs/development.md's layout is the workspace as it is: every crate,
+//! function, example and top-level folder has its line there, and every
+//! path the layout names exists.
+
+use std::path::Path;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace holds tests/")
+}
+
+/// The lines of the code block under "## Layout".
+fn layout() -> Vec<String> {
+    let doc = std::fs::read_to_string(root().join("docs/development.md")).expect("development.md");
+    let section = doc.split("\n## Layout\n").nth(1).expect("a Layout section");
+    let block = section.split("```").nth(1).expect("a code block");
+    block.lines().map(str::to_owned).collect()
+}
+
+/// Folders below `dir` (or the root), not hidden and not build output.
+fn folders(dir: &str) -> Vec<String> {
+    let base = root().join(dir);
+    let mut out: Vec<String> = std::fs::read_dir(&base)
+        .expect("readable")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.') && !["target", "node_modules"].contains(&n.as_str()))
+        .map(|n| {
+            if dir.is_empty() {
+                n
+            } else {
+                format!("{dir}/{n}")
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn every_crate_function_example_and_folder_has_its_line() {
+    let lines = layout();
+    let named = |path: &str| {
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("{path} ")) || l.starts_with(&format!("{path}/ ")))
+    };
+    let mut missing = Vec::new();
+    for dir in folders("") {
+        let grouped = ["crates", "functions", "examples"].contains(&dir.as_str());
+        if !grouped && !named(&dir) {
+            missing.push(dir);
+        }
+    }
+    for group in ["crates", "functions", "examples"] {
+        for dir in folders(group) {
+            if !named(&dir) && !named(group) {
+                missing.push(dir);
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/development.md's layout lacks {missing:?}: give each a line saying what lives there"
+    );
+}
+
+#[test]
+fn every_path_the_layout_names_exists() {
+    for line in layout() {
+        let Some(path) = line.split_whitespace().next() else {
+            continue;
+        };
+        if line.starts_with(' ') || !path.contains(|c: char| c.is_ascii_lowercase()) {
+            continue;
+        }
+        let path = path.trim_end_matches('/');
+        assert!(
+            root().join(path).exists(),
+            "docs/development.md's layout names {path}, which does not exist"
+        );
+    }
+}
