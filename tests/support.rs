@@ -2,13 +2,15 @@
 //! (servers on free ports, stopped when the test ends, also on panic) and
 //! the real handlers wired to it.
 
+pub use lifo_core::testing::{deadline, fixture, fixture_path, fixture_text};
+
 use create::{CreateConfig, Creator};
 use lifo_core::{Notifier, Store, Task, TaskStatus};
 use lifo_local::LocalStack;
 use process::runner::SimulatedRunner;
 use process::{ProcessConfig, Processor};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use trigger::Trigger;
 
 pub const MAX_TTL: u64 = 604_800;
@@ -228,16 +230,4 @@ impl Harness {
             .filter(|t| t.task_status == status)
             .count()
     }
-}
-
-/// A deadline far enough away for any test invocation.
-pub fn deadline() -> SystemTime {
-    SystemTime::now() + Duration::from_secs(120)
-}
-
-/// A fixture from events/.
-pub fn fixture(name: &str) -> serde_json::Value {
-    let path = format!("{}/../events/{name}", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture exists"))
-        .expect("fixture is JSON")
 }

@@ -9,7 +9,7 @@ use common::*;
 
 use lifo_core::{HistoryEntry, Task, TaskStatus, now_ms};
 use lifo_local::{Pipeline, PipelineOptions};
-use lifo_tests::Harness;
+use lifo_tests::{Harness, fixture_path as fixture};
 use process::ProcessConfig;
 use process::runner::{RunOutcome, TaskRunner};
 use std::sync::Arc;
@@ -205,10 +205,6 @@ async fn an_outage_paused_fixed_resumed_and_redriven_ends_with_every_task_run() 
             == 200
     );
     pipeline.stop().await;
-}
-
-fn fixture(name: &str) -> String {
-    format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,6 +21,8 @@ pub mod retry;
 pub mod since;
 pub mod state;
 pub mod store;
+#[cfg(feature = "test-util")]
+pub mod testing;
 pub mod xray;
 
 pub use expr::{Lifetime, Move, Step};

@@ -6,7 +6,7 @@
 use api::{Api, router};
 use lifo_core::TaskStatus;
 use lifo_ops::{Queue, Settings};
-use lifo_tests::{Harness, deadline};
+use lifo_tests::{Harness, deadline, fixture_text as fixture};
 use process::runner::SimulatedRunner;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -431,14 +431,6 @@ async fn hostile_requests_get_a_problem_document_and_write_nothing() {
     assert_eq!(st, StatusCode::METHOD_NOT_ALLOWED);
 
     assert_eq!(h.tasks().await, before, "nothing was written");
-}
-
-fn fixture(name: &str) -> String {
-    std::fs::read_to_string(format!(
-        "{}/../../events/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap()
 }
 
 /// An API Gateway v2 event through the router, as `lambda_http::run` does.

@@ -4,9 +4,8 @@ use aws_sdk_dynamodb::operation::query::QueryOutput;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::error::ConditionalCheckFailedException;
-use aws_sdk_sns::Client as Sns;
-use aws_sdk_sns::operation::publish::PublishOutput;
 use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
+use lifo_core::testing::publish;
 use serde_json::json;
 use std::collections::HashMap;
 
@@ -37,10 +36,6 @@ fn scheduler(ddb: &[&Rule], sns: &Rule, cfg: SchedulerConfig) -> Scheduler {
     let ddb = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, ddb);
     let sns = mock_client!(aws_sdk_sns, RuleMode::MatchAny, [sns]);
     Scheduler::new(Store::new(ddb, "t"), Notifier::new(sns, "arn:process"), cfg)
-}
-
-fn publish() -> Rule {
-    mock!(Sns::publish).then_output(|| PublishOutput::builder().message_id("m").build())
 }
 
 fn later() -> SystemTime {

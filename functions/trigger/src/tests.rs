@@ -1,15 +1,10 @@
 use super::*;
-use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
 use aws_sdk_dynamodb::operation::query::QueryOutput;
 use aws_sdk_sns::Client;
 use aws_sdk_sns::operation::publish::PublishOutput;
 use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
+use lifo_core::testing::{control, fixture};
 use serde_json::json;
-
-fn fixture(name: &str) -> Value {
-    let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
 
 fn ok_publish() -> Rule {
     mock!(Client::publish)
@@ -132,25 +127,6 @@ async fn a_failed_tail_call_publish_fails_the_invocation() {
     assert!(matches!(err, TriggerError::Publish(_)), "{err}");
     let diag: lambda_runtime::Diagnostic = err.into();
     assert_eq!(diag.error_type, "PublishFailed");
-}
-
-/// The control item: absent (running), or paused.
-fn control(paused: bool) -> Rule {
-    mock!(aws_sdk_dynamodb::Client::get_item).then_output(move || {
-        let item = std::collections::HashMap::from([
-            (
-                "taskId".to_owned(),
-                aws_sdk_dynamodb::types::AttributeValue::S("#control".into()),
-            ),
-            (
-                "paused".to_owned(),
-                aws_sdk_dynamodb::types::AttributeValue::Bool(true),
-            ),
-        ]);
-        GetItemOutput::builder()
-            .set_item(paused.then_some(item))
-            .build()
-    })
 }
 
 fn sweeping(rule: &Rule, query: &Rule) -> Trigger {

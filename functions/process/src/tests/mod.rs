@@ -1,14 +1,12 @@
 use super::*;
 use crate::runner::SimulatedRunner;
 use aws_sdk_dynamodb::Client as Ddb;
-use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
 use aws_sdk_dynamodb::operation::query::QueryOutput;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::error::{ConditionalCheckFailedException, InternalServerError};
-use aws_sdk_sns::Client as Sns;
-use aws_sdk_sns::operation::publish::PublishOutput;
 use aws_smithy_mocks::{MockResponse, Rule, RuleMode, mock, mock_client};
+use lifo_core::testing::{control, control_read, deadline, publish};
 use lifo_core::{Task, TaskStatus};
 use std::collections::HashMap;
 
@@ -100,29 +98,6 @@ fn updates() -> (Rule, Rule) {
     (claim, finish)
 }
 
-fn publish() -> Rule {
-    mock!(Sns::publish)
-        .sequence()
-        .output(|| PublishOutput::builder().message_id("m").build())
-        .repeatedly()
-        .build()
-}
-
-/// The control item as GetItem answers it: absent (not paused), or paused.
-fn control_read(paused: bool) -> GetItemOutput {
-    let item = HashMap::from([
-        ("taskId".to_owned(), AttributeValue::S("#control".into())),
-        ("paused".to_owned(), AttributeValue::Bool(true)),
-    ]);
-    GetItemOutput::builder()
-        .set_item(paused.then_some(item))
-        .build()
-}
-
-fn control(paused: bool) -> Rule {
-    mock!(Ddb::get_item).then_output(move || control_read(paused))
-}
-
 fn processor(ddb: &[&Rule], sns: &Rule, budget: Duration) -> Processor<SimulatedRunner> {
     processor_with(ddb, &control(false), sns, budget)
 }
@@ -164,10 +139,6 @@ fn processor_with(
         runner,
         config,
     )
-}
-
-fn deadline() -> SystemTime {
-    SystemTime::now() + Duration::from_secs(30)
 }
 
 #[tokio::test]

@@ -1,0 +1,56 @@
+//! What every crate's tests share (the `test-util` feature): fixtures from
+//! `events/`, a deadline far enough away for any test invocation, and SDK
+//! mocks of the queue's own items and of SNS.
+
+use crate::store::CONTROL_ID;
+use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_sns::operation::publish::PublishOutput;
+use aws_smithy_mocks::{Rule, mock};
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+/// The path of a fixture in `events/`.
+pub fn fixture_path(name: &str) -> String {
+    format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fixture from `events/`, as text.
+pub fn fixture_text(name: &str) -> String {
+    std::fs::read_to_string(fixture_path(name)).expect("the fixture exists")
+}
+
+/// A fixture from `events/`, as JSON.
+pub fn fixture(name: &str) -> serde_json::Value {
+    serde_json::from_str(&fixture_text(name)).expect("the fixture is JSON")
+}
+
+/// A deadline far enough away for any test invocation.
+pub fn deadline() -> SystemTime {
+    SystemTime::now() + Duration::from_secs(120)
+}
+
+/// The control item as GetItem answers it: absent (running), or paused.
+pub fn control_read(paused: bool) -> GetItemOutput {
+    let item = HashMap::from([
+        ("taskId".to_owned(), AttributeValue::S(CONTROL_ID.into())),
+        ("paused".to_owned(), AttributeValue::Bool(true)),
+    ]);
+    GetItemOutput::builder()
+        .set_item(paused.then_some(item))
+        .build()
+}
+
+/// Every read of the control item answers [`control_read`].
+pub fn control(paused: bool) -> Rule {
+    mock!(aws_sdk_dynamodb::Client::get_item).then_output(move || control_read(paused))
+}
+
+/// SNS accepting every publish (message id `m`).
+pub fn publish() -> Rule {
+    mock!(aws_sdk_sns::Client::publish)
+        .sequence()
+        .output(|| PublishOutput::builder().message_id("m").build())
+        .repeatedly()
+        .build()
+}
