@@ -64,8 +64,9 @@ pub enum Command {
     /// Create, find, retry, delete tasks: one, a user's, or the failed ones.
     #[command(subcommand)]
     Tasks(TasksCommand),
-    /// Stop processing: processors claim nothing more (they finish what runs, within their
-    /// 5 s poll) and nobody is woken. Tasks keep expiring while paused: it is a LIFO queue.
+    /// Stop processing: processors claim nothing more (they finish what runs, within one
+    /// PAUSE_POLL_MS, 5 s by default) and nobody is woken. Tasks keep expiring while paused:
+    /// it is a LIFO queue.
     #[command(
         after_help = "Example: lifo --stack lifo-queue pause --reason \"downstream is down\""
     )]

@@ -195,7 +195,7 @@ pub fn control(c: &QueueControl) -> String {
         .unwrap_or_default();
     if c.paused {
         format!(
-            "paused{why}: processors claim nothing (within their 5 s poll), finish what runs, \
+            "paused{why}: processors claim nothing (within one PAUSE_POLL_MS, 5 s by default), finish what runs, \
              and tasks keep expiring; `lifo resume` wakes the queue"
         )
     } else {

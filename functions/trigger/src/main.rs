@@ -9,8 +9,9 @@ use lifo_core::{Notifier, Store, xray};
 use trigger::{Sweep, Trigger};
 
 // One thread: Lambda runs one event at a time per sandbox with at most one
-// vCPU below 1,769 MB, so worker threads only add wake-ups (measured: 10 %
-// less CPU per task in `lifo bench --only process`).
+// vCPU below 1,769 MB, so worker threads only add wake-ups. (Measured on
+// process, which does the most per invocation: 10 % less CPU per task in
+// `lifo bench --only process`; not measured for this function.)
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     lifo_core::logging::init();

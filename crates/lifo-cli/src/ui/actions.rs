@@ -5,7 +5,7 @@
 //! Origin; the form's CSRF token is checked here.
 
 use super::console::{Console, PageError, Shared};
-use super::pages::task_path;
+use super::pages::{MAX_RETRY_FAILED, task_path};
 use axum::extract::{Form, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -14,10 +14,6 @@ use lifo_ops::OpsError;
 use lifo_ops::retry::{Retry, Selection};
 use lifo_ops::tasks::FailedFilter;
 use serde::Deserialize;
-
-/// Most failed tasks one click retries (at the default pace,
-/// [`lifo_ops::retry::DEFAULT_PACE`] per second).
-pub const MAX_RETRY_FAILED: usize = 1000;
 
 /// Why a task's history says it moved.
 const REASON: &str = "retried from the console";

@@ -81,6 +81,10 @@ pub(super) fn age(at: Option<u64>, now: u64) -> String {
     age_ms(at, now).map_or("-".to_owned(), seconds)
 }
 
+/// Most failed tasks one click retries (at the default pace,
+/// [`lifo_ops::retry::DEFAULT_PACE`] per second); the overview's hint says so.
+pub const MAX_RETRY_FAILED: usize = 1000;
+
 pub(super) fn status_badge(s: TaskStatus) -> Markup {
     html! { span class=(format!("badge s-{}", s.as_str().to_lowercase())) { (s.as_str()) } }
 }
@@ -309,7 +313,11 @@ pub async fn overview(State(c): Shared, Query(q): Query<Notice>) -> Result<Marku
                     label { "last error starts with " input name="error_prefix" size="16"; }
                     button type="submit" { "Retry failed" }
                 }
-                p.hint { "At most 1,000 at a time, 25 per second (3 write units each); " code { "lifo tasks retry --failed" } " for more." }
+                p.hint {
+                    "At most " (MAX_RETRY_FAILED) " at a time, "
+                    (lifo_ops::retry::DEFAULT_PACE) " per second (3 write units each); "
+                    code { "lifo tasks retry --failed" } " for more."
+                }
             }
         }
     };
