@@ -175,8 +175,7 @@ impl Shares {
     pub fn admit(&mut self, tenant: &str) -> bool {
         let served = self.served.get(tenant).copied().unwrap_or(0);
         let last = self.last_second.get(tenant).copied().unwrap_or(0);
-        let top = self.served.values().copied().max().unwrap_or(0);
-        let over_rate = self.per_second.is_some_and(|s| last >= s) && self.level <= top;
+        let over_rate = self.per_second.is_some_and(|s| last >= s) && self.level <= self.top();
         if served > self.level || over_rate {
             return false;
         }

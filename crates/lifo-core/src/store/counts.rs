@@ -80,25 +80,8 @@ impl Store {
 
     /// Items of `index` that `q` matches (a COUNT query, paged).
     async fn count(&self, index: &str, q: &expr::Expr) -> Result<usize, StoreError> {
-        let mut total = 0usize;
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .index_query(index, q)
-                .select(aws_sdk_dynamodb::types::Select::Count)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| classify("Query", e))?;
-            self.meter.record(Op::Read, out.consumed_capacity());
-            total += usize::try_from(out.count).unwrap_or(0);
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(total);
-            }
-        }
+        Ok(self.count_up_to(index, q, None).await?.0)
     }
-
     /// `claimableAt` of the newest (or, with `oldest`, the oldest) claimable
     /// task in one shard, if any.
     pub async fn edge_claimable(
@@ -144,24 +127,37 @@ impl Store {
         q: &expr::Expr,
         cap: usize,
     ) -> Result<(usize, bool), StoreError> {
+        self.count_up_to(index, q, Some(cap)).await
+    }
+
+    /// The COUNT query both share: pages of at most what is left of `cap`
+    /// (DynamoDB's 1 MB pages without one).
+    async fn count_up_to(
+        &self,
+        index: &str,
+        q: &expr::Expr,
+        cap: Option<usize>,
+    ) -> Result<(usize, bool), StoreError> {
         let mut total = 0usize;
         let mut start: Option<Item> = None;
         loop {
+            let limit = cap
+                .map(|c| i32::try_from(c.saturating_sub(total).clamp(1, 10_000)).unwrap_or(10_000));
             let out = self
                 .index_query(index, q)
                 .select(aws_sdk_dynamodb::types::Select::Count)
-                .limit(i32::try_from(cap.saturating_sub(total).clamp(1, 10_000)).unwrap_or(10_000))
+                .set_limit(limit)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
-                .map_err(|e| super::error::classify("Query", e))?;
+                .map_err(|e| classify("Query", e))?;
             self.meter.record(Op::Read, out.consumed_capacity());
             total += usize::try_from(out.count).unwrap_or(0);
             start = out.last_evaluated_key;
             if start.is_none() {
                 return Ok((total, false));
             }
-            if total >= cap {
+            if cap.is_some_and(|c| total >= c) {
                 return Ok((total, true));
             }
         }
