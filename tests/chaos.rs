@@ -353,22 +353,14 @@ async fn chaos(processors: u32, workers: usize) {
             Notifier::new(sns.clone(), &h.stack.trigger_topic_arn),
             witness.clone(),
             ProcessConfig {
-                table_name: h.stack.table.clone(),
-                trigger_topic_arn: h.stack.trigger_topic_arn.clone(),
                 shard_count: 4,
-                max_ttl_seconds: lifo_tests::MAX_TTL,
                 time_budget: Duration::from_secs(1),
                 deadline_margin: Duration::from_millis(200),
                 idle_poll: Duration::from_millis(20),
-                linger: Duration::ZERO,
-                pause_poll: Duration::from_millis(500),
-                retry: lifo_core::retry::RetryPolicy::default(),
-                rate_limit: None,
                 processors,
                 max_attempts: 50,
                 lease_margin: Duration::from_millis(200),
-                order: lifo_core::Order::Lifo,
-                fair_share: true,
+                ..h.process_config()
             },
         ))
     };

@@ -3,7 +3,6 @@
 use lifo_core::{HistoryEntry, Move, Step, Task, TaskStatus, now_ms};
 use lifo_local::{Pipeline, PipelineOptions, pipeline::PipelineStats};
 use lifo_tests::{Harness, deadline};
-use process::ProcessConfig;
 use process::runner::{RunOutcome, TaskRunner};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,40 +24,11 @@ async fn one_task(h: &Harness) -> String {
     out.created[0].clone()
 }
 
-/// Claims `id` directly, as a worker that will then "crash", with a lease
-/// of `lease_ms`.
-async fn crash_after_claim(
-    h: &Harness,
-    id: &str,
-    token: u64,
-    attempts: u32,
-    current: TaskStatus,
-    lease_ms: u64,
-) -> Task {
-    let now = now_ms();
-    let (lease_until, owner) = (now + lease_ms, "stalled-worker");
-    let mv = if current == TaskStatus::Pending {
-        Move::Claim { lease_until, owner }
-    } else {
-        Move::Reclaim {
-            lease_until,
-            owner,
-            max_attempts: 3,
-        }
-    };
-    let step = Step {
-        now_ms: now,
-        token,
-        attempts,
-    };
-    h.store.apply(id, &mv, current, &step).await.unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_is_reclaimed_and_the_stale_finish_is_rejected() {
     let h = Harness::start(1).await;
     let id = one_task(&h).await;
-    let stale = crash_after_claim(&h, &id, 0, 1, TaskStatus::Pending, 2_000).await;
+    let stale = h.stalled_claim(&id, 2_000).await;
     assert_eq!((stale.token, stale.attempts), (1, 1));
 
     // While the lease runs, nobody can claim it.
@@ -121,7 +91,7 @@ async fn a_poison_task_ends_failure_after_max_attempts_with_the_last_error() {
             1.0,
             0.0,
         )),
-        config(&h),
+        h.process_config(),
     );
     let report = failing
         .handle(&process::Wake::one(), deadline())
@@ -168,27 +138,6 @@ impl TaskRunner for BusyTwice {
     }
 }
 
-fn config(h: &Harness) -> ProcessConfig {
-    ProcessConfig {
-        table_name: h.stack.table.clone(),
-        trigger_topic_arn: h.stack.trigger_topic_arn.clone(),
-        shard_count: h.shards,
-        max_ttl_seconds: lifo_tests::MAX_TTL,
-        time_budget: Duration::from_secs(10),
-        deadline_margin: Duration::from_millis(500),
-        idle_poll: Duration::from_millis(50),
-        linger: Duration::ZERO,
-        pause_poll: Duration::from_millis(500),
-        retry: lifo_core::retry::RetryPolicy::default(),
-        rate_limit: None,
-        processors: 1,
-        max_attempts: 3,
-        lease_margin: Duration::from_millis(500),
-        order: lifo_core::Order::Lifo,
-        fair_share: true,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_later_does_not_burn_an_attempt() {
     let h = Harness::start(1).await;
@@ -196,7 +145,7 @@ async fn retry_later_does_not_burn_an_attempt() {
     let p = h.stack.processor(
         h.store.clone(),
         Arc::new(BusyTwice(AtomicUsize::new(0))),
-        config(&h),
+        h.process_config(),
     );
     // Each bounce rests at least a second (even with the queue's own rest
     // at 0), so the task is claimable again only in a later invocation,
@@ -224,7 +173,7 @@ async fn retry_later_does_not_burn_an_attempt() {
     for pair in h.windows(2) {
         if pair[0].status == TaskStatus::Pending && pair[1].status == TaskStatus::Taken {
             assert!(
-                pair[1].at - pair[0].at >= lifo_core::retry::MIN_BUSY_REST.as_millis() as u64,
+                pair[1].at - pair[0].at >= lifo_core::rest::MIN_BUSY_REST.as_millis() as u64,
                 "{h:?}"
             );
         }
@@ -235,10 +184,12 @@ async fn retry_later_does_not_burn_an_attempt() {
 async fn a_task_whose_leases_keep_expiring_is_abandoned_after_max_attempts() {
     let h = Harness::start(1).await;
     let id = one_task(&h).await;
-    let mut t = crash_after_claim(&h, &id, 0, 1, TaskStatus::Pending, 1).await;
+    let mut t = h.stalled_claim(&id, 1).await;
     for attempt in 2..=3 {
         tokio::time::sleep(Duration::from_millis(5)).await;
-        t = crash_after_claim(&h, &id, t.token, attempt, TaskStatus::Taken, 1).await;
+        t = h
+            .stalled_claim_at(&id, t.token, attempt, TaskStatus::Taken, 1)
+            .await;
     }
     tokio::time::sleep(Duration::from_millis(5)).await;
     let report = h

@@ -35,7 +35,7 @@ impl TaskRunner for Seen {
 fn config(h: &Harness) -> process::ProcessConfig {
     process::ProcessConfig {
         linger: Duration::ZERO,
-        retry: lifo_core::retry::RetryPolicy::default(),
+        rest: lifo_core::rest::RestPolicy::default(),
         ..process::ProcessConfig::new(h.stack.table.clone(), h.stack.trigger_topic_arn.clone())
     }
 }

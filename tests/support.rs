@@ -63,6 +63,28 @@ impl Harness {
         self.stack.trigger(self.store.clone(), self.shards, MAX_TTL)
     }
 
+    /// process's settings in these tests: the template's, over this stack's
+    /// shards, with short margins and polls, no linger, and the rest after
+    /// a failure [`RestPolicy::default`](lifo_core::rest::RestPolicy).
+    /// A test sets what it is about with `..h.process_config()`.
+    pub fn process_config(&self) -> ProcessConfig {
+        ProcessConfig {
+            shard_count: self.shards,
+            max_ttl_seconds: MAX_TTL,
+            time_budget: Duration::from_secs(10),
+            deadline_margin: Duration::from_millis(500),
+            idle_poll: Duration::from_millis(50),
+            linger: Duration::ZERO,
+            pause_poll: Duration::from_millis(500),
+            rest: lifo_core::rest::RestPolicy::default(),
+            lease_margin: Duration::from_millis(500),
+            ..ProcessConfig::new(
+                self.stack.table.clone(),
+                self.stack.trigger_topic_arn.clone(),
+            )
+        }
+    }
+
     /// A processor with its own simulated downstream.
     pub fn processor(
         &self,
@@ -102,22 +124,8 @@ impl Harness {
             store,
             Arc::new(SimulatedRunner::new(capacity, latency, 0.0, 0.0)),
             ProcessConfig {
-                table_name: self.stack.table.clone(),
-                trigger_topic_arn: self.stack.trigger_topic_arn.clone(),
-                shard_count: self.shards,
-                max_ttl_seconds: MAX_TTL,
                 time_budget: budget,
-                deadline_margin: Duration::from_millis(500),
-                idle_poll: Duration::from_millis(50),
-                linger: Duration::ZERO,
-                pause_poll: Duration::from_millis(500),
-                retry: lifo_core::retry::RetryPolicy::default(),
-                rate_limit: None,
-                processors: 1,
-                max_attempts: 3,
-                lease_margin: Duration::from_millis(500),
-                order: lifo_core::Order::Lifo,
-                fair_share: true,
+                ..self.process_config()
             },
         )
     }
@@ -170,18 +178,39 @@ impl Harness {
     /// A worker's claim of the PENDING task `id` that then stalls (it
     /// neither runs nor finishes), with a lease of `lease_ms`.
     pub async fn stalled_claim(&self, id: &str, lease_ms: u64) -> Task {
+        self.stalled_claim_at(id, 0, 1, TaskStatus::Pending, lease_ms)
+            .await
+    }
+
+    /// A worker's claim of `id` as it is (`current`: PENDING, or TAKEN
+    /// with a lapsed lease: a reclaim), at fencing `token` and `attempts`
+    /// the claim's attempt, that then stalls, with a lease of `lease_ms`.
+    pub async fn stalled_claim_at(
+        &self,
+        id: &str,
+        token: u64,
+        attempts: u32,
+        current: TaskStatus,
+        lease_ms: u64,
+    ) -> Task {
         let now = lifo_core::now_ms();
-        let claim = lifo_core::Move::Claim {
-            lease_until: now + lease_ms,
-            owner: "stalled-worker",
+        let (lease_until, owner) = (now + lease_ms, "stalled-worker");
+        let claim = if current == TaskStatus::Pending {
+            lifo_core::Move::Claim { lease_until, owner }
+        } else {
+            lifo_core::Move::Reclaim {
+                lease_until,
+                owner,
+                max_attempts: 3,
+            }
         };
         let step = lifo_core::Step {
             now_ms: now,
-            token: 0,
-            attempts: 1,
+            token,
+            attempts,
         };
         self.store
-            .apply(id, &claim, TaskStatus::Pending, &step)
+            .apply(id, &claim, current, &step)
             .await
             .expect("the stalled claim is applied")
     }

@@ -4,7 +4,7 @@
 //! the pipeline on DynamoDB Local + moto; and the rest a failed task takes
 //! before each retry.
 
-use lifo_core::retry::RetryPolicy;
+use lifo_core::rest::RestPolicy;
 use lifo_core::{HistoryEntry, Task, TaskStatus};
 use lifo_local::lambda_api::{LambdaApi, python_handler};
 use lifo_local::{Pipeline, PipelineOptions};
@@ -23,7 +23,7 @@ fn config(h: &Harness, max_attempts: u32, backoff: Duration) -> ProcessConfig {
         idle_poll: Duration::from_millis(50),
         linger: Duration::ZERO,
         max_attempts,
-        retry: RetryPolicy { base: backoff },
+        rest: RestPolicy { base: backoff },
         lease_margin: Duration::from_millis(500),
         ..ProcessConfig::new(h.stack.table.clone(), h.stack.trigger_topic_arn.clone())
     }

@@ -9,13 +9,13 @@ use clap::{Parser, Subcommand};
 use lifo_core::now_ms;
 use lifo_core::since::Since;
 use lifo_ops::Queue;
-use lifo_ops::retry::{Retry, Selection};
+use lifo_ops::redrive::{Redrive, Selection};
 use lifo_ops::tasks::{BatchReport, FailedFilter};
 use serde_json::{Value, json};
 use std::num::NonZeroU32;
 
 /// Why a redrive from the command line is recorded in the task's history.
-const RETRY_REASON: &str = "retried with lifo tasks retry";
+const REDRIVE_REASON: &str = "retried with lifo tasks retry";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -164,9 +164,10 @@ pub enum TasksCommand {
     /// Run failed tasks (or tasks shed by expiry) again, as new work: attempts reset, a new
     /// expiry, newest in the LIFO order. By id, or every failure of a window with --failed.
     #[command(
-        after_help = "Examples: lifo tasks retry order-1001 order-1002\n          lifo tasks retry --failed --since 2h --error-prefix \"HTTP 503\" --dry-run"
+        after_help = "Examples: lifo tasks retry order-1001 order-1002\n          lifo tasks retry --failed --since 2h --error-prefix \"HTTP 503\" --dry-run",
+        name = "retry"
     )]
-    Retry(RetryArgs),
+    Redrive(RedriveArgs),
     /// Delete tasks (any status, except one running under a live lease).
     #[command(after_help = "Example: lifo tasks delete order-1001")]
     Delete {
@@ -176,7 +177,7 @@ pub enum TasksCommand {
 }
 
 #[derive(Debug, Clone, clap::Args)]
-pub struct RetryArgs {
+pub struct RedriveArgs {
     /// The tasks to retry (FAILURE, or shed by expiry).
     #[arg(conflicts_with = "failed")]
     pub ids: Vec<String>,
@@ -338,10 +339,10 @@ async fn tasks(cmd: &TasksCommand, q: &Queue, as_json: bool) -> Result<String, C
             let h = lifo_ops::tasks::history(q, id).await?;
             out(print::json(&h.history), print::history(&h, now))
         }
-        TasksCommand::Retry(args) => {
-            let r = retry_request(args, now)?;
+        TasksCommand::Redrive(args) => {
+            let r = redrive_request(args, now)?;
             let bar = progress_bar(as_json, &r);
-            let report = lifo_ops::retry::retry(q, &r, &|done, of| {
+            let report = lifo_ops::redrive::redrive(q, &r, &|done, of| {
                 bar.set_length(of as u64);
                 bar.set_position(done as u64);
             })
@@ -383,7 +384,7 @@ fn finish(
     })
 }
 
-fn retry_request(args: &RetryArgs, now: u64) -> Result<Retry, CliError> {
+fn redrive_request(args: &RedriveArgs, now: u64) -> Result<Redrive, CliError> {
     let selection = if args.failed {
         Selection::Failed(FailedFilter {
             since_ms: args.since.map_or(0, |s| s.epoch_ms(now)),
@@ -397,18 +398,18 @@ fn retry_request(args: &RetryArgs, now: u64) -> Result<Retry, CliError> {
     } else {
         Selection::Ids(args.ids.clone())
     };
-    Ok(Retry {
+    Ok(Redrive {
         selection,
         per_second: NonZeroU32::new(args.rate).unwrap_or(NonZeroU32::MIN),
         reason: args
             .reason
             .clone()
-            .unwrap_or_else(|| RETRY_REASON.to_owned()),
+            .unwrap_or_else(|| REDRIVE_REASON.to_owned()),
         dry_run: args.dry_run,
     })
 }
 
-fn progress_bar(as_json: bool, r: &Retry) -> indicatif::ProgressBar {
+fn progress_bar(as_json: bool, r: &Redrive) -> indicatif::ProgressBar {
     if as_json || r.dry_run || matches!(&r.selection, Selection::Ids(ids) if ids.len() < 2) {
         return indicatif::ProgressBar::hidden();
     }

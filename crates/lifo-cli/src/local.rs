@@ -54,7 +54,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
             shard_count: shards,
             max_ttl_seconds: max_ttl,
             rate_limit: options.rate_limit,
-            retry: lifo_core::retry::RetryPolicy {
+            rest: lifo_core::rest::RestPolicy {
                 base: options.retry_backoff,
             },
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())

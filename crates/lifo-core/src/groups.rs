@@ -11,6 +11,9 @@
 //! groups, so together they stay within `RunnerMaxConcurrency` and
 //! `RunnerMaxPerSecond`. With one processor there is no group lease: its
 //! reserved concurrency of 1 already makes it alone.
+//!
+//! Here: which shards and what share a group has. The lease's reads and
+//! writes are in `store/groups.rs`, its expressions in `expr/groups.rs`.
 
 /// The item key of group `g`'s lease (task ids never contain `#`).
 pub fn group_key(group: u32) -> String {

@@ -37,7 +37,7 @@
 //! its shard was last read, which is at most `refresh_claims` candidates
 //! and one second ago. So never more than one refill's worth out of order.
 
-use crate::lifo::{Candidate, Order};
+use crate::order::{Candidate, Order};
 use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 

@@ -40,7 +40,7 @@ pub struct Workload {
     /// The downstream's rate limit (`RunnerMaxPerSecond`), if any.
     pub rate_limit: Option<process::RateLimit>,
     /// Rests before retries (`RetryBackoffSeconds`).
-    pub retry: lifo_core::retry::RetryPolicy,
+    pub rest: lifo_core::rest::RestPolicy,
     /// Tasks arrive through create, which wakes the processor itself (as
     /// deployed); `false`: written to the table directly, so only the
     /// stream wakes it (a producer that bypasses create).
@@ -245,7 +245,7 @@ pub async fn run_specs(
             max_ttl_seconds: max_ttl,
             time_budget: workload.budget,
             linger: workload.linger.unwrap_or(ProcessConfig::new("", "").linger),
-            retry: workload.retry,
+            rest: workload.rest,
             rate_limit: workload.rate_limit,
             processors: 1,
             order,
@@ -457,7 +457,7 @@ mod tests {
             budget: Duration::from_secs(10),
             seed,
             rate_limit: None,
-            retry: lifo_core::retry::RetryPolicy::default(),
+            rest: lifo_core::rest::RestPolicy::default(),
             through_create: true,
             linger: None,
             fair_share: true,

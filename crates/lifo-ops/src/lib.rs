@@ -8,7 +8,7 @@ pub mod create;
 pub mod cursor;
 pub mod error;
 pub mod queue;
-pub mod retry;
+pub mod redrive;
 pub mod stats;
 pub mod tasks;
 

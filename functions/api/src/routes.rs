@@ -13,7 +13,7 @@ use axum::routing::{MethodRouter, delete, get, post};
 use lifo_core::since::Since;
 use lifo_core::{Task, now_ms};
 use lifo_ops::Queue;
-use lifo_ops::retry::{Retry, Selection};
+use lifo_ops::redrive::{Redrive, Selection};
 use lifo_ops::tasks::FailedFilter;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -31,7 +31,7 @@ pub const MAX_BULK_SECONDS: usize = 25;
 /// Most days ahead `GET /queue` counts scheduled tasks for.
 pub const MAX_STATS_DAYS: u32 = 31;
 /// Why a redrive over the API is recorded in the task's history.
-pub const RETRY_REASON: &str = "retried over the HTTP API";
+pub const REDRIVE_REASON: &str = "retried over the HTTP API";
 
 /// What every handler shares.
 #[derive(Debug, Clone)]
@@ -51,9 +51,9 @@ pub fn routes() -> Vec<(Method, &'static str, MethodRouter<Arc<Api>>)> {
         (Method::GET, "/tasks/{taskId}", get(get_task)),
         (Method::DELETE, "/tasks/{taskId}", delete(delete_task)),
         (Method::GET, "/tasks/{taskId}/history", get(history)),
-        (Method::POST, "/tasks/{taskId}/retry", post(retry_one)),
+        (Method::POST, "/tasks/{taskId}/retry", post(redrive_one)),
         (Method::POST, "/tasks/{taskId}/cancel", post(cancel)),
-        (Method::POST, "/tasks/retry", post(retry_failed)),
+        (Method::POST, "/tasks/retry", post(redrive_failed)),
         (Method::GET, "/users/{userId}/tasks", get(user_tasks)),
         (Method::GET, "/queue", get(stats)),
         (Method::POST, "/queue/pause", post(pause)),
@@ -192,22 +192,22 @@ fn reason(headers: &HeaderMap, body: &Bytes, default: &str) -> Result<String, Pr
     Ok(text)
 }
 
-async fn retry_one(
+async fn redrive_one(
     State(api): Shared,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Answer {
     lifo_ops::tasks::check_id("taskId", &id)?;
-    let reason = reason(&headers, &bytes(body)?, RETRY_REASON)?;
-    let r = Retry::ids(vec![id], reason);
-    single(lifo_ops::retry::retry(&api.queue, &r, &|_, _| {}).await?)
+    let reason = reason(&headers, &bytes(body)?, REDRIVE_REASON)?;
+    let r = Redrive::ids(vec![id], reason);
+    single(lifo_ops::redrive::redrive(&api.queue, &r, &|_, _| {}).await?)
 }
 
 /// `POST /tasks/retry`: every failure of a window, paced.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RetryFailed {
+struct RedriveFailed {
     /// Failed since: `90s`, `15m`, `1h`, `2d`, an RFC 3339 time or epoch ms.
     since: Option<String>,
     error_prefix: Option<String>,
@@ -218,12 +218,12 @@ struct RetryFailed {
     reason: Option<String>,
 }
 
-async fn retry_failed(
+async fn redrive_failed(
     State(api): Shared,
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Answer {
-    let r: RetryFailed = body::typed(body::json(&headers, &bytes(body)?, true)?)?;
+    let r: RedriveFailed = body::typed(body::json(&headers, &bytes(body)?, true)?)?;
     let now = now_ms();
     let since: Since = match r.since.as_deref() {
         None | Some("") => Since::At(0),
@@ -231,13 +231,15 @@ async fn retry_failed(
             .parse()
             .map_err(|e: String| Problem::invalid("since", e))?,
     };
-    let per_second = r.per_second.unwrap_or(lifo_ops::retry::DEFAULT_PACE.get());
+    let per_second = r
+        .per_second
+        .unwrap_or(lifo_ops::redrive::DEFAULT_PACE.get());
     let per_second = NonZeroU32::new(per_second)
-        .filter(|n| n.get() <= lifo_ops::retry::MAX_PACE)
+        .filter(|n| n.get() <= lifo_ops::redrive::MAX_PACE)
         .ok_or_else(|| {
             Problem::invalid(
                 "perSecond",
-                format!("must be 1 to {}", lifo_ops::retry::MAX_PACE),
+                format!("must be 1 to {}", lifo_ops::redrive::MAX_PACE),
             )
         })?;
     let most = MAX_BULK_SECONDS * per_second.get() as usize;
@@ -253,14 +255,14 @@ async fn retry_failed(
             ),
         ));
     }
-    let reason = r.reason.unwrap_or_else(|| RETRY_REASON.to_owned());
+    let reason = r.reason.unwrap_or_else(|| REDRIVE_REASON.to_owned());
     if reason.chars().count() > MAX_REASON {
         return Err(Problem::invalid(
             "reason",
             format!("the limit is {MAX_REASON} characters"),
         ));
     }
-    let retry = Retry {
+    let retry = Redrive {
         selection: Selection::Failed(FailedFilter {
             since_ms: since.epoch_ms(now),
             error_prefix: r.error_prefix.unwrap_or_default(),
@@ -272,7 +274,7 @@ async fn retry_failed(
     };
     ok(
         StatusCode::OK,
-        &lifo_ops::retry::retry(&api.queue, &retry, &|_, _| {}).await?,
+        &lifo_ops::redrive::redrive(&api.queue, &retry, &|_, _| {}).await?,
     )
 }
 

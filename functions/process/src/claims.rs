@@ -1,7 +1,7 @@
 //! The claim loop: fill every free slot with the newest claimable task,
 //! claiming in parallel.
 //!
-//! Each claimed candidate becomes a pipeline of its own (claim, run, record
+//! Each claimed candidate is handled on a tokio task of its own (claim, run, record
 //! the outcome), spawned at once, so the claims of one refill go out
 //! together, and the loop reads and claims again while earlier tasks are
 //! still being claimed and run. A slot counts as taken from the moment its
@@ -21,8 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
-/// How one candidate's pipeline ended.
-pub(crate) enum Piped {
+/// How one candidate's handling (claim, run, finish) ended.
+pub(crate) enum Handled {
     /// Claimed (the `seq`-th claim sent by this invocation), then run.
     Ran {
         seq: u64,
@@ -50,23 +50,23 @@ pub(crate) enum Piped {
     Failed(String, StoreError),
 }
 
-impl Piped {
+impl Handled {
     /// The task it was for.
     fn task_id(&self) -> &str {
         match self {
-            Piped::Ran { task_id, .. } => task_id,
-            Piped::Conflict(id)
-            | Piped::Skipped(id)
-            | Piped::Abandoned(id)
-            | Piped::Superseded(id)
-            | Piped::Failed(id, _) => id,
+            Handled::Ran { task_id, .. } => task_id,
+            Handled::Conflict(id)
+            | Handled::Skipped(id)
+            | Handled::Abandoned(id)
+            | Handled::Superseded(id)
+            | Handled::Failed(id, _) => id,
         }
     }
 
     /// How it ended, as the task subsegment's `outcome` annotation.
     fn outcome(&self) -> &'static str {
         match self {
-            Piped::Ran { finished, .. } => match finished {
+            Handled::Ran { finished, .. } => match finished {
                 Finished::Succeeded => "success",
                 Finished::Failed => "failure",
                 Finished::Retried => "retry-later",
@@ -75,17 +75,17 @@ impl Piped {
                 Finished::Error => "error",
                 Finished::Superseded => "superseded",
             },
-            Piped::Conflict(_) => "claim-conflict",
-            Piped::Skipped(_) => "skipped",
-            Piped::Abandoned(_) => "abandoned",
-            Piped::Superseded(_) => "superseded",
-            Piped::Failed(..) => "claim-failed",
+            Handled::Conflict(_) => "claim-conflict",
+            Handled::Skipped(_) => "skipped",
+            Handled::Abandoned(_) => "abandoned",
+            Handled::Superseded(_) => "superseded",
+            Handled::Failed(..) => "claim-failed",
         }
     }
 }
 
-/// What a pipeline needs, owned (it runs on its own task).
-pub(crate) struct PipeContext<R> {
+/// What handling a candidate needs, owned (it runs on its own task).
+pub(crate) struct ClaimContext<R> {
     pub store: Store,
     pub runner: Arc<R>,
     pub policy: FinishPolicy,
@@ -94,7 +94,7 @@ pub(crate) struct PipeContext<R> {
     pub owner: Arc<str>,
 }
 
-impl<R> Clone for PipeContext<R> {
+impl<R> Clone for ClaimContext<R> {
     fn clone(&self) -> Self {
         Self {
             store: self.store.clone(),
@@ -111,7 +111,7 @@ pub(crate) struct LoopState {
     /// Ids this invocation will not try again: lost to another worker,
     /// abandoned, not claimable.
     pub skip: HashSet<String>,
-    /// Ids whose claim was sent and whose pipeline has not ended.
+    /// Ids whose claim was sent and whose handling has not ended.
     pub in_flight: HashSet<String>,
     /// The first claim that failed on a store error.
     pub failure: Option<StoreError>,
@@ -141,13 +141,13 @@ impl LoopState {
         self.skip.union(&self.in_flight).cloned().collect()
     }
 
-    /// Books a pipeline that ended.
+    /// Books a candidate's handling that ended.
     pub fn absorb(
         &mut self,
         report: &mut ProcessReport,
-        done: Result<Piped, tokio::task::JoinError>,
+        done: Result<Handled, tokio::task::JoinError>,
     ) {
-        let piped = match done {
+        let handled = match done {
             Ok(p) => p,
             Err(e) => {
                 tally(report, Err(e));
@@ -155,10 +155,10 @@ impl LoopState {
             }
         };
         if let Some(fair) = &mut self.fair {
-            fair.end(piped.task_id());
+            fair.end(handled.task_id());
         }
-        match piped {
-            Piped::Ran {
+        match handled {
+            Handled::Ran {
                 seq,
                 task_id,
                 age_ms,
@@ -172,27 +172,27 @@ impl LoopState {
                 self.claimed.push((seq, task_id));
                 tally(report, Ok(finished));
             }
-            Piped::Conflict(id) => {
+            Handled::Conflict(id) => {
                 report.conflicts += 1;
                 self.in_flight.remove(&id);
                 self.skip.insert(id);
             }
-            Piped::Skipped(id) => {
+            Handled::Skipped(id) => {
                 report.skipped += 1;
                 self.in_flight.remove(&id);
                 self.skip.insert(id);
             }
-            Piped::Abandoned(id) => {
+            Handled::Abandoned(id) => {
                 report.abandoned += 1;
                 self.in_flight.remove(&id);
                 self.skip.insert(id);
             }
-            Piped::Superseded(id) => {
+            Handled::Superseded(id) => {
                 report.superseded += 1;
                 self.in_flight.remove(&id);
                 self.skip.insert(id);
             }
-            Piped::Failed(id, e) => {
+            Handled::Failed(id, e) => {
                 self.in_flight.remove(&id);
                 self.failure.get_or_insert(e);
             }
@@ -206,13 +206,13 @@ impl LoopState {
     }
 }
 
-/// Starts the pipeline of candidate `c`, whose claim is sent at `sent_at`
+/// Starts handling candidate `c`, whose claim is sent at `sent_at`
 /// (ms). The claims of one refill share that time: they go out together,
 /// so their start times never rank an older task before a newer one
 /// because one spawned future happened to be polled first.
 pub(crate) fn spawn<R: TaskRunner>(
-    running: &mut JoinSet<Piped>,
-    ctx: &PipeContext<R>,
+    running: &mut JoinSet<Handled>,
+    ctx: &ClaimContext<R>,
     seq: u64,
     c: Candidate,
     sent_at: u64,
@@ -227,15 +227,15 @@ pub(crate) fn spawn<R: TaskRunner>(
     }
     let trace = segment.as_ref().map(lifo_core::xray::Subsegment::as_parent);
     running.spawn(async move {
-        let piped = lifo_core::xray::scope(trace, pipeline(ctx, seq, c, sent_at)).await;
+        let handled = lifo_core::xray::scope(trace, claim_run_finish(ctx, seq, c, sent_at)).await;
         if let Some(mut s) = segment {
-            s.annotate("outcome", piped.outcome());
-            if let Piped::Ran {
+            s.annotate("outcome", handled.outcome());
+            if let Handled::Ran {
                 attempt,
                 token,
                 created_trace,
                 ..
-            } = &piped
+            } = &handled
             {
                 s.annotate("attempt", *attempt)
                     .annotate("fencingToken", *token);
@@ -245,17 +245,17 @@ pub(crate) fn spawn<R: TaskRunner>(
             }
             s.end();
         }
-        piped
+        handled
     });
 }
 
-/// Claims `c`, then runs and finishes it: one task's pipeline.
-async fn pipeline<R: TaskRunner>(
-    ctx: PipeContext<R>,
+/// Claims `c`, then runs and finishes it: one candidate's handling.
+async fn claim_run_finish<R: TaskRunner>(
+    ctx: ClaimContext<R>,
     seq: u64,
     c: Candidate,
     sent_at: u64,
-) -> Piped {
+) -> Handled {
     {
         let id = c.task_id.clone();
         let reclaim = c.lease_until.is_some();
@@ -272,7 +272,7 @@ async fn pipeline<R: TaskRunner>(
                 let (attempt, token) = (task.attempts, task.token);
                 let created_trace = task.created_trace.clone();
                 let finished = run_and_finish(ctx.store, ctx.runner, *task, ctx.policy).await;
-                Piped::Ran {
+                Handled::Ran {
                     seq,
                     task_id: id,
                     age_ms,
@@ -283,33 +283,33 @@ async fn pipeline<R: TaskRunner>(
                     created_trace,
                 }
             }
-            Ok(Claimed::Abandoned) => Piped::Abandoned(id),
-            Ok(Claimed::Superseded) => Piped::Superseded(id),
+            Ok(Claimed::Abandoned) => Handled::Abandoned(id),
+            Ok(Claimed::Superseded) => Handled::Superseded(id),
             Err(StoreError::ConditionFailed { current, .. }) => match current {
                 Some(t) if t.task_status == TaskStatus::Superseded => {
                     tracing::info!(event = "task.superseded", taskId = %id,
                         supersededBy = t.superseded_by.as_deref().unwrap_or(""),
                         "a newer task with its key was written before this claim");
-                    Piped::Skipped(id)
+                    Handled::Skipped(id)
                 }
                 Some(t) if matches!(t.task_status, TaskStatus::Pending | TaskStatus::Taken) => {
                     tracing::info!(event = "task.claim_conflict", taskId = %id, token = t.token,
                         "another worker claimed it first");
-                    Piped::Conflict(id)
+                    Handled::Conflict(id)
                 }
                 other => {
                     tracing::warn!(event = "task.skipped", taskId = %id,
                         status = other.as_ref().map_or("gone", |t| t.task_status.as_str()),
                         "index entry is not a claimable task; skipping it");
-                    Piped::Skipped(id)
+                    Handled::Skipped(id)
                 }
             },
             Err(StoreError::Malformed { task_id, source }) => {
                 tracing::warn!(event = "task.skipped", taskId = %task_id, error = %source,
                     "claimed item does not parse; its lease will expire");
-                Piped::Skipped(id)
+                Handled::Skipped(id)
             }
-            Err(e) => Piped::Failed(id, e),
+            Err(e) => Handled::Failed(id, e),
         }
     }
 }
@@ -329,7 +329,7 @@ enum Claimed {
 /// lease has expired (reclaim). A task whose lease expired with no attempts
 /// left is ended FAILURE instead; one that a newer task with its key
 /// marked, SUPERSEDED.
-async fn claim<R>(ctx: &PipeContext<R>, c: &Candidate, now: u64) -> Result<Claimed, StoreError> {
+async fn claim<R>(ctx: &ClaimContext<R>, c: &Candidate, now: u64) -> Result<Claimed, StoreError> {
     let max_attempts = ctx.policy.max_attempts;
     let step = |attempts| Step {
         now_ms: now,
@@ -410,12 +410,12 @@ async fn claim<R>(ctx: &PipeContext<R>, c: &Candidate, now: u64) -> Result<Claim
     Ok(Claimed::Abandoned)
 }
 
-/// Waits until a pipeline ends (and books it), `poll` passes, or claiming
+/// Waits until a candidate's handling ends (and books it), `poll` passes, or claiming
 /// must stop.
 pub(crate) async fn wait_for_one(
     state: &mut LoopState,
     report: &mut ProcessReport,
-    running: &mut JoinSet<Piped>,
+    running: &mut JoinSet<Handled>,
     stop_claiming_at: Instant,
     poll: Option<Duration>,
 ) {
@@ -489,11 +489,11 @@ fn take_fair(
     out
 }
 
-/// Drains every pipeline still running into the report.
+/// Drains every handling still running into the report.
 pub(crate) async fn drain(
     state: &mut LoopState,
     report: &mut ProcessReport,
-    running: &mut JoinSet<Piped>,
+    running: &mut JoinSet<Handled>,
 ) {
     while let Some(done) = running.join_next().await {
         state.absorb(report, done);

@@ -2,7 +2,7 @@
 
 use lifo_core::Order;
 use lifo_core::config::{self, ConfigError, Source};
-use lifo_core::retry::RetryPolicy;
+use lifo_core::rest::RestPolicy;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ pub struct ProcessConfig {
     pub max_attempts: u32,
     /// How long a task put back rests before it is claimable again
     /// (`RETRY_BACKOFF_SECONDS`, doubling per failed attempt).
-    pub retry: RetryPolicy,
+    pub rest: RestPolicy,
     /// The downstream's rate limit: at most this many tasks started per
     /// second (`RUNNER_MAX_PER_SECOND`; `None`: no limit), with this burst
     /// (`RUNNER_BURST`): in any one second, at most rate + burst start.
@@ -71,7 +71,7 @@ impl ProcessConfig {
             linger: Duration::from_secs(1),
             pause_poll: Duration::from_secs(5),
             max_attempts: 3,
-            retry: RetryPolicy {
+            rest: RestPolicy {
                 base: Duration::from_secs(10),
             },
             rate_limit: None,
@@ -141,11 +141,11 @@ impl ProcessConfig {
             linger: config::millis(src, "LINGER_MS", ms(d.linger), 0..=60_000)?,
             pause_poll: config::millis(src, "PAUSE_POLL_MS", ms(d.pause_poll), 100..=60_000)?,
             max_attempts: config::parsed(src, "MAX_ATTEMPTS", d.max_attempts, 1..=100)?,
-            retry: RetryPolicy {
+            rest: RestPolicy {
                 base: Duration::from_secs(config::parsed(
                     src,
                     "RETRY_BACKOFF_SECONDS",
-                    d.retry.base.as_secs(),
+                    d.rest.base.as_secs(),
                     0..=3600,
                 )?),
             },

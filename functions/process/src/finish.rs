@@ -4,7 +4,7 @@
 use crate::report::Finished;
 use crate::runner::{RunOutcome, TaskRunner};
 use lifo_core::error::Chain;
-use lifo_core::retry::RetryPolicy;
+use lifo_core::rest::RestPolicy;
 use lifo_core::{Move, Step, Store, StoreError, Task, TaskStatus, Transition, now_ms};
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ const FINISH_ATTEMPTS: u32 = 4;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FinishPolicy {
     pub max_attempts: u32,
-    pub retry: RetryPolicy,
+    pub rest: RestPolicy,
 }
 
 /// The run, as an X-Ray subsegment `run` (flagged by its outcome) when
@@ -60,20 +60,20 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
             r.as_str(),
             Finished::RetriedAfterError,
             policy
-                .retry
+                .rest
                 .after_failure(task.attempts, now, task.expires_at),
         ),
         RunOutcome::RetryLater(r) => (
             Transition::RetryLater,
             r.as_str(),
             Finished::Retried,
-            policy.retry.after_busy(None, now, task.expires_at),
+            policy.rest.after_busy(None, now, task.expires_at),
         ),
         RunOutcome::RetryAfter(r, hint) => (
             Transition::RetryLater,
             r.as_str(),
             Finished::Retried,
-            policy.retry.after_busy(Some(*hint), now, task.expires_at),
+            policy.rest.after_busy(Some(*hint), now, task.expires_at),
         ),
     };
     let attempts = if t == Transition::RetryLater {
@@ -152,7 +152,7 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
             }
             Err(e) if attempt < FINISH_ATTEMPTS => {
                 tracing::warn!(event = "task.finish_retry", taskId = %task.task_id, attempt, error = %Chain(&e));
-                tokio::time::sleep(lifo_core::store::backoff(attempt)).await;
+                tokio::time::sleep(lifo_core::store::resend_wait(attempt)).await;
             }
             Err(e) => {
                 tracing::error!(event = "task.finish_failed", taskId = %task.task_id, toStatus = %t.to(), error = %Chain(&e),

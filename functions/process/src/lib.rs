@@ -21,7 +21,7 @@ pub use config::{ProcessConfig, RateLimit};
 pub use report::{ProcessReport, StopReason};
 pub use serve::{serve, serve_with};
 
-use claims::{LoopState, PipeContext, Piped};
+use claims::{ClaimContext, Handled, LoopState};
 use finish::FinishPolicy;
 use lifo_core::groups;
 use lifo_core::heads::{HeadsPolicy, ShardHeads};
@@ -291,7 +291,7 @@ impl<R: TaskRunner> Processor<R> {
                 "the queue is paused; claiming nothing"
             );
         }
-        let mut running: JoinSet<Piped> = JoinSet::new();
+        let mut running: JoinSet<Handled> = JoinSet::new();
         let mut state = LoopState::new();
         let outcome = self
             .claim_loop(
@@ -373,7 +373,7 @@ impl<R: TaskRunner> Processor<R> {
         &self,
         report: &mut ProcessReport,
         state: &mut LoopState,
-        running: &mut JoinSet<Piped>,
+        running: &mut JoinSet<Handled>,
         assignment: &Assignment,
         stop_claiming_at: Instant,
         lease_until: u64,
@@ -384,12 +384,12 @@ impl<R: TaskRunner> Processor<R> {
         let mut heads = ShardHeads::new(self.config.order, assignment.shards.clone(), policy);
         // Tasks with a tenant were seen: the fair share's reads from then on.
         let mut tenanted = false;
-        let ctx = PipeContext {
+        let ctx = ClaimContext {
             store: self.store.clone(),
             runner: Arc::clone(&self.runner),
             policy: FinishPolicy {
                 max_attempts: self.config.max_attempts,
-                retry: self.config.retry,
+                rest: self.config.rest,
             },
             lease_until,
             owner: Arc::clone(&assignment.owner),

@@ -335,7 +335,7 @@ impl Scheduler {
                 }
                 Err(e) if e.is_throttled() && attempt < START_ATTEMPTS => {
                     counters.throttle_retries.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(lifo_core::store::backoff(attempt)).await;
+                    tokio::time::sleep(lifo_core::store::resend_wait(attempt)).await;
                 }
                 Err(e) => {
                     counters.errors.fetch_add(1, Ordering::Relaxed);

@@ -161,7 +161,7 @@ pub(super) async fn drain(
         )),
         config(process::ProcessConfig {
             time_budget: std::time::Duration::from_secs(30),
-            retry: lifo_core::retry::RetryPolicy::default(),
+            rest: lifo_core::rest::RestPolicy::default(),
             ..process::ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         }),
     );

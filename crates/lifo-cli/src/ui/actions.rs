@@ -5,13 +5,13 @@
 //! Origin; the form's CSRF token is checked here.
 
 use super::console::{Console, PageError, Shared};
-use super::pages::{MAX_RETRY_FAILED, task_path};
+use super::pages::{MAX_REDRIVE_FAILED, task_path};
 use axum::extract::{Form, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use lifo_core::since::Since;
 use lifo_ops::OpsError;
-use lifo_ops::retry::{Retry, Selection};
+use lifo_ops::redrive::{Redrive, Selection};
 use lifo_ops::tasks::FailedFilter;
 use serde::Deserialize;
 
@@ -62,19 +62,19 @@ async fn run<T>(
 }
 
 /// A redrive by id refused (not FAILURE or shed) is an error here.
-async fn retry_one(c: &Console, id: String) -> Result<(), OpsError> {
+async fn redrive_one(c: &Console, id: String) -> Result<(), OpsError> {
     let report =
-        lifo_ops::retry::retry(&c.queue, &Retry::ids(vec![id], REASON), &|_, _| {}).await?;
+        lifo_ops::redrive::redrive(&c.queue, &Redrive::ids(vec![id], REASON), &|_, _| {}).await?;
     report.into_single().map(drop)
 }
 
-pub async fn retry(
+pub async fn redrive(
     State(c): Shared,
     Path(id): Path<String>,
     Form(f): Form<ActionForm>,
 ) -> Response {
     let to = format!("{}?done=retried", task_path(&id));
-    run(&c, &f, retry_one(&c, id), to).await
+    run(&c, &f, redrive_one(&c, id), to).await
 }
 
 pub async fn delete(
@@ -101,7 +101,7 @@ pub async fn cancel(
     run(&c, &f, lifo_ops::tasks::cancel(&c.queue, &id), to).await
 }
 
-pub async fn retry_failed(State(c): Shared, Form(f): Form<ActionForm>) -> Response {
+pub async fn redrive_failed(State(c): Shared, Form(f): Form<ActionForm>) -> Response {
     if !csrf_ok(&c, &f) {
         return csrf_refused();
     }
@@ -112,15 +112,15 @@ pub async fn retry_failed(State(c): Shared, Form(f): Form<ActionForm>) -> Respon
             Err(e) => return PageError(OpsError::invalid("since", e)).into_response(),
         },
     };
-    let r = Retry {
+    let r = Redrive {
         selection: Selection::Failed(FailedFilter {
             since_ms: since.epoch_ms(lifo_core::now_ms()),
             error_prefix: f.error_prefix.trim().to_owned(),
-            limit: MAX_RETRY_FAILED,
+            limit: MAX_REDRIVE_FAILED,
         }),
-        ..Retry::ids(Vec::new(), REASON)
+        ..Redrive::ids(Vec::new(), REASON)
     };
-    match lifo_ops::retry::retry(&c.queue, &r, &|_, _| {}).await {
+    match lifo_ops::redrive::redrive(&c.queue, &r, &|_, _| {}).await {
         Ok(report) => {
             Redirect::to(&format!("/?done=retried-failed&n={}", report.done.len())).into_response()
         }

@@ -82,8 +82,8 @@ pub(super) fn age(at: Option<u64>, now: u64) -> String {
 }
 
 /// Most failed tasks one click retries (at the default pace,
-/// [`lifo_ops::retry::DEFAULT_PACE`] per second); the overview's hint says so.
-pub const MAX_RETRY_FAILED: usize = 1000;
+/// [`lifo_ops::redrive::DEFAULT_PACE`] per second); the overview's hint says so.
+pub const MAX_REDRIVE_FAILED: usize = 1000;
 
 pub(super) fn status_badge(s: TaskStatus) -> Markup {
     html! { span class=(format!("badge s-{}", s.as_str().to_lowercase())) { (s.as_str()) } }
@@ -314,8 +314,8 @@ pub async fn overview(State(c): Shared, Query(q): Query<Notice>) -> Result<Marku
                     button type="submit" { "Retry failed" }
                 }
                 p.hint {
-                    "At most " (MAX_RETRY_FAILED) " at a time, "
-                    (lifo_ops::retry::DEFAULT_PACE) " per second (3 write units each); "
+                    "At most " (MAX_REDRIVE_FAILED) " at a time, "
+                    (lifo_ops::redrive::DEFAULT_PACE) " per second (3 write units each); "
                     code { "lifo tasks retry --failed" } " for more."
                 }
             }

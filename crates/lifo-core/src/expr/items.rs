@@ -1,7 +1,6 @@
 //! Single-item writes outside the state machine: a conditional put, an
-//! operator's delete, the control item (pause, resume, nudge), the
-//! shard-group leases, and latest wins per key (the key item, the mark on a
-//! running task).
+//! operator's delete, the control item (pause, resume, nudge), and latest
+//! wins per key (the key item, the mark on a running task).
 
 use super::*;
 use std::collections::BTreeMap;
@@ -77,41 +76,6 @@ pub fn nudge(now_ms: u64) -> Expr {
         condition: String::new(),
         names: BTreeMap::from([("#nudgedAt", "nudgedAt")]),
         values: BTreeMap::from([(":now", n(now_ms))]),
-    }
-}
-
-/// A processor takes its shard group's lease (the `#group-<g>` item): when
-/// it is free or its lease ended. A new token each time; the owner is the
-/// invocation, for logs.
-pub fn take_group(lease_until: u64, now_ms: u64, owner: &str) -> Expr {
-    Expr {
-        main: "SET #leaseUntil = :lease, #token = if_not_exists(#token, :zero) + :one, \
-               #owner = :owner"
-            .to_owned(),
-        condition: "attribute_not_exists(#leaseUntil) OR #leaseUntil < :now".to_owned(),
-        names: BTreeMap::from([
-            ("#leaseUntil", attr::LEASE_UNTIL),
-            ("#token", attr::TOKEN),
-            ("#owner", "owner"),
-        ]),
-        values: BTreeMap::from([
-            (":lease", n(lease_until)),
-            (":now", n(now_ms)),
-            (":zero", n(0)),
-            (":one", n(1)),
-            (":owner", s(truncate(owner))),
-        ]),
-    }
-}
-
-/// A processor gives its group's lease back at the end of an invocation,
-/// if it still holds it (same token).
-pub fn release_group(token: u64) -> Expr {
-    Expr {
-        main: "SET #leaseUntil = :zero".to_owned(),
-        condition: "#token = :token".to_owned(),
-        names: BTreeMap::from([("#leaseUntil", attr::LEASE_UNTIL), ("#token", attr::TOKEN)]),
-        values: BTreeMap::from([(":zero", n(0)), (":token", n(token))]),
     }
 }
 
@@ -207,31 +171,6 @@ mod tests {
         let e = nudge(NOW);
         assert_eq!(e.main, "SET #nudgedAt = :now");
         assert_eq!(values(&e), ":now=N:1764547200123");
-    }
-
-    #[test]
-    fn a_group_lease_is_taken_when_free_and_given_back_only_by_its_holder() {
-        let e = take_group(NOW + 62_000, NOW, "req-1");
-        assert_eq!(
-            e.main,
-            "SET #leaseUntil = :lease, #token = if_not_exists(#token, :zero) + :one, #owner = :owner"
-        );
-        assert_eq!(
-            e.condition,
-            "attribute_not_exists(#leaseUntil) OR #leaseUntil < :now"
-        );
-        assert_eq!(
-            names(&e),
-            "#leaseUntil=leaseUntil #owner=owner #token=token"
-        );
-        assert_eq!(
-            values(&e),
-            ":lease=N:1764547262123 :now=N:1764547200123 :one=N:1 :owner=S:req-1 :zero=N:0"
-        );
-        let e = release_group(4);
-        assert_eq!(e.main, "SET #leaseUntil = :zero");
-        assert_eq!(e.condition, "#token = :token");
-        assert_eq!(values(&e), ":token=N:4 :zero=N:0");
     }
 
     #[test]

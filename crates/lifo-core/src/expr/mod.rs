@@ -1,7 +1,8 @@
 //! Every DynamoDB expression the queue sends, built in one place: the
 //! conditional update of each state transition (`transition.rs`), the
 //! single-item writes outside the state machine: put, delete, the control
-//! item, group leases (`items.rs`), and the index queries (`queries.rs`).
+//! item (`items.rs`), the shard-group leases (`groups.rs`), and the index
+//! queries (`queries.rs`).
 //!
 //! The unit tests beside each part show the exact strings, names and values
 //! of each one, so a reviewer can read the whole protocol here.
@@ -11,10 +12,12 @@ use crate::state::Transition;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::{BTreeMap, HashMap};
 
+mod groups;
 mod items;
 mod queries;
 mod transition;
 
+pub use groups::*;
 pub use items::*;
 pub use queries::*;
 pub use transition::*;

@@ -5,7 +5,7 @@ use super::error::classify;
 use super::shed::sheddable;
 use super::{Item, Op, Store, StoreError};
 use crate::expr::{self, LIFO_INDEX};
-use crate::lifo::{Candidate, Order, merge};
+use crate::order::{Candidate, Order, merge};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 
 /// Most pages one shard's claim read takes: past them the head is cut

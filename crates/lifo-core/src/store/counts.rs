@@ -4,7 +4,7 @@
 use super::error::classify;
 use super::{Item, Op, Store, StoreError};
 use crate::expr::{self, LIFO_INDEX};
-use crate::lifo::Candidate;
+use crate::order::Candidate;
 
 impl Store {
     /// How many tasks are claimable now, across shards (the queue depth).

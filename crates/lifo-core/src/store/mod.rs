@@ -151,7 +151,7 @@ impl Store {
 /// capped at 3.2 s, with "equal jitter": a random wait between half the
 /// ceiling and the ceiling, so a retry never comes at once but retries of
 /// many tasks still spread out.
-pub fn backoff(attempt: u32) -> Duration {
+pub fn resend_wait(attempt: u32) -> Duration {
     let ceiling = 50u64 << attempt.clamp(1, 6);
     Duration::from_millis(fastrand::u64(ceiling / 2..=ceiling))
 }
@@ -161,10 +161,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_draws_between_half_the_ceiling_and_the_ceiling() {
+    fn resend_wait_draws_between_half_the_ceiling_and_the_ceiling() {
         for (attempt, ceiling) in [(1, 100), (2, 200), (3, 400), (6, 3200), (30, 3200)] {
             let waits: Vec<u64> = (0..2000)
-                .map(|_| backoff(attempt).as_millis() as u64)
+                .map(|_| resend_wait(attempt).as_millis() as u64)
                 .collect();
             let (min, max) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
             assert!(

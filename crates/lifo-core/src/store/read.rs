@@ -2,7 +2,7 @@
 
 use super::error::{classify, parse_task};
 use super::write::UNPROCESSED_RETRIES;
-use super::{Item, Op, Store, StoreError, backoff};
+use super::{Item, Op, Store, StoreError, resend_wait};
 use crate::expr;
 use crate::model::Task;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
@@ -144,7 +144,7 @@ impl Store {
                         retries: UNPROCESSED_RETRIES,
                     });
                 }
-                tokio::time::sleep(backoff(attempt)).await;
+                tokio::time::sleep(resend_wait(attempt)).await;
             }
         }
         Ok(found)

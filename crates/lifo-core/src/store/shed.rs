@@ -17,8 +17,8 @@
 
 use super::{Item, Op, Store, StoreError};
 use crate::expr::{self, LIFO_INDEX, Move, SHED_INDEX, Step};
-use crate::lifo::Candidate;
 use crate::model::TaskStatus;
+use crate::order::Candidate;
 use futures::StreamExt;
 
 /// Entries per page of the reaper's read (index entries are ≈ 100 bytes:

@@ -25,7 +25,7 @@
 //! with its key is written.
 
 use super::error::classify;
-use super::{Item, Op, Store, StoreError, backoff};
+use super::{Item, Op, Store, StoreError, resend_wait};
 use crate::expr::{self, Move, Step};
 use crate::model::{Task, TaskStatus};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -219,7 +219,7 @@ impl Store {
                 }
                 // A conflict with another transaction or request on one
                 // of the items: wait, then read again.
-                tokio::time::sleep(backoff(tries)).await;
+                tokio::time::sleep(resend_wait(tries)).await;
                 continue 'read;
             }
         }

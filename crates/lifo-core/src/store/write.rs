@@ -1,7 +1,7 @@
 //! Writing new tasks: fresh ids in batches, producer ids only if absent.
 
 use super::error::classify;
-use super::{Item, Op, Store, StoreError, backoff};
+use super::{Item, Op, Store, StoreError, resend_wait};
 use crate::expr;
 use crate::model::Task;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, ReturnConsumedCapacity, WriteRequest};
@@ -160,7 +160,7 @@ impl Store {
                     requests,
                 ));
             }
-            tokio::time::sleep(backoff(attempt)).await;
+            tokio::time::sleep(resend_wait(attempt)).await;
         }
     }
 

@@ -124,7 +124,7 @@ fn processor_with(
         idle_poll: Duration::from_millis(10),
         linger: Duration::ZERO,
         pause_poll: Duration::from_millis(20),
-        retry: lifo_core::retry::RetryPolicy::default(),
+        rest: lifo_core::rest::RestPolicy::default(),
         rate_limit: None,
         processors: 1,
         max_attempts: 3,

@@ -31,7 +31,7 @@ pub enum Selection {
 
 /// A redrive request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Retry {
+pub struct Redrive {
     pub selection: Selection,
     /// Redrives per second at most (1 to [`MAX_PACE`]).
     pub per_second: NonZeroU32,
@@ -41,7 +41,7 @@ pub struct Retry {
     pub dry_run: bool,
 }
 
-impl Retry {
+impl Redrive {
     pub fn ids(ids: Vec<String>, reason: impl Into<String>) -> Self {
         Self {
             selection: Selection::Ids(ids),
@@ -53,9 +53,9 @@ impl Retry {
 }
 
 /// Runs `r`; `progress(done, of)` is called after each task.
-pub async fn retry(
+pub async fn redrive(
     q: &Queue,
-    r: &Retry,
+    r: &Redrive,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<BatchReport, OpsError> {
     if r.per_second.get() > MAX_PACE {

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 /// The rests of a queue (`RetryBackoffSeconds`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RetryPolicy {
+pub struct RestPolicy {
     pub base: Duration,
 }
 
@@ -39,7 +39,7 @@ pub const MAX_REST: Duration = Duration::from_secs(3600);
 /// documentation for why one second).
 pub const MIN_BUSY_REST: Duration = Duration::from_secs(1);
 
-impl RetryPolicy {
+impl RestPolicy {
     /// `retryAt` (epoch ms; 0 for none) after a failed run that was the
     /// task's `attempt`-th, at `now_ms`, for a task expiring at
     /// `expires_at` (epoch s).
@@ -86,7 +86,7 @@ mod tests {
 
     #[test]
     fn failures_rest_twice_as_long_each_attempt_with_up_to_half_again() {
-        let p = RetryPolicy {
+        let p = RestPolicy {
             base: Duration::from_secs(10),
         };
         for (attempt, rest) in [(1u32, 10_000u64), (2, 20_000), (3, 40_000)] {
@@ -111,14 +111,14 @@ mod tests {
 
     #[test]
     fn busy_rests_for_the_hint_or_the_base_and_zero_is_off() {
-        let p = RetryPolicy {
+        let p = RestPolicy {
             base: Duration::from_secs(2),
         };
         let hinted = p.after_busy(Some(Duration::from_secs(30)), NOW, LATER);
         assert!((NOW + 30_000..NOW + 45_000).contains(&hinted));
         let plain = p.after_busy(None, NOW, LATER);
         assert!((NOW + 2_000..NOW + 3_000).contains(&plain));
-        let off = RetryPolicy::default();
+        let off = RestPolicy::default();
         assert_eq!(off.after_failure(2, NOW, LATER), 0);
         assert!(off.after_busy(Some(Duration::from_secs(1)), NOW, LATER) >= NOW + 1_000);
     }
@@ -128,7 +128,7 @@ mod tests {
     #[test]
     fn a_busy_rest_is_never_shorter_than_the_floor() {
         for base in [Duration::ZERO, Duration::from_secs(10)] {
-            let p = RetryPolicy { base };
+            let p = RestPolicy { base };
             for hint in [
                 Some(Duration::ZERO),
                 Some(Duration::from_millis(1)),
@@ -143,16 +143,16 @@ mod tests {
             let huge = p.after_busy(Some(Duration::from_secs(u64::MAX / 4)), NOW, LATER);
             assert!((NOW + 3_600_000..=NOW + 5_400_000).contains(&huge));
         }
-        let off = RetryPolicy::default().after_busy(None, NOW, LATER);
+        let off = RestPolicy::default().after_busy(None, NOW, LATER);
         assert!((NOW + 1_000..NOW + 1_500).contains(&off));
         // Never past the expiry, floor or not.
         assert_eq!(
-            RetryPolicy::default().after_busy(Some(Duration::ZERO), NOW, NOW / 1000),
+            RestPolicy::default().after_busy(Some(Duration::ZERO), NOW, NOW / 1000),
             NOW / 1000 * 1000
         );
-        assert_eq!(RetryPolicy::busy_rest(Duration::ZERO), MIN_BUSY_REST);
+        assert_eq!(RestPolicy::busy_rest(Duration::ZERO), MIN_BUSY_REST);
         assert_eq!(
-            RetryPolicy::busy_rest(Duration::from_secs(30)),
+            RestPolicy::busy_rest(Duration::from_secs(30)),
             Duration::from_secs(30)
         );
     }

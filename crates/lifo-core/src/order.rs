@@ -1,4 +1,5 @@
-//! LIFO selection across write shards.
+//! The claim order across write shards: newest first (LIFO), or oldest
+//! first for comparison.
 //!
 //! Each shard of the index is read newest-first; [`merge`] merges the sorted
 //! answers (k-way, with a heap) into one newest-first list, so the order is
