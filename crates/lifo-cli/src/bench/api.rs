@@ -5,7 +5,7 @@
 //! see the same DynamoDB Local. In AWS, API Gateway and Lambda add their
 //! own hops on top; this is our share.
 
-use super::part::{Bench, BenchArgs, Part, Row};
+use super::part::{Line, Report};
 use axum::body::Body;
 use http_body_util::BodyExt as _;
 use lifo_local::LocalStack;
@@ -29,7 +29,8 @@ fn ms(d: &[Duration], p: f64) -> f64 {
     percentile(&v, p) as f64 / 1000.0
 }
 
-pub(super) async fn api_latency(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+pub(super) async fn api_latency() -> anyhow::Result<Report> {
+    let mut out = Report::default();
     let stack = LocalStack::start().await?;
     let queue = Queue::new(stack.store(), Settings::default());
     lifo_ops::create::create(
@@ -101,7 +102,7 @@ pub(super) async fn api_latency(args: &BenchArgs, bench: &mut Bench) -> anyhow::
             what.into(),
             json!({"directMedianMs": d50, "httpMedianMs": h50, "httpP95Ms": h95, "addedMedianMs": h50 - d50}),
         );
-        bench.rows.push(Row {
+        out.lines.push(Line {
             measure: format!("HTTP API: {what}, added per request on the local stack"),
             result: format!(
                 "{:+.2} ms median ({h50:.2} ms over HTTP, p95 {h95:.2}; {d50:.2} ms direct), {REQUESTS} requests",
@@ -109,7 +110,7 @@ pub(super) async fn api_latency(args: &BenchArgs, bench: &mut Bench) -> anyhow::
             ),
             target: "< 1 ms added".into(),
             met: Some(h50 - d50 < 1.0),
-            command: args.command(Part::Api, ""),
+            flags: String::new(),
         });
     }
     let (r50, r95) = (ms(&refused, 50.0), ms(&refused, 95.0));
@@ -117,16 +118,15 @@ pub(super) async fn api_latency(args: &BenchArgs, bench: &mut Bench) -> anyhow::
         "httpAndRouterOnly".into(),
         json!({"medianMs": r50, "p95Ms": r95}),
     );
-    bench.rows.push(Row {
+    out.lines.push(Line {
         measure: "HTTP API: a request refused before DynamoDB (HTTP, routing, problem document)"
             .into(),
         result: format!("{r50:.2} ms median, p95 {r95:.2}, {REQUESTS} requests"),
         target: "< 1 ms".into(),
         met: Some(r50 < 1.0),
-        command: args.command(Part::Api, ""),
+        flags: String::new(),
     });
-    bench
-        .figures
+    out.figures
         .insert("apiLatency".into(), Value::Object(figures));
-    Ok(())
+    Ok(out)
 }

@@ -9,7 +9,7 @@
 //!   and the read units of one sweep run; each against the row without a
 //!   backlog.
 
-use super::part::{Bench, BenchArgs, Part, Row};
+use super::part::{BenchArgs, Line, Report};
 use lifo_core::{Op, Order, Task, now_ms};
 use lifo_local::LocalStack;
 use process::ProcessConfig;
@@ -138,7 +138,8 @@ async fn measure(backlog: usize, latency_ms: u64) -> anyhow::Result<BacklogRow> 
     })
 }
 
-pub(super) async fn shed_backlog(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+pub(super) async fn shed_backlog(args: &BenchArgs) -> anyhow::Result<Report> {
+    let mut out = Report::default();
     let mut rows = Vec::new();
     for latency_ms in &args.backlog_latency_ms {
         let mut floor: Option<BacklogRow> = None;
@@ -159,7 +160,7 @@ pub(super) async fn shed_backlog(args: &BenchArgs, bench: &mut Bench) -> anyhow:
                 )
             };
             let extra = format!(" --backlogs {backlog} --backlog-latency-ms {latency_ms}");
-            bench.rows.push(Row {
+            out.lines.push(Line {
                 measure: format!(
                     "Shed backlog of {backlog} in one shard, {latency_ms} ms per request: read units per success"
                 ),
@@ -175,7 +176,7 @@ pub(super) async fn shed_backlog(args: &BenchArgs, bench: &mut Bench) -> anyhow:
                 ),
                 target: "≤ 1.2× the empty queue's".into(),
                 met: Some(ratio <= 1.2 && row.sweep_read_units <= base.sweep_read_units * 1.2),
-                command: args.command(Part::ShedBacklog, &extra),
+                flags: extra,
             });
             rows.push(json!({
                 "backlog": row.backlog, "latencyMs": row.latency_ms,
@@ -187,6 +188,6 @@ pub(super) async fn shed_backlog(args: &BenchArgs, bench: &mut Bench) -> anyhow:
             }));
         }
     }
-    bench.figures.insert("shedBacklog".into(), json!(rows));
-    Ok(())
+    out.figures.insert("shedBacklog".into(), json!(rows));
+    Ok(out)
 }

@@ -1,7 +1,7 @@
 //! The measures that run the release Lambda binaries: CPU and memory of
 //! process, cold starts, sizes.
 
-use super::part::{Bench, BenchArgs, FUNCTIONS, Part, Row};
+use super::part::{BenchArgs, Binaries, FUNCTIONS, Line, Report};
 use anyhow::Context as _;
 use lifo_core::{Task, now_ms};
 use lifo_local::LocalStack;
@@ -14,19 +14,20 @@ use std::time::{Duration, Instant};
 /// CPU and memory of the process binary, then the same run with X-Ray
 /// recording every invocation (sampled, a daemon on loopback): what
 /// tracing costs per task.
-pub(super) async fn process_cost(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
-    let plain = process_run(args, bench, false).await?;
-    let traced = process_run(args, bench, true).await?;
+pub(super) async fn process_cost(args: &BenchArgs, bins: &Binaries) -> anyhow::Result<Report> {
+    let mut out = Report::default();
+    let plain = process_run(args, bins, &mut out, false).await?;
+    let traced = process_run(args, bins, &mut out, true).await?;
     let ratio = traced / plain;
-    bench.rows.push(Row {
+    out.lines.push(Line {
         measure: "process binary: CPU per task with X-Ray subsegments against without".into(),
         result: format!("{ratio:.2}× ({traced:.3} ms against {plain:.3} ms)"),
         target: "≤ 1.10×".into(),
         met: Some(ratio <= 1.10),
-        command: args.command(Part::Process, &format!(" --tasks {}", args.tasks)),
+        flags: format!(" --tasks {}", args.tasks),
     });
-    bench.figures.insert("xrayCpuRatio".into(), json!(ratio));
-    Ok(())
+    out.figures.insert("xrayCpuRatio".into(), json!(ratio));
+    Ok(out)
 }
 
 /// A UDP socket on loopback standing in for the X-Ray daemon: counts the
@@ -76,8 +77,13 @@ impl Daemon {
 /// tasks succeeded (`traced`: every invocation sampled, subsegments to a
 /// loopback daemon); CPU is counted from its first request for an event.
 /// Adds its rows; the CPU per task, ms.
-async fn process_run(args: &BenchArgs, bench: &mut Bench, traced: bool) -> anyhow::Result<f64> {
-    let binary = args.binary("process")?;
+async fn process_run(
+    args: &BenchArgs,
+    bins: &Binaries,
+    out: &mut Report,
+    traced: bool,
+) -> anyhow::Result<f64> {
+    let binary = bins.path("process");
     let daemon = if traced { Some(Daemon::start()?) } else { None };
     let stack = LocalStack::start().await?;
     let store = stack.store();
@@ -96,7 +102,7 @@ async fn process_run(args: &BenchArgs, bench: &mut Bench, traced: bool) -> anyho
         lifo_local::runtime_api::UNSAMPLED
     };
     let mut api = RuntimeApi::start_traced(Duration::from_secs(60), header).await?;
-    let mut command = tokio::process::Command::new(&binary);
+    let mut command = tokio::process::Command::new(binary);
     if let Some(d) = &daemon {
         command.env("AWS_XRAY_DAEMON_ADDRESS", &d.address);
     }
@@ -162,7 +168,7 @@ async fn process_run(args: &BenchArgs, bench: &mut Bench, traced: bool) -> anyho
     } else {
         ("process", "")
     };
-    bench.figures.insert(
+    out.figures.insert(
         key.into(),
         json!({
             "tasks": succeeded, "invocations": invocations,
@@ -171,7 +177,7 @@ async fn process_run(args: &BenchArgs, bench: &mut Bench, traced: bool) -> anyho
             "xrayDocuments": segments,
         }),
     );
-    bench.rows.push(Row {
+    out.lines.push(Line {
         measure: format!(
             "process binary, {succeeded} tasks (runner latency 0, {concurrency} at a time{with}): CPU per task"
         ),
@@ -183,15 +189,15 @@ async fn process_run(args: &BenchArgs, bench: &mut Bench, traced: bool) -> anyho
         ),
         target: "< 1 ms".into(),
         met: Some(per_task < 1.0),
-        command: args.command(Part::Process, &format!(" --tasks {}", args.tasks)),
+        flags: format!(" --tasks {}", args.tasks),
     });
     if !traced {
-        bench.rows.push(Row {
+        out.lines.push(Line {
             measure: format!("process binary, {succeeded} tasks: peak RSS"),
             result: format!("{rss_mb:.1} MB"),
             target: "< 64 MB".into(),
             met: Some(rss_mb < 64.0),
-            command: args.command(Part::Process, &format!(" --tasks {}", args.tasks)),
+            flags: format!(" --tasks {}", args.tasks),
         });
     }
     Ok(per_task)
@@ -238,7 +244,8 @@ async fn first_request(
     }
 }
 
-pub(super) async fn cold_starts(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+pub(super) async fn cold_starts(args: &BenchArgs, bins: &Binaries) -> anyhow::Result<Report> {
+    let mut out = Report::default();
     let mut figures = serde_json::Map::new();
     // Each function as deployed, then process with an X-Ray daemon
     // configured (its tracer binds a UDP socket at init).
@@ -250,16 +257,16 @@ pub(super) async fn cold_starts(args: &BenchArgs, bench: &mut Bench) -> anyhow::
         &xray_env[..],
     )]);
     for (name, label, env) in runs {
-        let binary = args.binary(name)?;
+        let binary = bins.path(name);
         let mut times = Vec::new();
         for _ in 0..args.starts.max(1) {
-            times.push(cold_start_once(&binary, name, env).await?);
+            times.push(cold_start_once(binary, name, env).await?);
         }
         times.sort_unstable();
         let median = times[times.len() / 2];
         let max = times[times.len() - 1];
         figures.insert(label.into(), json!(median.as_secs_f64() * 1000.0));
-        bench.rows.push(Row {
+        out.lines.push(Line {
             measure: format!("Cold start of {label} (exec → first request for an event)"),
             result: format!(
                 "{:.1} ms median, {:.1} ms max of {}",
@@ -269,35 +276,34 @@ pub(super) async fn cold_starts(args: &BenchArgs, bench: &mut Bench) -> anyhow::
             ),
             target: "< 50 ms".into(),
             met: Some(median < Duration::from_millis(50)),
-            command: args.command(Part::ColdStart, &format!(" --starts {}", args.starts)),
+            flags: format!(" --starts {}", args.starts),
         });
     }
-    bench
-        .figures
+    out.figures
         .insert("coldStartMedianMs".into(), Value::Object(figures));
-    Ok(())
+    Ok(out)
 }
 
-pub(super) fn sizes(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+pub(super) fn sizes(args: &BenchArgs, bins: &Binaries) -> anyhow::Result<Report> {
+    let mut out = Report::default();
     let mut figures = serde_json::Map::new();
     let mut parts = Vec::new();
     for name in FUNCTIONS {
-        let binary = args.binary(name)?;
-        let bytes = std::fs::metadata(&binary)
+        let binary = bins.path(name);
+        let bytes = std::fs::metadata(binary)
             .with_context(|| format!("{}", binary.display()))?
             .len();
         figures.insert(name.into(), json!(bytes));
         parts.push(format!("{name} {:.1} MB", bytes as f64 / 1_048_576.0));
     }
-    bench
-        .figures
+    out.figures
         .insert("sizesBytes".into(), Value::Object(figures));
-    bench.rows.push(Row {
+    out.lines.push(Line {
         measure: format!("Binary sizes ({})", args.bin_dir.display()),
         result: parts.join(", "),
         target: "-".into(),
         met: None,
-        command: args.command(Part::Sizes, ""),
+        flags: String::new(),
     });
-    Ok(())
+    Ok(out)
 }

@@ -29,61 +29,97 @@ mod part;
 mod payload;
 pub mod throughput;
 
-pub use part::{Bench, BenchArgs, FUNCTIONS, Part, Row};
+pub use part::{Bench, BenchArgs, Binaries, FUNCTIONS, Line, Part, Report, Row};
 
-/// Runs the selected measurements in order.
+/// Runs the selected measurements in order; finds the binaries once, for
+/// the parts that run them.
 pub async fn run(args: &BenchArgs) -> anyhow::Result<Bench> {
     args.check()?;
     let mut bench = Bench::default();
     let step = |what: &str| eprintln!("bench: {what}…");
-    if args.wants(Part::Sizes) {
-        binaries::sizes(args, &mut bench)?;
-    }
-    if args.wants(Part::ColdStart) {
-        step("cold starts");
-        binaries::cold_starts(args, &mut bench).await?;
-    }
-    if args.wants(Part::Process) {
-        step(&format!("process binary, {} tasks", args.tasks));
-        binaries::process_cost(args, &mut bench).await?;
-    }
-    if args.wants(Part::WriteUnits) {
-        step("write units (a LIFO overload run)");
-        overload::write_units(args, &mut bench).await?;
-    }
-    if args.wants(Part::RateLimit) {
-        step("rate limit: 5× overload against RunnerMaxPerSecond=10");
-        overload::rate_limit(args, &mut bench).await?;
-    }
-    if args.wants(Part::Throughput) {
-        step(
-            "throughput: the grid of shards × processors × in flight × latency, each with its floor",
-        );
-        throughput::throughput(args, &mut bench).await?;
-    }
-    if args.wants(Part::PayloadCost) {
-        step("payload cost: write and read units per task against payload size");
-        payload::payload_cost(args, &mut bench).await?;
-    }
-    if args.wants(Part::Api) {
-        step("HTTP API: added latency per request, direct vs over the router");
-        api::api_latency(args, &mut bench).await?;
-    }
-    if args.wants(Part::ShedBacklog) {
-        step("shed backlog: reads per success, refill and sweep with a backlog shed");
-        backlog::shed_backlog(args, &mut bench).await?;
-    }
-    if args.wants(Part::Freshness) {
-        step(&format!(
-            "freshness: {} min of 2× overload, LIFO then FIFO",
-            args.minutes
-        ));
-        overload::freshness(args, &mut bench).await?;
+    let bins = Binaries::find(args)?;
+    for part in [
+        Part::Sizes,
+        Part::ColdStart,
+        Part::Process,
+        Part::WriteUnits,
+        Part::RateLimit,
+        Part::Throughput,
+        Part::PayloadCost,
+        Part::Api,
+        Part::ShedBacklog,
+        Part::Freshness,
+    ] {
+        if !args.wants(part) {
+            continue;
+        }
+        let report = match part {
+            Part::Sizes => binaries::sizes(args, &bins)?,
+            Part::ColdStart => {
+                step("cold starts");
+                binaries::cold_starts(args, &bins).await?
+            }
+            Part::Process => {
+                step(&format!("process binary, {} tasks", args.tasks));
+                binaries::process_cost(args, &bins).await?
+            }
+            Part::WriteUnits => {
+                step("write units (a LIFO overload run)");
+                overload::write_units(args).await?
+            }
+            Part::RateLimit => {
+                step("rate limit: 5× overload against RunnerMaxPerSecond=10");
+                overload::rate_limit(args).await?
+            }
+            Part::Throughput => {
+                step(
+                    "throughput: the grid of shards × processors × in flight × latency, each with its floor",
+                );
+                throughput::throughput(args).await?
+            }
+            Part::PayloadCost => {
+                step("payload cost: write and read units per task against payload size");
+                payload::payload_cost(args).await?
+            }
+            Part::Api => {
+                step("HTTP API: added latency per request, direct vs over the router");
+                api::api_latency().await?
+            }
+            Part::ShedBacklog => {
+                step("shed backlog: reads per success, refill and sweep with a backlog shed");
+                backlog::shed_backlog(args).await?
+            }
+            Part::Freshness => {
+                step(&format!(
+                    "freshness: {} min of 2× overload, LIFO then FIFO",
+                    args.minutes
+                ));
+                overload::freshness(args).await?
+            }
+        };
+        bench.add(args, part, report);
     }
     Ok(bench)
 }
 
 impl Bench {
+    /// Adds what `part` measured: each line as a row whose command line
+    /// is `lifo bench --only <part>` with the line's flags.
+    fn add(&mut self, args: &BenchArgs, part: Part, report: Report) {
+        self.rows.extend(report.lines.into_iter().map(|l| Row {
+            command: args.command(part, &l.flags),
+            measure: l.measure,
+            result: l.result,
+            target: l.target,
+            met: l.met,
+        }));
+        self.figures.extend(report.figures);
+        for (key, flags) in report.commands {
+            self.figures
+                .insert(key.into(), Value::String(args.command(part, &flags)));
+        }
+    }
+
     pub fn markdown(&self) -> String {
         let mut out = String::from(
             "| Measure | Result | Target | Met | Reproduce |\n|---|---|---|---|---|\n",

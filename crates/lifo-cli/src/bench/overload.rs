@@ -1,7 +1,7 @@
 //! The measures that run a workload through the local pipeline: write
 //! units, freshness (LIFO vs FIFO), the rate limit.
 
-use super::part::{Bench, BenchArgs, Part, Row, secs};
+use super::part::{BenchArgs, Line, Report, secs};
 use anyhow::Context as _;
 use lifo_core::Order;
 use lifo_local::report::percentile;
@@ -58,18 +58,19 @@ fn p95_per_minute(o: &Outcome) -> Vec<u64> {
 }
 
 /// A LIFO overload run of 20 s (or `--minutes`, if shorter).
-pub(super) async fn write_units(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+pub(super) async fn write_units(args: &BenchArgs) -> anyhow::Result<Report> {
+    let mut out = Report::default();
     let w = overload(Duration::from_secs_f64(args.write_units_seconds()), 10);
     let o = run_order(&w, Order::Lifo).await?;
-    bench.figures.insert(
+    out.figures.insert(
         "writeUnitsPerSuccessfulTask".into(),
         json!(o.write_units_per_successful_task),
     );
-    bench.figures.insert(
+    out.figures.insert(
         "writeUnitsPerSuccess".into(),
         json!(o.write_units_per_success),
     );
-    bench.rows.push(Row {
+    out.lines.push(Line {
         measure: "Write units per successful task (put + claim + finish, incl. GSI)".into(),
         result: format!(
             "{:.2} (all writes incl. shed tasks / successes: {:.2})",
@@ -77,19 +78,17 @@ pub(super) async fn write_units(args: &BenchArgs, bench: &mut Bench) -> anyhow::
         ),
         target: "≤ 6".into(),
         met: Some(o.write_units_per_successful_task <= 6.0 + 1e-9),
-        command: args.command(
-            Part::WriteUnits,
-            &if args.write_units_seconds() < 20.0 {
-                format!(" --minutes {}", args.minutes)
-            } else {
-                String::new()
-            },
-        ),
+        flags: if args.write_units_seconds() < 20.0 {
+            format!(" --minutes {}", args.minutes)
+        } else {
+            String::new()
+        },
     });
-    Ok(())
+    Ok(out)
 }
 
-pub(super) async fn freshness(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+pub(super) async fn freshness(args: &BenchArgs) -> anyhow::Result<Report> {
+    let mut out = Report::default();
     let duration = Duration::from_secs_f64((args.minutes * 60.0).max(1.0));
     let w = overload(duration, args.ttl);
     let lifo = run_order(&w, Order::Lifo).await?;
@@ -101,7 +100,7 @@ pub(super) async fn freshness(args: &BenchArgs, bench: &mut Bench) -> anyhow::Re
         f.first().copied().unwrap_or(0),
         f.iter().copied().max().unwrap_or(0),
     );
-    bench.figures.insert(
+    out.figures.insert(
         "freshness".into(),
         json!({
             "lifoP95Ms": lifo.age_under_load_ms[1],
@@ -118,7 +117,7 @@ pub(super) async fn freshness(args: &BenchArgs, bench: &mut Bench) -> anyhow::Re
             .collect::<Vec<_>>()
             .join(" / ")
     };
-    bench.rows.push(Row {
+    out.lines.push(Line {
         measure: format!(
             "Freshness, 2× overload for {} min (20/s into 5 × 500 ms, TTL {} s): p95 age at start",
             args.minutes, args.ttl
@@ -132,12 +131,9 @@ pub(super) async fn freshness(args: &BenchArgs, bench: &mut Bench) -> anyhow::Re
         ),
         target: format!("LIFO ≤ {} every minute; FIFO grows", secs(target_ms)),
         met: Some(l_max <= target_ms && f_max > f_first.max(target_ms)),
-        command: args.command(
-            Part::Freshness,
-            &format!(" --minutes {} --ttl {}", args.minutes, args.ttl),
-        ),
+        flags: format!(" --minutes {} --ttl {}", args.minutes, args.ttl),
     });
-    Ok(())
+    Ok(out)
 }
 
 /// Tasks started per second at most, and the burst above it, of the
@@ -148,7 +144,8 @@ const BURST: u32 = 1;
 /// 5× overload against a downstream that could serve far more but is rate
 /// limited to 10 tasks/s (burst 1): starts in any one second, from the
 /// tasks' own start times.
-pub(super) async fn rate_limit(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+pub(super) async fn rate_limit(args: &BenchArgs) -> anyhow::Result<Report> {
+    let mut out = Report::default();
     let seconds = (args.minutes * 60.0).clamp(1.0, 30.0);
     let w = Workload {
         rate: 5.0 * f64::from(LIMIT),
@@ -167,13 +164,11 @@ pub(super) async fn rate_limit(args: &BenchArgs, bench: &mut Bench) -> anyhow::R
     let o = run_order(&w, Order::Lifo).await?;
     let most = o.max_starts_in_a_second();
     let mean = o.starts.len() as f64 / (o.starts.last().map_or(0.0, |s| s.at_s).max(1.0));
-    bench
-        .figures
+    out.figures
         .insert("rateLimitMaxStartsPerSecond".into(), json!(most));
-    bench
-        .figures
+    out.figures
         .insert("rateLimitMeanStartsPerSecond".into(), json!(mean));
-    bench.rows.push(Row {
+    out.lines.push(Line {
         measure: format!(
             "Rate limit {LIMIT}/s (burst {BURST}), {:.0} s of 5× overload ({}/s into 50 × 100 ms): \
              most tasks started in any 1 s",
@@ -187,14 +182,11 @@ pub(super) async fn rate_limit(args: &BenchArgs, bench: &mut Bench) -> anyhow::R
         ),
         target: format!("≤ {}", LIMIT + BURST),
         met: Some(most <= (LIMIT + BURST) as usize),
-        command: args.command(
-            Part::RateLimit,
-            &if seconds < 30.0 {
-                format!(" --minutes {}", args.minutes)
-            } else {
-                String::new()
-            },
-        ),
+        flags: if seconds < 30.0 {
+            format!(" --minutes {}", args.minutes)
+        } else {
+            String::new()
+        },
     });
-    Ok(())
+    Ok(out)
 }

@@ -1,8 +1,10 @@
 //! What every part of `lifo bench` shares: its arguments, the parts, the
-//! rows they report (each with the command line that reproduces it), and
-//! the drain loop of the cost measurements.
+//! lines they report (figures plus their own flags), the rows of the table
+//! (each with the command line that reproduces it), the binaries, and the
+//! drain loop of the cost measurements.
 
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The five Lambda binaries.
@@ -75,6 +77,27 @@ pub struct BenchArgs {
     pub backlog_latency_ms: Vec<u64>,
 }
 
+/// One figure a part measured, with the flags of its own that measure it
+/// again (`" --tasks 1000"`); `bench/mod.rs` makes the command line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub measure: String,
+    pub result: String,
+    pub target: String,
+    /// Whether the target is met (None: no target).
+    pub met: Option<bool>,
+    pub flags: String,
+}
+
+/// What one part returns: its lines, its raw figures, and the figures that
+/// are command lines (their key, and the part's flags).
+#[derive(Debug, Default)]
+pub struct Report {
+    pub lines: Vec<Line>,
+    pub figures: serde_json::Map<String, Value>,
+    pub commands: Vec<(&'static str, String)>,
+}
+
 /// One line of the table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -127,18 +150,42 @@ impl BenchArgs {
         };
         format!("lifo bench --only {name}{extra}{bin_dir}")
     }
+}
 
-    pub(super) fn binary(&self, name: &str) -> anyhow::Result<PathBuf> {
-        let path = self.bin_dir.join(name);
-        if path.is_file() {
-            Ok(path)
+/// The release Lambda binaries, found once for the parts that run them.
+#[derive(Debug)]
+pub struct Binaries(BTreeMap<&'static str, PathBuf>);
+
+impl Binaries {
+    /// The binaries the selected parts run, in `--bin-dir`: every one of
+    /// [`FUNCTIONS`] for sizes and cold starts, process alone for its cost;
+    /// or an error naming the first missing and how to build them.
+    pub fn find(args: &BenchArgs) -> anyhow::Result<Self> {
+        let names: &[&'static str] = if args.wants(Part::Sizes) || args.wants(Part::ColdStart) {
+            &FUNCTIONS
+        } else if args.wants(Part::Process) {
+            &["process"]
         } else {
-            Err(anyhow::anyhow!(
-                "no binary {}: build them with `make bench` or \
-                 `cargo build --release -p create -p trigger -p process -p scheduler-start`",
-                path.display()
-            ))
+            &[]
+        };
+        let mut found = BTreeMap::new();
+        for &name in names {
+            let path = args.bin_dir.join(name);
+            if !path.is_file() {
+                return Err(anyhow::anyhow!(
+                    "no binary {}: build them with `make bench` or \
+                     `cargo build --release -p create -p trigger -p process -p scheduler-start -p api`",
+                    path.display()
+                ));
+            }
+            found.insert(name, path);
         }
+        Ok(Self(found))
+    }
+
+    /// The path of `name`, one of the binaries found.
+    pub fn path(&self, name: &'static str) -> &Path {
+        self.0.get(name).map_or(Path::new(name), PathBuf::as_path)
     }
 }
 

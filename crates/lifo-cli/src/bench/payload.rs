@@ -6,7 +6,7 @@
 //! [`lifo_core::store::PayloadPolicy`]). Against the floor: 5 write units
 //! for the task's moves plus ⌈payload / 1 KB⌉ to store the payload once.
 
-use super::part::{Bench, BenchArgs, Part, Row};
+use super::part::{BenchArgs, Line, Report};
 use create::{CreateConfig, Creator};
 use lifo_core::store::{Op, PayloadPolicy};
 use lifo_local::LocalStack;
@@ -106,14 +106,15 @@ async fn measure(
     })
 }
 
-pub(super) async fn payload_cost(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+pub(super) async fn payload_cost(args: &BenchArgs) -> anyhow::Result<Report> {
+    let mut out = Report::default();
     let mut figures = Vec::new();
     for &bytes in &args.payload_bytes {
         for (storage, policy) in storages() {
             eprintln!("bench: payload {bytes} B, {storage}");
             let r = measure(bytes, storage, policy).await?;
             let default = storage.ends_with("(default)");
-            bench.rows.push(Row {
+            out.lines.push(Line {
                 measure: format!(
                     "Payload {bytes} B (realistic JSON), {storage}: write units per successful task"
                 ),
@@ -127,7 +128,7 @@ pub(super) async fn payload_cost(args: &BenchArgs, bench: &mut Bench) -> anyhow:
                     "-".into()
                 },
                 met: default.then_some(r.write_units <= (6 + bytes.div_ceil(1024)) as f64 + 1e-9),
-                command: args.command(Part::PayloadCost, &format!(" --payload-bytes {bytes}")),
+                flags: format!(" --payload-bytes {bytes}"),
             });
             figures.push(json!({
                 "bytes": r.bytes, "storage": r.storage, "put": r.put, "claim": r.claim,
@@ -136,6 +137,6 @@ pub(super) async fn payload_cost(args: &BenchArgs, bench: &mut Bench) -> anyhow:
             }));
         }
     }
-    bench.figures.insert("payloadCost".into(), json!(figures));
-    Ok(())
+    out.figures.insert("payloadCost".into(), json!(figures));
+    Ok(out)
 }

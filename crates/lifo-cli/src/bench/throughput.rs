@@ -7,7 +7,7 @@
 //! same claim and finish requests (and one query per refill) with the ids
 //! known, at the same latency and parallelism.
 
-use super::part::{Bench, BenchArgs, Part, Row};
+use super::part::{BenchArgs, Line, Report};
 use lifo_core::{Move, Op, Order, Step, Store, Task, TaskStatus, now_ms};
 use lifo_local::LocalStack;
 use lifo_local::latency::LatencyProxy;
@@ -285,7 +285,8 @@ fn list<T: std::fmt::Display>(xs: &[T]) -> String {
 }
 
 /// The grid of `args`, one row per configuration.
-pub(super) async fn throughput(args: &BenchArgs, bench: &mut Bench) -> anyhow::Result<()> {
+pub(super) async fn throughput(args: &BenchArgs) -> anyhow::Result<Report> {
+    let mut out = Report::default();
     let mut measured = Vec::new();
     for &latency_ms in &args.latency_ms {
         for &shards in &args.shard_counts {
@@ -337,7 +338,7 @@ pub(super) async fn throughput(args: &BenchArgs, bench: &mut Bench) -> anyhow::R
             targets.push("≤ 0.5 read units per task".to_owned());
             met &= m.read_units_per_task <= 0.5;
         }
-        bench.rows.push(Row {
+        out.lines.push(Line {
             measure: format!(
                 "Throughput: {} shards, {} processors, {} in flight, {} ms per request",
                 c.shards, c.processors, c.in_flight, c.latency_ms
@@ -349,19 +350,16 @@ pub(super) async fn throughput(args: &BenchArgs, bench: &mut Bench) -> anyhow::R
                 targets.join("; ")
             },
             met: (!targets.is_empty()).then_some(met),
-            command: args.command(
-                Part::Throughput,
-                &(flags(
-                    args.throughput_tasks,
-                    &c.shards.to_string(),
-                    &c.processors.to_string(),
-                    &c.in_flight.to_string(),
-                    &c.latency_ms.to_string(),
-                ) + &repeat(args)),
-            ),
+            flags: flags(
+                args.throughput_tasks,
+                &c.shards.to_string(),
+                &c.processors.to_string(),
+                &c.in_flight.to_string(),
+                &c.latency_ms.to_string(),
+            ) + &repeat(args),
         });
     }
-    bench.figures.insert(
+    out.figures.insert(
         "throughput".into(),
         json!(measured.iter().map(|m| json!({
             "shards": m.config.shards, "processors": m.config.processors,
@@ -373,9 +371,7 @@ pub(super) async fn throughput(args: &BenchArgs, bench: &mut Bench) -> anyhow::R
             "ratios": m.ratios,
         })).collect::<Vec<_>>()),
     );
-    bench.figures.insert(
-        "throughputCommand".into(),
-        json!(args.command(Part::Throughput, &(grid + &repeat(args)))),
-    );
-    Ok(())
+    out.commands
+        .push(("throughputCommand", grid + &repeat(args)));
+    Ok(out)
 }
