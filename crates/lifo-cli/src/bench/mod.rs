@@ -106,12 +106,9 @@ impl Bench {
     /// Adds what `part` measured: each line as a row whose command line
     /// is `lifo bench --only <part>` with the line's flags.
     fn add(&mut self, args: &BenchArgs, part: Part, report: Report) {
-        self.rows.extend(report.lines.into_iter().map(|l| Row {
-            command: args.command(part, &l.flags),
-            measure: l.measure,
-            result: l.result,
-            target: l.target,
-            met: l.met,
+        self.rows.extend(report.lines.into_iter().map(|line| Row {
+            command: args.command(part, &line.flags),
+            line,
         }));
         self.figures.extend(report.figures);
         for (key, flags) in report.commands {
@@ -124,7 +121,7 @@ impl Bench {
         let mut out = String::from(
             "| Measure | Result | Target | Met | Reproduce |\n|---|---|---|---|---|\n",
         );
-        for r in &self.rows {
+        for Row { line: r, command } in &self.rows {
             let met = match r.met {
                 Some(true) => "yes",
                 Some(false) => "**no**",
@@ -133,7 +130,7 @@ impl Bench {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | `{}` |",
-                r.measure, r.result, r.target, met, r.command
+                r.measure, r.result, r.target, met, command
             );
         }
         out
@@ -141,9 +138,9 @@ impl Bench {
 
     pub fn json(&self) -> Value {
         json!({
-            "rows": self.rows.iter().map(|r| json!({
+            "rows": self.rows.iter().map(|Row { line: r, command }| json!({
                 "measure": r.measure, "result": r.result, "target": r.target,
-                "met": r.met, "command": r.command,
+                "met": r.met, "command": command,
             })).collect::<Vec<_>>(),
             "figures": self.figures,
         })

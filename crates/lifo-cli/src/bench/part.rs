@@ -98,14 +98,11 @@ pub struct Report {
     pub commands: Vec<(&'static str, String)>,
 }
 
-/// One line of the table.
+/// One line of the table: what a part measured, and the command line that
+/// measures it again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    pub measure: String,
-    pub result: String,
-    pub target: String,
-    /// Whether the target is met (None: no target).
-    pub met: Option<bool>,
+    pub line: Line,
     pub command: String,
 }
 
