@@ -4,14 +4,22 @@
 //!
 //! The mechanism is a per-tenant order while claiming, not a change of the
 //! index: a task's `tenant` is projected into the LIFO index, so the
-//! processor sees it on each candidate at no extra read. Free slots go to
-//! the tenants that were served least lately (starts in the last
-//! [`WINDOW`]), newest first within each: max-min fair on service. A tenant
-//! below its fair share of the service is never kept waiting by one above
-//! it; the one that floods the queue gets what the others leave free, and
-//! no slot idles while anyone has work. With a rate limit, a tenant also
-//! starts at most `ceil(per_second / active)` a second while tenants under
-//! that wait (active: running, or waiting in the heads).
+//! processor sees it on each candidate at no extra read. Each free slot
+//! goes to one waiting tenant ([`Shares::pick`]), which gives its newest
+//! task:
+//! - a tenant served less in the last [`WINDOW`] than the most served one
+//!   (under its share) goes before one at the top, so the tenant that
+//!   floods the queue gets what the others leave free, and no slot idles
+//!   while anyone has work;
+//! - among the tenants under the top, the one that has waited longest
+//!   (since its newest task was written, or since its last start if that
+//!   came later) goes first: across them, as near to first come, first
+//!   served as newest first within each allows. Their p95 age at start is
+//!   what the share is judged by, and ordering them by service instead let
+//!   an unlucky task be passed over again and again;
+//! - with a rate limit, a tenant past `ceil(per_second / active)` starts
+//!   in the last second goes last (active: running, or waiting in the
+//!   heads).
 //!
 //! Service is counted in starts, not slot-time: runs of one downstream take
 //! about as long whoever's task they run. Tasks without a tenant share one
@@ -19,10 +27,10 @@
 //!
 //! The LIFO guarantee that remains: within a tenant, exactly what the
 //! heads give ([`crate::heads`]); across tenants, a newer task is passed
-//! over only for a tenant served less in the last [`WINDOW`]. What it
-//! costs, once tasks with a tenant are seen (a queue without tenants pays
-//! nothing): the tenant's name in each index entry, and reads of [`PAGE`]
-//! entries per shard, again after [`MIN_AGE`] ([`policy`]).
+//! over only for a tenant under the top. What it costs, once tasks with a
+//! tenant are seen (a queue without tenants pays nothing): the tenant's
+//! name in each index entry, and reads of [`PAGE`] entries per shard,
+//! again after [`MIN_AGE`] ([`policy`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -70,18 +78,20 @@ pub struct Ledger {
     starts: HashMap<String, VecDeque<Instant>>,
 }
 
-/// One claim round's admission: the service level reached (tenants served
-/// less than it are admitted) and each tenant's service, counting what
-/// this round admitted.
+/// One claim round's admission: each tenant's service, counting what this
+/// round admitted, and its share of the rate.
 #[derive(Debug, Clone)]
 pub struct Shares {
-    level: usize,
     /// Each tenant's share of the starts in a second, if rate limited.
     per_second: Option<usize>,
     /// Starts in the window, per tenant.
     served: HashMap<String, usize>,
     /// Starts in the last second, per tenant (rate limited only).
     last_second: HashMap<String, usize>,
+    /// Each tenant's last start, epoch ms.
+    last_start_ms: HashMap<String, u64>,
+    /// This round's time, epoch ms.
+    now_ms: u64,
 }
 
 impl Ledger {
@@ -125,12 +135,13 @@ impl Ledger {
         self.running.get(tenant).copied().unwrap_or(0)
     }
 
-    /// The admission of one round at `now`, with `waiting` the tenants of
-    /// the candidates waiting in the heads.
+    /// The admission of one round at `now` (`now_ms` on the wall clock),
+    /// with `waiting` the tenants of the candidates waiting in the heads.
     pub fn shares<'a>(
         &mut self,
         waiting: impl IntoIterator<Item = &'a str>,
         now: Instant,
+        now_ms: u64,
     ) -> Shares {
         let mut active: HashSet<String> = self.running.keys().cloned().collect();
         active.extend(waiting.into_iter().map(str::to_owned));
@@ -145,8 +156,9 @@ impl Ledger {
         }
         self.starts.retain(|_, t| !t.is_empty());
         let second = Duration::from_secs(1);
+        let ago =
+            |t: &Instant| u64::try_from(now.duration_since(*t).as_millis()).unwrap_or(u64::MAX);
         Shares {
-            level: 0,
             per_second: self.per_second.map(|r| (r as usize).div_ceil(n).max(1)),
             served: self
                 .starts
@@ -164,37 +176,65 @@ impl Ledger {
                     (k.clone(), recent)
                 })
                 .collect(),
+            last_start_ms: self
+                .starts
+                .iter()
+                .filter_map(|(k, v)| v.back().map(|t| (k.clone(), now_ms.saturating_sub(ago(t)))))
+                .collect(),
+            now_ms,
         }
     }
 }
 
 impl Shares {
-    /// Whether `tenant` may start one more at this level; if so, books it.
-    /// Past its share of the rate a tenant starts only at the levels above
-    /// everyone's service (what nobody under it wants).
-    pub fn admit(&mut self, tenant: &str) -> bool {
+    /// Of the waiting tenants, each given with the index key of its first
+    /// candidate (its newest, in LIFO order), the one the next free slot
+    /// goes to (the least by `rank`); `None` when none waits.
+    pub fn pick<'a>(&self, waiting: impl IntoIterator<Item = (&'a str, i64)>) -> Option<&'a str> {
+        let top = self.top();
+        waiting
+            .into_iter()
+            .min_by_key(|(tenant, key)| (self.rank(tenant, *key, top), *tenant))
+            .map(|(tenant, _)| tenant)
+    }
+
+    /// Where a waiting tenant stands, least first:
+    /// 1. a tenant served less lately than the most served one (under its
+    ///    share) before one at the top; one past its share of the rate
+    ///    last, when nobody else wants the slot;
+    /// 2. then a higher lane first;
+    /// 3. under the top, the tenant that has waited longest: since its
+    ///    newest task was written or since its last start, whichever is
+    ///    later (so one that just got a slot goes behind the others, and a
+    ///    burst of one tenant's tasks does not hold the slots): as near to
+    ///    first come, first served across the tenants under their share as
+    ///    newest first within each allows; then the least served. At the
+    ///    top, or past the rate: the least served, then the newest.
+    fn rank(&self, tenant: &str, key: i64, top: usize) -> (u8, i64, i64, i64) {
         let served = self.served.get(tenant).copied().unwrap_or(0);
         let last = self.last_second.get(tenant).copied().unwrap_or(0);
-        let over_rate = self.per_second.is_some_and(|s| last >= s) && self.level <= self.top();
-        if served > self.level || over_rate {
-            return false;
+        let over_rate = self.per_second.is_some_and(|s| last >= s);
+        let lane = -crate::lanes::Lane::of_key(key).shift();
+        let served = i64::try_from(served).unwrap_or(i64::MAX);
+        if over_rate {
+            (2, lane, served, -key)
+        } else if served < i64::try_from(top).unwrap_or(i64::MAX) {
+            let last = self.last_start_ms.get(tenant).copied().unwrap_or(0);
+            let since = crate::lanes::at_ms(key).max(last);
+            (0, lane, i64::try_from(since).unwrap_or(i64::MAX), served)
+        } else {
+            (1, lane, served, -key)
         }
+    }
+
+    /// Books one start of `tenant` in this round.
+    pub fn book(&mut self, tenant: &str) {
         *self.served.entry(tenant.to_owned()).or_default() += 1;
         *self.last_second.entry(tenant.to_owned()).or_default() += 1;
-        true
+        self.last_start_ms.insert(tenant.to_owned(), self.now_ms);
     }
 
-    /// The next level: tenants served one more are admitted too.
-    pub fn raise(&mut self) {
-        self.level += 1;
-    }
-
-    /// Tenants served at most this many starts in the window are admitted.
-    pub fn level(&self) -> usize {
-        self.level
-    }
-
-    /// The highest service of any tenant: past it every tenant is admitted.
+    /// The highest service of any tenant lately.
     pub fn top(&self) -> usize {
         self.served.values().copied().max().unwrap_or(0)
     }
@@ -203,22 +243,29 @@ impl Shares {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lanes::Lane;
 
-    /// Admits from `candidates` (tenant names, newest first) level by
-    /// level, as the claim loop does, up to `want`.
-    fn take(shares: &mut Shares, candidates: &[&str], want: usize) -> Vec<String> {
-        let mut left: Vec<&str> = candidates.to_vec();
+    /// The wall clock of the tests' rounds, epoch ms.
+    const NOW: u64 = 1_764_547_200_000;
+
+    /// Fills `n` slots from `waiting` (each tenant's candidates' times,
+    /// newest first; normal lane) as the claim loop does: the tenant
+    /// [`Shares::pick`] names gives its first candidate.
+    fn fill(shares: &mut Shares, waiting: &[(&str, &[u64])], n: usize) -> Vec<String> {
+        let mut left: Vec<(&str, Vec<u64>)> =
+            waiting.iter().map(|(t, at)| (*t, at.to_vec())).collect();
         let mut out = Vec::new();
-        while out.len() < want && !left.is_empty() && shares.level() <= shares.top() + want {
-            let mut i = 0;
-            while i < left.len() && out.len() < want {
-                if shares.admit(left[i]) {
-                    out.push(left.remove(i).to_owned());
-                } else {
-                    i += 1;
-                }
+        while out.len() < n {
+            let heads: Vec<(&str, i64)> = left
+                .iter()
+                .filter_map(|(t, at)| at.first().map(|at| (*t, Lane::Normal.key(*at))))
+                .collect();
+            let Some(t) = shares.pick(heads) else { break };
+            if let Some((_, at)) = left.iter_mut().find(|(name, _)| *name == t) {
+                at.remove(0);
             }
-            shares.raise();
+            shares.book(t);
+            out.push(t.to_owned());
         }
         out
     }
@@ -231,31 +278,78 @@ mod tests {
             l.start(&format!("a{i}"), "a", now);
             l.end(&format!("a{i}"));
         }
-        let mut s = l.shares(["a"], now);
-        assert_eq!(take(&mut s, &["a"; 10], 8).len(), 8);
+        let mut s = l.shares(["a"], now, NOW);
+        let times: Vec<u64> = (0..10).map(|i| NOW - i).collect();
+        assert_eq!(fill(&mut s, &[("a", &times)], 8).len(), 8);
     }
 
     #[test]
-    fn the_least_served_gain_first_newest_first_within_a_level() {
+    fn tenants_under_the_top_go_first_the_longest_waiting_first() {
         let mut l = Ledger::new(8, None);
-        let now = Instant::now();
+        let t0 = Instant::now();
         for i in 0..6 {
-            l.start(&format!("b{i}"), "b", now);
+            l.start(&format!("b{i}"), "b", t0);
         }
-        l.start("c0", "c", now);
-        // b was served six, c one, a none: a gains first, then a and c take
-        // turns, newest first within a level; b only once they reach it.
-        let mut s = l.shares(["b", "a", "c"], now);
-        let got = take(&mut s, &["b", "b", "a", "c", "a", "c", "a", "a"], 5);
-        assert_eq!(got, ["a", "c", "a", "c", "a"]);
+        l.start("c0", "c", t0);
+        // Five seconds later: b was served six, c one (5 s ago), a none.
+        // b floods (its newest is 10 ms old); a's newest waited 1 s, c's
+        // 3 s. c first, then a; then a again (served less than c, both
+        // just started); c; b only once nobody under the top waits.
+        let now = t0 + Duration::from_secs(5);
+        let mut s = l.shares(["b", "a", "c"], now, NOW);
+        let b: Vec<u64> = (0..5).map(|i| NOW - 10 - i).collect();
+        let got = fill(
+            &mut s,
+            &[
+                ("b", &b),
+                ("a", &[NOW - 1_000, NOW - 1_500]),
+                ("c", &[NOW - 3_000, NOW - 3_500]),
+            ],
+            5,
+        );
+        assert_eq!(got, ["c", "a", "a", "c", "b"]);
         for i in 0..6 {
             l.end(&format!("b{i}"));
         }
         assert_eq!(l.running("b"), 0);
         // A window later nobody was served lately: newest first.
-        let later = now + WINDOW;
-        let mut s = l.shares(["b", "a"], later);
-        assert_eq!(take(&mut s, &["b", "a"], 1), ["b"]);
+        let later = t0 + WINDOW;
+        let mut s = l.shares(["b", "a"], later, NOW);
+        assert_eq!(
+            fill(&mut s, &[("b", &[NOW - 10]), ("a", &[NOW - 1_000])], 1),
+            ["b"]
+        );
+    }
+
+    #[test]
+    fn a_burst_of_one_tenant_under_the_top_does_not_hold_the_slots() {
+        let mut l = Ledger::new(8, None);
+        let t0 = Instant::now();
+        for i in 0..30 {
+            l.start(&format!("z{i}"), "z", t0);
+        }
+        let mut s = l.shares(["a", "c", "z"], t0, NOW);
+        // a wrote 20 tasks 2 s ago; c one task 1 s ago: after a's first
+        // start, c's task has waited longer than a's just-served turn.
+        let a: Vec<u64> = (0..20).map(|i| NOW - 2_000 - i).collect();
+        let got = fill(&mut s, &[("a", &a), ("c", &[NOW - 1_000])], 3);
+        assert_eq!(got, ["a", "c", "a"]);
+    }
+
+    #[test]
+    fn a_higher_lane_goes_first_among_tenants_under_the_top() {
+        let mut l = Ledger::new(8, None);
+        let t0 = Instant::now();
+        for i in 0..10 {
+            l.start(&format!("z{i}"), "z", t0);
+        }
+        let s = l.shares(["a", "c"], t0, NOW);
+        let heads = [
+            ("a", Lane::High.key(NOW - 100)),
+            ("c", Lane::Normal.key(NOW - 9_000)),
+        ];
+        assert_eq!(s.pick(heads), Some("a"));
+        assert_eq!(s.pick([]), None);
     }
 
     #[test]
@@ -270,21 +364,25 @@ mod tests {
             l.start(&format!("b{i}"), "b", t0);
             l.end(&format!("b{i}"));
         }
-        // Two tenants, 5 starts a second each; both used theirs: neither
-        // starts until the levels pass everyone's service.
-        let mut s = l.shares(["a", "b"], t0);
-        for _ in 0..=5 {
-            assert!(!s.admit("a"));
-            s.raise();
-        }
-        assert!(s.admit("a"), "what nobody under it wants");
-        // A second later the starts have left the last second.
-        let mut s = l.shares(["a", "b"], t0 + Duration::from_millis(1_001));
-        s.raise();
-        for _ in 0..5 {
-            s.raise();
-        }
-        assert!(s.admit("a"));
+        // Two tenants, 5 starts a second each; both used theirs. A third,
+        // c, wants a slot: it goes first, though a's task is older and a
+        // under the top would win on waiting time alone.
+        let s = l.shares(["a", "b", "c"], t0, NOW);
+        let heads = [
+            ("a", Lane::Normal.key(NOW - 5_000)),
+            ("c", Lane::Normal.key(NOW - 10)),
+        ];
+        assert_eq!(s.pick(heads), Some("c"));
+        // Past its rate, a still gets what nobody else wants.
+        assert_eq!(s.pick([("a", Lane::Normal.key(NOW - 5_000))]), Some("a"));
+        // A second later the starts have left the last second: both are
+        // at the top, and the newest goes first.
+        let s = l.shares(["a", "b"], t0 + Duration::from_millis(1_001), NOW);
+        let heads = [
+            ("a", Lane::Normal.key(NOW - 5_000)),
+            ("b", Lane::Normal.key(NOW - 10)),
+        ];
+        assert_eq!(s.pick(heads), Some("b"));
         assert_eq!(tenant_of(None), "");
     }
 }

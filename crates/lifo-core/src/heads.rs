@@ -38,7 +38,7 @@
 //! and one second ago. So never more than one refill's worth out of order.
 
 use crate::order::{Candidate, Order};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// How often the heads are read again, and how much each read brings.
@@ -237,15 +237,26 @@ impl ShardHeads {
         self.take_by(want, exclude, |_| true)
     }
 
-    /// The tenants of the candidates waiting in the heads (none in
-    /// `exclude`).
-    pub fn waiting_tenants(&self, exclude: &HashSet<String>) -> HashSet<String> {
-        self.heads
+    /// Each tenant with candidates waiting in the heads (none in
+    /// `exclude`), with the index key of its first one in the claim order.
+    pub fn tenant_heads(&self, exclude: &HashSet<String>) -> HashMap<String, i64> {
+        let mut out: HashMap<String, &Candidate> = HashMap::new();
+        for c in self
+            .heads
             .iter()
             .flat_map(|h| &h.items)
             .filter(|c| !exclude.contains(&c.task_id))
-            .map(|c| crate::fair::tenant_of(c.tenant.as_deref()).to_owned())
-            .collect()
+        {
+            let tenant = crate::fair::tenant_of(c.tenant.as_deref());
+            match out.get_mut(tenant) {
+                Some(first) if before(self.order, c, first) => *first = c,
+                Some(_) => {}
+                None => {
+                    out.insert(tenant.to_owned(), c);
+                }
+            }
+        }
+        out.into_iter().map(|(t, c)| (t, c.claimable_at)).collect()
     }
 
     /// [`ShardHeads::take`] of the candidates `admit` accepts, in order.
@@ -441,9 +452,12 @@ mod tests {
         );
         let none = HashSet::new();
         assert_eq!(
-            h.waiting_tenants(&none),
-            HashSet::from(["a".to_owned(), "b".to_owned()])
+            h.tenant_heads(&none),
+            HashMap::from([("a".to_owned(), 9), ("b".to_owned(), 6)]),
+            "each tenant's first candidate in the claim order"
         );
+        let past_a9 = HashSet::from(["a9".to_owned()]);
+        assert_eq!(h.tenant_heads(&past_a9).get("a"), Some(&8));
         let only_b: Vec<String> = h
             .take_by(2, &none, |c| c.tenant.as_deref() == Some("b"))
             .into_iter()

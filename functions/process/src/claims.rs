@@ -462,29 +462,44 @@ pub(crate) async fn refill(
     })
 }
 
-/// Up to `want` candidates, max-min fair on service
-/// ([`lifo_core::fair`]): the newest of the tenants served least lately
-/// first, a level at a time, until the slots are filled or nobody waits.
+/// Up to `want` candidates by the fair share ([`lifo_core::fair`]): each
+/// free slot goes to the waiting tenant that
+/// [`Shares::pick`](lifo_core::fair::Shares::pick) names, and
+/// takes that tenant's first candidate in the claim order (its newest).
 fn take_fair(
     heads: &mut ShardHeads,
     want: usize,
     exclude: &HashSet<String>,
     ledger: &mut Ledger,
 ) -> Vec<Candidate> {
-    let waiting = heads.waiting_tenants(exclude);
-    let mut shares = ledger.shares(waiting.iter().map(String::as_str), Instant::now());
-    let mut out: Vec<Candidate> = Vec::with_capacity(want);
     let mut taken = exclude.clone();
-    while out.len() < want && shares.level() <= shares.top() + want {
-        let more = heads.take_by(want - out.len(), &taken, |c| {
-            shares.admit(tenant_of(c.tenant.as_deref()))
-        });
-        taken.extend(more.iter().map(|c| c.task_id.clone()));
-        out.extend(more);
-        if heads.waiting_tenants(&taken).is_empty() {
+    let mut waiting = heads.tenant_heads(&taken);
+    let mut shares = ledger.shares(waiting.keys().map(String::as_str), Instant::now(), now_ms());
+    let mut out: Vec<Candidate> = Vec::with_capacity(want);
+    // Tenants whose first candidate sits behind a cut-short shard's end.
+    let mut blocked: HashSet<String> = HashSet::new();
+    while out.len() < want {
+        let next = shares.pick(
+            waiting
+                .iter()
+                .filter(|(t, _)| !blocked.contains(*t))
+                .map(|(t, key)| (t.as_str(), *key)),
+        );
+        let Some(tenant) = next.map(str::to_owned) else {
             break;
+        };
+        let got = heads.take_by(1, &taken, |c| tenant_of(c.tenant.as_deref()) == tenant);
+        match got.into_iter().next() {
+            Some(c) => {
+                shares.book(&tenant);
+                taken.insert(c.task_id.clone());
+                out.push(c);
+                waiting = heads.tenant_heads(&taken);
+            }
+            None => {
+                blocked.insert(tenant);
+            }
         }
-        shares.raise();
     }
     out
 }
