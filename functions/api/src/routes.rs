@@ -204,9 +204,10 @@ async fn redrive_one(
     single(lifo_ops::redrive::redrive(&api.queue, &r, &|_, _| {}).await?)
 }
 
-/// `POST /tasks/retry`: every failure of a window, paced.
+/// `POST /tasks/retry`: every failure of a window, paced (serde names it
+/// `RetryFailed` in its messages, as the API's answers always have).
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(deny_unknown_fields, rename_all = "camelCase", rename = "RetryFailed")]
 struct RedriveFailed {
     /// Failed since: `90s`, `15m`, `1h`, `2d`, an RFC 3339 time or epoch ms.
     since: Option<String>,
@@ -262,7 +263,7 @@ async fn redrive_failed(
             format!("the limit is {MAX_REASON} characters"),
         ));
     }
-    let retry = Redrive {
+    let redrive = Redrive {
         selection: Selection::Failed(FailedFilter {
             since_ms: since.epoch_ms(now),
             error_prefix: r.error_prefix.unwrap_or_default(),
@@ -274,7 +275,7 @@ async fn redrive_failed(
     };
     ok(
         StatusCode::OK,
-        &lifo_ops::redrive::redrive(&api.queue, &retry, &|_, _| {}).await?,
+        &lifo_ops::redrive::redrive(&api.queue, &redrive, &|_, _| {}).await?,
     )
 }
 

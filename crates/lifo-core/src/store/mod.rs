@@ -146,11 +146,11 @@ impl Store {
     }
 }
 
-/// The wait before retry `attempt` (1, 2, …) of our own retries (unprocessed
-/// batch items, recording an outcome): a ceiling of 100 ms, 200 ms, 400 ms …
-/// capped at 3.2 s, with "equal jitter": a random wait between half the
-/// ceiling and the ceiling, so a retry never comes at once but retries of
-/// many tasks still spread out.
+/// The wait before resend `attempt` (1, 2, …) of our own resends
+/// (unprocessed batch items, recording an outcome): a ceiling of 100 ms,
+/// 200 ms, 400 ms … capped at 3.2 s, with "equal jitter": a random wait
+/// between half the ceiling and the ceiling, so a resend never comes at once
+/// but resends of many tasks still spread out.
 pub fn resend_wait(attempt: u32) -> Duration {
     let ceiling = 50u64 << attempt.clamp(1, 6);
     Duration::from_millis(fastrand::u64(ceiling / 2..=ceiling))

@@ -1,7 +1,7 @@
 //! Reading tasks: one by id, many by id, a user's tasks newest first.
 
 use super::error::{classify, parse_task};
-use super::write::UNPROCESSED_RETRIES;
+use super::write::UNPROCESSED_RESENDS;
 use super::{Item, Op, Store, StoreError, resend_wait};
 use crate::expr;
 use crate::model::Task;
@@ -137,11 +137,11 @@ impl Store {
                 .filter(|k| !k.keys().is_empty());
             if pending.is_some() {
                 attempt += 1;
-                if attempt > UNPROCESSED_RETRIES {
+                if attempt > UNPROCESSED_RESENDS {
                     return Err(StoreError::Unprocessed {
                         operation: "BatchGetItem",
                         remaining: pending.as_ref().map_or(0, |k| k.keys().len()),
-                        retries: UNPROCESSED_RETRIES,
+                        retries: UNPROCESSED_RESENDS,
                     });
                 }
                 tokio::time::sleep(resend_wait(attempt)).await;

@@ -8,8 +8,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, ReturnConsumedCapacity
 
 /// Largest batch BatchWriteItem accepts.
 pub const BATCH_WRITE_MAX: usize = 25;
-/// How often unprocessed batch items are retried before giving up.
-pub(super) const UNPROCESSED_RETRIES: u32 = 8;
+/// How often unprocessed batch items are resent before giving up.
+pub(super) const UNPROCESSED_RESENDS: u32 = 8;
 
 fn to_item(task: &Task) -> Result<Item, StoreError> {
     serde_dynamo::to_item(task).map_err(|source| StoreError::Malformed {
@@ -121,7 +121,7 @@ impl Store {
         }
     }
 
-    /// One BatchWriteItem of `requests`, retrying unprocessed items; on
+    /// One BatchWriteItem of `requests`, resending unprocessed items; on
     /// failure, the error and the requests still unprocessed.
     async fn batch_write(
         &self,
@@ -149,13 +149,13 @@ impl Store {
                 return Ok(());
             }
             attempt += 1;
-            if attempt > UNPROCESSED_RETRIES {
+            if attempt > UNPROCESSED_RESENDS {
                 let remaining = requests.len();
                 return Err((
                     StoreError::Unprocessed {
                         operation: "BatchWriteItem",
                         remaining,
-                        retries: UNPROCESSED_RETRIES,
+                        retries: UNPROCESSED_RESENDS,
                     },
                     requests,
                 ));
