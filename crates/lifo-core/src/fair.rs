@@ -1,6 +1,7 @@
-//! A fair share per tenant: when several tenants have work, each gets at
-//! most its share of the slots and of the rate limit, newest first within
-//! each; a tenant alone gets everything.
+//! A fair share per tenant: when several tenants have work, the tenants
+//! served less lately than the most served one go first, newest first
+//! within each, and a tenant past its share of the rate limit goes last; a
+//! tenant alone gets everything.
 //!
 //! The mechanism is a per-tenant order while claiming, not a change of the
 //! index: a task's `tenant` is projected into the LIFO index, so the
@@ -19,19 +20,22 @@
 //!   an unlucky task be passed over again and again;
 //! - with a rate limit, a tenant past `ceil(per_second / active)` starts
 //!   in the last second goes last (active: running, or waiting in the
-//!   heads).
+//!   heads);
+//! - lanes come first: all this orders the tenants within a lane.
 //!
 //! Service is counted in starts, not slot-time: runs of one downstream take
 //! about as long whoever's task they run. Tasks without a tenant share one
 //! (the empty name).
 //!
 //! The LIFO guarantee that remains: within a tenant, exactly what the
-//! heads give ([`crate::heads`]); across tenants, a newer task is passed
-//! over only for a tenant under the top. What it costs, once tasks with a
+//! heads give ([`crate::heads`]); across the tenants of a lane, a newer
+//! task is passed over only for a tenant under the top, or because its own
+//! tenant is past its share of the rate. What it costs, once tasks with a
 //! tenant are seen (a queue without tenants pays nothing): the tenant's
 //! name in each index entry, and reads of [`PAGE`] entries per shard,
 //! again after [`MIN_AGE`] ([`policy`]).
 
+use crate::order::Order;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -71,6 +75,8 @@ pub struct Ledger {
     capacity: usize,
     /// Starts per second this invocation may make, if rate limited.
     per_second: Option<u32>,
+    /// The claim order (newest first unless comparing with FIFO).
+    order: Order,
     running: HashMap<String, usize>,
     /// Task id → tenant, for the tasks running.
     by_task: HashMap<String, String>,
@@ -92,6 +98,7 @@ pub struct Shares {
     last_start_ms: HashMap<String, u64>,
     /// This round's time, epoch ms.
     now_ms: u64,
+    order: Order,
 }
 
 impl Ledger {
@@ -101,6 +108,11 @@ impl Ledger {
             per_second,
             ..Self::default()
         }
+    }
+
+    /// The same in `order` (for the FIFO comparison runs).
+    pub fn in_order(self, order: Order) -> Self {
+        Self { order, ..self }
     }
 
     /// Slots of this invocation.
@@ -182,6 +194,7 @@ impl Ledger {
                 .filter_map(|(k, v)| v.back().map(|t| (k.clone(), now_ms.saturating_sub(ago(t)))))
                 .collect(),
             now_ms,
+            order: self.order,
         }
     }
 }
@@ -199,31 +212,38 @@ impl Shares {
     }
 
     /// Where a waiting tenant stands, least first:
-    /// 1. a tenant served less lately than the most served one (under its
+    /// 1. a higher lane first (in the claim order);
+    /// 2. a tenant served less lately than the most served one (under its
     ///    share) before one at the top; one past its share of the rate
     ///    last, when nobody else wants the slot;
-    /// 2. then a higher lane first;
     /// 3. under the top, the tenant that has waited longest: since its
     ///    newest task was written or since its last start, whichever is
     ///    later (so one that just got a slot goes behind the others, and a
     ///    burst of one tenant's tasks does not hold the slots): as near to
     ///    first come, first served across the tenants under their share as
     ///    newest first within each allows; then the least served. At the
-    ///    top, or past the rate: the least served, then the newest.
-    fn rank(&self, tenant: &str, key: i64, top: usize) -> (u8, i64, i64, i64) {
+    ///    top, or past the rate: the least served;
+    /// 4. then the first candidate in the claim order (the newest).
+    fn rank(&self, tenant: &str, key: i64, top: usize) -> (i64, u8, i64, i64, i64) {
+        // Greater first in LIFO order, smaller first in FIFO.
+        let first = |k: i64| match self.order {
+            Order::Lifo => k.saturating_neg(),
+            Order::Fifo => k,
+        };
+        let lane = first(crate::lanes::Lane::of_key(key).shift());
         let served = self.served.get(tenant).copied().unwrap_or(0);
         let last = self.last_second.get(tenant).copied().unwrap_or(0);
         let over_rate = self.per_second.is_some_and(|s| last >= s);
-        let lane = -crate::lanes::Lane::of_key(key).shift();
+        let below_top = served < top;
         let served = i64::try_from(served).unwrap_or(i64::MAX);
         if over_rate {
-            (2, lane, served, -key)
-        } else if served < i64::try_from(top).unwrap_or(i64::MAX) {
+            (lane, 2, served, 0, first(key))
+        } else if below_top {
             let last = self.last_start_ms.get(tenant).copied().unwrap_or(0);
-            let since = crate::lanes::at_ms(key).max(last);
-            (0, lane, i64::try_from(since).unwrap_or(i64::MAX), served)
+            let since = i64::try_from(crate::lanes::at_ms(key).max(last)).unwrap_or(i64::MAX);
+            (lane, 0, since, served, first(key))
         } else {
-            (1, lane, served, -key)
+            (lane, 1, served, 0, first(key))
         }
     }
 
@@ -337,19 +357,42 @@ mod tests {
     }
 
     #[test]
-    fn a_higher_lane_goes_first_among_tenants_under_the_top() {
+    fn lanes_come_first_then_the_fair_share_within_a_lane() {
         let mut l = Ledger::new(8, None);
         let t0 = Instant::now();
         for i in 0..10 {
             l.start(&format!("z{i}"), "z", t0);
         }
-        let s = l.shares(["a", "c"], t0, NOW);
+        let s = l.shares(["a", "c", "z"], t0, NOW);
+        // z is at the top, a and c under it; z's high-lane task goes first,
+        // then, in the normal lane, the longest waiting under the top.
         let heads = [
-            ("a", Lane::High.key(NOW - 100)),
+            ("z", Lane::High.key(NOW - 10)),
+            ("a", Lane::Normal.key(NOW - 100)),
             ("c", Lane::Normal.key(NOW - 9_000)),
         ];
-        assert_eq!(s.pick(heads), Some("a"));
+        assert_eq!(s.pick(heads), Some("z"));
+        assert_eq!(s.pick(heads[1..].iter().copied()), Some("c"));
         assert_eq!(s.pick([]), None);
+    }
+
+    #[test]
+    fn in_fifo_order_the_oldest_first_at_the_top() {
+        let mut l = Ledger::new(8, None).in_order(Order::Fifo);
+        let t0 = Instant::now();
+        for i in 0..5 {
+            l.start(&format!("a{i}"), "a", t0);
+            l.start(&format!("b{i}"), "b", t0);
+        }
+        // Both at the top: the one whose first candidate (its oldest, in
+        // FIFO order) is older goes first; in LIFO, the newer.
+        let heads = [
+            ("a", Lane::Normal.key(NOW - 10)),
+            ("b", Lane::Normal.key(NOW - 5_000)),
+        ];
+        assert_eq!(l.shares(["a", "b"], t0, NOW).pick(heads), Some("b"));
+        let mut l = l.in_order(Order::Lifo);
+        assert_eq!(l.shares(["a", "b"], t0, NOW).pick(heads), Some("a"));
     }
 
     #[test]

@@ -51,8 +51,8 @@ pub struct ProcessConfig {
     /// pipeline as a FIFO queue (`lifo simulate --compare`).
     pub order: Order,
     /// A fair share per tenant (`FAIR_SHARE`, default on): when several
-    /// tenants have work, each gets at most its share of the slots and of
-    /// the rate limit ([`lifo_core::fair`]).
+    /// tenants have work, those served less lately go first, and one past
+    /// its share of the rate limit last ([`lifo_core::fair`]).
     pub fair_share: bool,
 }
 

@@ -400,7 +400,9 @@ impl<R: TaskRunner> Processor<R> {
                 .config
                 .rate_limit
                 .map(|l| groups::share(l.per_second.get(), group, self.processors()));
-            state.fair = Some(lifo_core::fair::Ledger::new(capacity, per_second));
+            state.fair = Some(
+                lifo_core::fair::Ledger::new(capacity, per_second).in_order(self.config.order),
+            );
         }
         let mut control_read = Instant::now();
         // When there last was work: a candidate found, or a task running.
