@@ -4,7 +4,9 @@ use aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemOutput;
 use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
 use aws_sdk_dynamodb::types::error::ConditionalCheckFailedException;
 use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
+use lifo_core::model::MAX_PAYLOAD_BYTES;
 use serde_json::json;
+use std::collections::HashSet;
 
 fn config() -> CreateConfig {
     CreateConfig {

@@ -1,4 +1,3 @@
-
 use super::*;
 
 /// The local stack behaves as deployed unless a test says otherwise:
