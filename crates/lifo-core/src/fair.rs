@@ -37,7 +37,7 @@
 
 use crate::order::Order;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Candidates per shard per read with the fair share on: a tenant's task
 /// deeper than this under other tenants' newer tasks is not seen (and gets
@@ -71,8 +71,6 @@ pub fn tenant_of(tenant: Option<&str>) -> &str {
 /// What one invocation's tenants have running and were served lately.
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
-    /// Slots of this invocation (its share of the runner's concurrency).
-    capacity: usize,
     /// Starts per second this invocation may make, if rate limited.
     per_second: Option<u32>,
     /// The claim order (newest first unless comparing with FIFO).
@@ -80,8 +78,9 @@ pub struct Ledger {
     running: HashMap<String, usize>,
     /// Task id → tenant, for the tasks running.
     by_task: HashMap<String, String>,
-    /// Start times within [`WINDOW`], per tenant.
-    starts: HashMap<String, VecDeque<Instant>>,
+    /// Start times within [`WINDOW`], per tenant, epoch ms: the wall
+    /// clock, as the index keys a tenant's waiting time is read from.
+    starts: HashMap<String, VecDeque<u64>>,
 }
 
 /// One claim round's admission: each tenant's service, counting what this
@@ -102,9 +101,10 @@ pub struct Shares {
 }
 
 impl Ledger {
-    pub fn new(capacity: usize, per_second: Option<u32>) -> Self {
+    /// A ledger for an invocation that may start `per_second` tasks a
+    /// second, if rate limited.
+    pub fn new(per_second: Option<u32>) -> Self {
         Self {
-            capacity: capacity.max(1),
             per_second,
             ..Self::default()
         }
@@ -115,19 +115,14 @@ impl Ledger {
         Self { order, ..self }
     }
 
-    /// Slots of this invocation.
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    /// Books the start of `task_id` for `tenant` at `now`.
-    pub fn start(&mut self, task_id: &str, tenant: &str, now: Instant) {
+    /// Books the start of `task_id` for `tenant` at `now_ms` (epoch ms).
+    pub fn start(&mut self, task_id: &str, tenant: &str, now_ms: u64) {
         *self.running.entry(tenant.to_owned()).or_default() += 1;
         self.by_task.insert(task_id.to_owned(), tenant.to_owned());
         self.starts
             .entry(tenant.to_owned())
             .or_default()
-            .push_back(now);
+            .push_back(now_ms);
     }
 
     /// Books the end of `task_id` (a run that ended, a claim that failed).
@@ -147,55 +142,41 @@ impl Ledger {
         self.running.get(tenant).copied().unwrap_or(0)
     }
 
-    /// The admission of one round at `now` (`now_ms` on the wall clock),
-    /// with `waiting` the tenants of the candidates waiting in the heads.
+    /// The admission of one round at `now_ms` (epoch ms), with `waiting`
+    /// the tenants of the candidates waiting in the heads.
     pub fn shares<'a>(
         &mut self,
         waiting: impl IntoIterator<Item = &'a str>,
-        now: Instant,
         now_ms: u64,
     ) -> Shares {
         let mut active: HashSet<String> = self.running.keys().cloned().collect();
         active.extend(waiting.into_iter().map(str::to_owned));
         let n = active.len().max(1);
+        let ago = |t: &u64| Duration::from_millis(now_ms.saturating_sub(*t));
         for times in self.starts.values_mut() {
-            while times
-                .front()
-                .is_some_and(|t| now.duration_since(*t) >= WINDOW)
-            {
+            while times.front().is_some_and(|t| ago(t) >= WINDOW) {
                 times.pop_front();
             }
         }
         self.starts.retain(|_, t| !t.is_empty());
         let second = Duration::from_secs(1);
-        let ago =
-            |t: &Instant| u64::try_from(now.duration_since(*t).as_millis()).unwrap_or(u64::MAX);
-        Shares {
+        let mut shares = Shares {
             per_second: self.per_second.map(|r| (r as usize).div_ceil(n).max(1)),
-            served: self
-                .starts
-                .iter()
-                .map(|(k, v)| (k.clone(), v.len()))
-                .collect(),
-            last_second: self
-                .starts
-                .iter()
-                .map(|(k, v)| {
-                    let recent = v
-                        .iter()
-                        .filter(|t| now.duration_since(**t) < second)
-                        .count();
-                    (k.clone(), recent)
-                })
-                .collect(),
-            last_start_ms: self
-                .starts
-                .iter()
-                .filter_map(|(k, v)| v.back().map(|t| (k.clone(), now_ms.saturating_sub(ago(t)))))
-                .collect(),
+            served: HashMap::new(),
+            last_second: HashMap::new(),
+            last_start_ms: HashMap::new(),
             now_ms,
             order: self.order,
+        };
+        for (tenant, times) in &self.starts {
+            let recent = times.iter().filter(|t| ago(t) < second).count();
+            shares.served.insert(tenant.clone(), times.len());
+            shares.last_second.insert(tenant.clone(), recent);
+            if let Some(last) = times.back() {
+                shares.last_start_ms.insert(tenant.clone(), *last);
+            }
         }
+        shares
     }
 }
 
@@ -268,6 +249,21 @@ mod tests {
     /// The wall clock of the tests' rounds, epoch ms.
     const NOW: u64 = 1_764_547_200_000;
 
+    /// Books `n` starts of `tenant` at `at` (epoch ms), still running.
+    fn started(l: &mut Ledger, tenant: &str, n: usize, at: u64) {
+        for i in 0..n {
+            l.start(&format!("{tenant}{i}"), tenant, at);
+        }
+    }
+
+    /// Books `n` starts of `tenant` at `at` that have ended.
+    fn ran(l: &mut Ledger, tenant: &str, n: usize, at: u64) {
+        started(l, tenant, n, at);
+        for i in 0..n {
+            l.end(&format!("{tenant}{i}"));
+        }
+    }
+
     /// Fills `n` slots from `waiting` (each tenant's candidates' times,
     /// newest first; normal lane) as the claim loop does: the tenant
     /// [`Shares::pick`] names gives its first candidate.
@@ -292,31 +288,24 @@ mod tests {
 
     #[test]
     fn a_tenant_alone_gets_every_slot() {
-        let mut l = Ledger::new(8, None);
-        let now = Instant::now();
-        for i in 0..20 {
-            l.start(&format!("a{i}"), "a", now);
-            l.end(&format!("a{i}"));
-        }
-        let mut s = l.shares(["a"], now, NOW);
+        let mut l = Ledger::new(None);
+        ran(&mut l, "a", 20, NOW);
+        let mut s = l.shares(["a"], NOW);
         let times: Vec<u64> = (0..10).map(|i| NOW - i).collect();
         assert_eq!(fill(&mut s, &[("a", &times)], 8).len(), 8);
     }
 
     #[test]
     fn tenants_under_the_top_go_first_the_longest_waiting_first() {
-        let mut l = Ledger::new(8, None);
-        let t0 = Instant::now();
-        for i in 0..6 {
-            l.start(&format!("b{i}"), "b", t0);
-        }
-        l.start("c0", "c", t0);
+        let mut l = Ledger::new(None);
+        let t0 = NOW - 5_000;
+        started(&mut l, "b", 6, t0);
+        started(&mut l, "c", 1, t0);
         // Five seconds later: b was served six, c one (5 s ago), a none.
         // b floods (its newest is 10 ms old); a's newest waited 1 s, c's
         // 3 s. c first, then a; then a again (served less than c, both
         // just started); c; b only once nobody under the top waits.
-        let now = t0 + Duration::from_secs(5);
-        let mut s = l.shares(["b", "a", "c"], now, NOW);
+        let mut s = l.shares(["b", "a", "c"], NOW);
         let b: Vec<u64> = (0..5).map(|i| NOW - 10 - i).collect();
         let got = fill(
             &mut s,
@@ -333,22 +322,19 @@ mod tests {
         }
         assert_eq!(l.running("b"), 0);
         // A window later nobody was served lately: newest first.
-        let later = t0 + WINDOW;
-        let mut s = l.shares(["b", "a"], later, NOW);
+        let later = t0 + WINDOW.as_millis() as u64;
+        let mut s = l.shares(["b", "a"], later);
         assert_eq!(
-            fill(&mut s, &[("b", &[NOW - 10]), ("a", &[NOW - 1_000])], 1),
+            fill(&mut s, &[("b", &[later - 10]), ("a", &[later - 1_000])], 1),
             ["b"]
         );
     }
 
     #[test]
     fn a_burst_of_one_tenant_under_the_top_does_not_hold_the_slots() {
-        let mut l = Ledger::new(8, None);
-        let t0 = Instant::now();
-        for i in 0..30 {
-            l.start(&format!("z{i}"), "z", t0);
-        }
-        let mut s = l.shares(["a", "c", "z"], t0, NOW);
+        let mut l = Ledger::new(None);
+        started(&mut l, "z", 30, NOW);
+        let mut s = l.shares(["a", "c", "z"], NOW);
         // a wrote 20 tasks 2 s ago; c one task 1 s ago: after a's first
         // start, c's task has waited longer than a's just-served turn.
         let a: Vec<u64> = (0..20).map(|i| NOW - 2_000 - i).collect();
@@ -358,12 +344,9 @@ mod tests {
 
     #[test]
     fn lanes_come_first_then_the_fair_share_within_a_lane() {
-        let mut l = Ledger::new(8, None);
-        let t0 = Instant::now();
-        for i in 0..10 {
-            l.start(&format!("z{i}"), "z", t0);
-        }
-        let s = l.shares(["a", "c", "z"], t0, NOW);
+        let mut l = Ledger::new(None);
+        started(&mut l, "z", 10, NOW);
+        let s = l.shares(["a", "c", "z"], NOW);
         // z is at the top, a and c under it; z's high-lane task goes first,
         // then, in the normal lane, the longest waiting under the top.
         let heads = [
@@ -378,39 +361,29 @@ mod tests {
 
     #[test]
     fn in_fifo_order_the_oldest_first_at_the_top() {
-        let mut l = Ledger::new(8, None).in_order(Order::Fifo);
-        let t0 = Instant::now();
-        for i in 0..5 {
-            l.start(&format!("a{i}"), "a", t0);
-            l.start(&format!("b{i}"), "b", t0);
-        }
+        let mut l = Ledger::new(None).in_order(Order::Fifo);
+        started(&mut l, "a", 5, NOW);
+        started(&mut l, "b", 5, NOW);
         // Both at the top: the one whose first candidate (its oldest, in
         // FIFO order) is older goes first; in LIFO, the newer.
         let heads = [
             ("a", Lane::Normal.key(NOW - 10)),
             ("b", Lane::Normal.key(NOW - 5_000)),
         ];
-        assert_eq!(l.shares(["a", "b"], t0, NOW).pick(heads), Some("b"));
+        assert_eq!(l.shares(["a", "b"], NOW).pick(heads), Some("b"));
         let mut l = l.in_order(Order::Lifo);
-        assert_eq!(l.shares(["a", "b"], t0, NOW).pick(heads), Some("a"));
+        assert_eq!(l.shares(["a", "b"], NOW).pick(heads), Some("a"));
     }
 
     #[test]
     fn the_rate_is_shared_over_the_last_second() {
-        let mut l = Ledger::new(100, Some(10));
-        let t0 = Instant::now();
-        for i in 0..5 {
-            l.start(&format!("a{i}"), "a", t0);
-            l.end(&format!("a{i}"));
-        }
-        for i in 0..5 {
-            l.start(&format!("b{i}"), "b", t0);
-            l.end(&format!("b{i}"));
-        }
+        let mut l = Ledger::new(Some(10));
+        ran(&mut l, "a", 5, NOW);
+        ran(&mut l, "b", 5, NOW);
         // Two tenants, 5 starts a second each; both used theirs. A third,
         // c, wants a slot: it goes first, though a's task is older and a
         // under the top would win on waiting time alone.
-        let s = l.shares(["a", "b", "c"], t0, NOW);
+        let s = l.shares(["a", "b", "c"], NOW);
         let heads = [
             ("a", Lane::Normal.key(NOW - 5_000)),
             ("c", Lane::Normal.key(NOW - 10)),
@@ -420,7 +393,7 @@ mod tests {
         assert_eq!(s.pick([("a", Lane::Normal.key(NOW - 5_000))]), Some("a"));
         // A second later the starts have left the last second: both are
         // at the top, and the newest goes first.
-        let s = l.shares(["a", "b"], t0 + Duration::from_millis(1_001), NOW);
+        let s = l.shares(["a", "b"], NOW + 1_001);
         let heads = [
             ("a", Lane::Normal.key(NOW - 5_000)),
             ("b", Lane::Normal.key(NOW - 10)),

@@ -332,16 +332,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn c(id: &str, at: i64) -> Candidate {
-        Candidate {
-            task_id: id.into(),
-            lifo_shard: 0,
-            claimable_at: at,
-            tenant: None,
-            expires_at: u64::MAX,
-            lease_until: None,
-            token: 0,
-            attempts: 0,
-        }
+        crate::order::tests::c(id, 0, at)
     }
 
     #[test]

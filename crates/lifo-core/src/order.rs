@@ -118,11 +118,13 @@ pub fn merge(per_shard: Vec<Vec<Candidate>>, want: usize, order: Order) -> Vec<C
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn c(id: &str, shard: u32, at: i64) -> Candidate {
+    /// A PENDING candidate `id` of `shard` at index key `at` (also the
+    /// heads' tests' builder).
+    pub(crate) fn c(id: &str, shard: u32, at: i64) -> Candidate {
         Candidate {
             task_id: id.into(),
             lifo_shard: shard,

@@ -474,7 +474,7 @@ fn take_fair(
 ) -> Vec<Candidate> {
     let mut taken = exclude.clone();
     let mut waiting = heads.tenant_heads(&taken);
-    let mut shares = ledger.shares(waiting.keys().map(String::as_str), Instant::now(), now_ms());
+    let mut shares = ledger.shares(waiting.keys().map(String::as_str), now_ms());
     let mut out: Vec<Candidate> = Vec::with_capacity(want);
     // Tenants whose first candidate sits behind a cut-short shard's end.
     let mut blocked: HashSet<String> = HashSet::new();

@@ -400,9 +400,7 @@ impl<R: TaskRunner> Processor<R> {
                 .config
                 .rate_limit
                 .map(|l| groups::share(l.per_second.get(), group, self.processors()));
-            state.fair = Some(
-                lifo_core::fair::Ledger::new(capacity, per_second).in_order(self.config.order),
-            );
+            state.fair = Some(lifo_core::fair::Ledger::new(per_second).in_order(self.config.order));
         }
         let mut control_read = Instant::now();
         // When there last was work: a candidate found, or a task running.
@@ -504,7 +502,7 @@ impl<R: TaskRunner> Processor<R> {
             for c in candidates {
                 if let Some(fair) = &mut state.fair {
                     let tenant = lifo_core::fair::tenant_of(c.tenant.as_deref());
-                    fair.start(&c.task_id, tenant, Instant::now());
+                    fair.start(&c.task_id, tenant, sent_at);
                 }
                 state.seq += 1;
                 state.in_flight.insert(c.task_id.clone());
