@@ -102,7 +102,7 @@ async fn process_run(
         lifo_local::runtime_api::UNSAMPLED
     };
     let mut api = RuntimeApi::start_traced(Duration::from_secs(60), header).await?;
-    let mut command = tokio::process::Command::new(binary);
+    let mut command = tokio::process::Command::new(&binary);
     if let Some(d) = &daemon {
         command.env("AWS_XRAY_DAEMON_ADDRESS", &d.address);
     }
@@ -260,7 +260,7 @@ pub(super) async fn cold_starts(args: &BenchArgs, bins: &Binaries) -> anyhow::Re
         let binary = bins.path(name);
         let mut times = Vec::new();
         for _ in 0..args.starts.max(1) {
-            times.push(cold_start_once(binary, name, env).await?);
+            times.push(cold_start_once(&binary, name, env).await?);
         }
         times.sort_unstable();
         let median = times[times.len() / 2];
@@ -290,7 +290,7 @@ pub(super) fn sizes(args: &BenchArgs, bins: &Binaries) -> anyhow::Result<Report>
     let mut parts = Vec::new();
     for name in FUNCTIONS {
         let binary = bins.path(name);
-        let bytes = std::fs::metadata(binary)
+        let bytes = std::fs::metadata(&binary)
             .with_context(|| format!("{}", binary.display()))?
             .len();
         figures.insert(name.into(), json!(bytes));

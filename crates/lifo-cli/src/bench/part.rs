@@ -4,7 +4,6 @@
 //! drain loop of the cost measurements.
 
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The five Lambda binaries.
@@ -149,9 +148,10 @@ impl BenchArgs {
     }
 }
 
-/// The release Lambda binaries, found once for the parts that run them.
+/// The release Lambda binaries' folder, once the binaries the selected
+/// parts run were found in it.
 #[derive(Debug)]
-pub struct Binaries(BTreeMap<&'static str, PathBuf>);
+pub struct Binaries(PathBuf);
 
 impl Binaries {
     /// The binaries the selected parts run, in `--bin-dir`: every one of
@@ -165,7 +165,6 @@ impl Binaries {
         } else {
             &[]
         };
-        let mut found = BTreeMap::new();
         for &name in names {
             let path = args.bin_dir.join(name);
             if !path.is_file() {
@@ -175,14 +174,13 @@ impl Binaries {
                     path.display()
                 ));
             }
-            found.insert(name, path);
         }
-        Ok(Self(found))
+        Ok(Self(args.bin_dir.clone()))
     }
 
     /// The path of `name`, one of the binaries found.
-    pub fn path(&self, name: &'static str) -> &Path {
-        self.0.get(name).map_or(Path::new(name), PathBuf::as_path)
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
     }
 }
 
