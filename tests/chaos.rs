@@ -7,8 +7,11 @@
 //! fair share on). One task in five carries a `supersedeKey` (20 keys), and
 //! while the processors run a producer writes newer tasks of those keys
 //! through the same faults: once a newer task of a key is written, no older
-//! one may start. Bounded in time; prints its counts. The table's stream is
-//! the independent witness of what committed.
+//! one may start. DynamoDB answers transaction conflicts as AWS does, and
+//! injects them at 5 % on the items transactions write
+//! ([`lifo_local::contention`]): none may stop a processor. Bounded in
+//! time; prints its counts. The table's stream is the independent witness
+//! of what committed.
 
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
@@ -36,6 +39,9 @@ const LANES: [&str; 3] = ["high", "normal", "low"];
 /// once, and never run.
 const BACKLOG: usize = 300;
 const FAULT_RATE: f64 = 0.05;
+/// Transaction conflicts on the items transactions write (keyed tasks and
+/// their key items), and on the transactions themselves.
+const CONFLICT_RATE: f64 = 0.05;
 const LIMIT: Duration = Duration::from_secs(240);
 
 /// Replaces a response by a throttling or 5xx error at `rate`, after the
@@ -148,6 +154,8 @@ struct Counts {
     invocations: AtomicUsize,
     aborted: AtomicUsize,
     errors: AtomicUsize,
+    /// Invocations that ended in an error caused by a transaction conflict.
+    conflict_stops: AtomicUsize,
     stale_rejected: AtomicUsize,
 }
 
@@ -180,8 +188,11 @@ async fn worker(p: Arc<Processor<Witness>>, counts: Arc<Counts>, stop: Arc<Atomi
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
-            Ok(Err(_)) => {
+            Ok(Err(e)) => {
                 counts.errors.fetch_add(1, Ordering::Relaxed);
+                if format!("{e:?}").contains("TransactionConflict") {
+                    counts.conflict_stops.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -269,7 +280,16 @@ async fn chaos_with_three_processors_nothing_lost_nothing_stuck_nothing_committe
 }
 
 async fn chaos(processors: u32, workers: usize) {
-    let h = Harness::start(4).await;
+    let h = Harness::start_with(
+        4,
+        lifo_local::stack::StackOptions {
+            contention: lifo_local::contention::ContentionMode::Aws {
+                rate: CONFLICT_RATE,
+            },
+            ..Default::default()
+        },
+    )
+    .await;
     let witness = Arc::new(Witness::default());
     // Mixed payloads: 60 B (on the task item), 2 KB and 20 KB (items of
     // their own), realistic JSON.
@@ -579,8 +599,10 @@ async fn chaos(processors: u32, workers: usize) {
         .filter(|t| t.task_status == TaskStatus::Expired)
         .count();
 
+    let conflicts = h.stack.contention.as_ref().map_or(0, |c| c.injected());
     println!(
-        "chaos: processors {processors}, tasks {TASKS}, succeeded {succeeded}, failed {failed}, faults injected {}, invocations {}, \
+        "chaos: processors {processors}, tasks {TASKS}, succeeded {succeeded}, failed {failed}, faults injected {}, \
+         transaction conflicts {} (processor stops from them {}), invocations {}, \
          aborted {} (claims cut before run {cut_before_run}, during run {cut_during_run}, before finish {cut_before_finish}), \
          invocation errors {}, stalled runs {}, reclaims {reclaims}, rejected stale finishes {}, re-runs {reruns}, \
          stuck {stuck}, duplicates {duplicates}, stale commits {stale_commits}, lost {lost}, \
@@ -588,6 +610,8 @@ async fn chaos(processors: u32, workers: usize) {
          runs without their payload {}, keyed {} (superseded before a start {superseded_unstarted}, \
          starts after a newer write {late_starts}, newest not run {newest_unrun}), in {:.1} s",
         injected.load(Ordering::Relaxed),
+        conflicts,
+        counts.conflict_stops.load(Ordering::Relaxed),
         counts.invocations.load(Ordering::Relaxed),
         counts.aborted.load(Ordering::Relaxed),
         counts.errors.load(Ordering::Relaxed),
@@ -598,6 +622,12 @@ async fn chaos(processors: u32, workers: usize) {
         elapsed.as_secs_f64(),
     );
     assert_eq!(lost, 0, "every task ends SUCCESS, FAILURE or SUPERSEDED");
+    assert!(conflicts > 0, "transaction conflicts were answered");
+    assert_eq!(
+        counts.conflict_stops.load(Ordering::Relaxed),
+        0,
+        "no transaction conflict stops a processor"
+    );
     assert_eq!(
         late_starts, 0,
         "no task starts after a newer task of its key"

@@ -74,6 +74,7 @@ async fn three_processors_split_the_shards_and_the_runner_between_them() {
             let wake = Wake {
                 records: 1,
                 groups: vec![g as u32],
+                previous_trace: None,
             };
             p.handle(&wake, deadline()).await.unwrap()
         })
@@ -131,6 +132,7 @@ async fn a_held_group_is_left_alone_and_a_dead_ones_taken_over_after_its_lease()
     let wake = Wake {
         records: 1,
         groups: vec![1],
+        previous_trace: None,
     };
     let held = p.handle(&wake, deadline()).await.unwrap();
     assert_eq!((held.stop, held.claimed.len()), (StopReason::Held, 0));

@@ -24,7 +24,13 @@ pub struct Harness {
 
 impl Harness {
     pub async fn start(shards: u32) -> Self {
-        let stack = LocalStack::start()
+        Self::start_with(shards, lifo_local::stack::StackOptions::default()).await
+    }
+
+    /// [`Harness::start`] with the stack's options (for example transaction
+    /// conflicts at a rate).
+    pub async fn start_with(shards: u32, options: lifo_local::stack::StackOptions) -> Self {
+        let stack = LocalStack::start_with(options)
             .await
             .expect("local stack starts (run `make tools` first)");
         let store = stack.store();
@@ -259,4 +265,48 @@ impl Harness {
             .filter(|t| t.task_status == status)
             .count()
     }
+}
+
+/// Task `id` written straight to the table (as an older version, a
+/// migration or a producer with its own code might: no check of its id),
+/// then claimed and failed with `error` the way process does it.
+pub async fn failed_task(store: &Store, id: &str, error: &str) -> Task {
+    use lifo_core::{Move, Step, now_ms};
+    let payload = serde_json::json!({"n": 1})
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let task = Task::new_pending(id.into(), payload, now_ms(), 3600, 1);
+    store.put_new(&[task]).await.expect("written");
+    let now = now_ms();
+    let claim = Move::Claim {
+        lease_until: now + 60_000,
+        owner: "test",
+    };
+    let step = Step {
+        now_ms: now,
+        token: 0,
+        attempts: 1,
+    };
+    let claimed = store
+        .apply(id, &claim, TaskStatus::Pending, &step)
+        .await
+        .expect("claimed");
+    let step = Step {
+        now_ms: now_ms(),
+        token: claimed.token,
+        attempts: 1,
+    };
+    store
+        .apply(
+            id,
+            &Move::Fail {
+                reason: error,
+                history: &claimed.history,
+            },
+            TaskStatus::Taken,
+            &step,
+        )
+        .await
+        .expect("failed")
 }

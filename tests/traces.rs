@@ -1,10 +1,13 @@
 //! X-Ray, offline: a UDP socket on 127.0.0.1 stands in for the daemon
 //! while create and process run on DynamoDB Local with clients built as
-//! the functions build them. One subsegment per task (annotated, its
-//! claim, run and finish inside), one per DynamoDB and SNS call (with the
-//! operation, table and request id); every parent exists and every child's
-//! times nest inside its parent's. Not sampled: nothing is sent. No
-//! daemon: the same outcome.
+//! the functions build them. One subsegment per task (its fields as
+//! metadata, its claim, run and finish inside), one per DynamoDB and SNS
+//! call (with the operation, table and request id), one per invocation
+//! (annotated); every parent exists and every child's times nest inside
+//! its parent's. Not sampled: nothing is sent. No daemon: the same outcome.
+//!
+//! The daemon here is as strict as X-Ray: a document over 64 KB, a trace
+//! over 500 KB, or more than 50 annotations in a trace fail the test.
 
 use lifo_core::xray::{self, Trace, Tracer};
 use lifo_core::{Notifier, Op, Store, TaskStatus};
@@ -25,18 +28,37 @@ fn header(root: &str, sampled: bool) -> String {
     )
 }
 
-struct Daemon(UdpSocket);
+/// A daemon that reads as the documents come (as X-Ray's daemon does; a
+/// socket read only at the end would lose what its buffer cannot hold).
+struct Daemon {
+    addr: std::net::SocketAddr,
+    got: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+}
 
 impl Daemon {
     fn start() -> Self {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(300)))
+        s.set_read_timeout(Some(Duration::from_millis(200)))
             .unwrap();
-        Self(s)
+        let addr = s.local_addr().unwrap();
+        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let into = std::sync::Arc::downgrade(&got);
+        // Ends once the test drops the daemon (and a read times out).
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 70_000];
+            loop {
+                let read = s.recv(&mut buf);
+                let Some(into) = into.upgrade() else { return };
+                if let Ok(n) = read {
+                    into.lock().unwrap().push(buf[..n].to_vec());
+                }
+            }
+        });
+        Self { addr, got }
     }
 
     fn tracer(&self) -> Tracer {
-        Tracer::to(self.0.local_addr().unwrap())
+        Tracer::to(self.addr)
     }
 
     /// Every subsegment received, embedded ones too (given the trace and
@@ -71,16 +93,54 @@ impl Daemon {
         flat
     }
 
+    /// Every document received, checked against X-Ray's limits.
     fn datagrams(&self) -> Vec<Value> {
         let mut out = Vec::new();
-        let mut buf = vec![0u8; 70_000];
-        while let Ok(n) = self.0.recv(&mut buf) {
-            let text = std::str::from_utf8(&buf[..n]).unwrap();
+        let mut bytes_per_trace: HashMap<String, usize> = HashMap::new();
+        // What is still in flight arrives within the reader's poll.
+        std::thread::sleep(Duration::from_millis(300));
+        let got = std::mem::take(&mut *self.got.lock().unwrap());
+        for datagram in got {
+            let n = datagram.len();
+            let text = std::str::from_utf8(&datagram).unwrap();
             let (head, doc) = text.split_once('\n').unwrap();
             assert_eq!(head, r#"{"format": "json", "version": 1}"#);
-            out.push(serde_json::from_str(doc).unwrap());
+            assert!(
+                doc.len() <= 64 * 1024,
+                "a segment document is at most 64 KB"
+            );
+            let doc: Value = serde_json::from_str(doc).unwrap();
+            *bytes_per_trace
+                .entry(doc["trace_id"].as_str().unwrap_or("").to_owned())
+                .or_default() += n;
+            out.push(doc);
+        }
+        for (trace, bytes) in &bytes_per_trace {
+            assert!(
+                *bytes <= 500 * 1024,
+                "trace {trace}: {bytes} bytes; X-Ray keeps at most 500 KB a trace"
+            );
         }
         out
+    }
+
+    /// [`Daemon::received`], and no trace with more than X-Ray's 50
+    /// indexed annotations.
+    fn received_within_limits(&self) -> Vec<Value> {
+        let docs = self.received();
+        let mut per_trace: HashMap<&str, usize> = HashMap::new();
+        for d in &docs {
+            *per_trace
+                .entry(d["trace_id"].as_str().unwrap_or(""))
+                .or_default() += d["annotations"].as_object().map_or(0, |a| a.len());
+        }
+        for (trace, n) in per_trace {
+            assert!(
+                n <= xray::MAX_ANNOTATIONS_PER_TRACE,
+                "trace {trace} has {n} annotations; X-Ray indexes 50"
+            );
+        }
+        docs
     }
 }
 
@@ -122,14 +182,14 @@ fn tree(docs: &[Value], root: &str) -> String {
         for d in children {
             let what = match (
                 d["aws"]["operation"].as_str(),
-                d["annotations"]["taskId"].as_str(),
+                d["metadata"]["lifo"]["taskId"].as_str(),
             ) {
                 (Some(op), _) => format!(" {op}"),
                 (None, Some(id)) => format!(
                     " {id} attempt={} token={} outcome={}",
-                    d["annotations"]["attempt"],
-                    d["annotations"]["fencingToken"],
-                    d["annotations"]["outcome"]
+                    d["metadata"]["lifo"]["attempt"],
+                    d["metadata"]["lifo"]["fencingToken"],
+                    d["metadata"]["lifo"]["outcome"]
                 ),
                 _ => String::new(),
             };
@@ -222,7 +282,7 @@ async fn a_sampled_invocation_leaves_one_nested_trace_with_every_task_annotated(
         + processor.store().meter().spent(Op::Claim).units
         + processor.store().meter().spent(Op::Finish).units;
     assert_eq!(units / 3.0, 6.0);
-    let docs = daemon.received();
+    let docs = daemon.received_within_limits();
     let by_id: HashMap<&str, &Value> = docs
         .iter()
         .map(|d| (d["id"].as_str().unwrap(), d))
@@ -250,7 +310,11 @@ async fn a_sampled_invocation_leaves_one_nested_trace_with_every_task_annotated(
     let tasks: Vec<&Value> = docs.iter().filter(|d| d["name"] == "task").collect();
     assert_eq!(tasks.len(), 3, "{docs:#?}");
     for t in &tasks {
-        let a = &t["annotations"];
+        assert!(
+            t.get("annotations").is_none(),
+            "tasks carry no annotations: {t}"
+        );
+        let a = &t["metadata"]["lifo"];
         assert!(a["taskId"].as_str().unwrap().starts_with("t-"), "{t}");
         assert_eq!(
             (a["attempt"].as_u64(), a["outcome"].as_str()),
@@ -307,7 +371,7 @@ async fn unsampled_sends_nothing_and_a_missing_daemon_changes_no_outcome() {
     assert!(daemon.received().is_empty());
 
     // A daemon address where nothing listens: every task still succeeds.
-    let gone = Daemon::start().0.local_addr().unwrap();
+    let gone = Daemon::start().addr;
     h.creator().handle(tasks("b")).await.unwrap();
     let trace = Trace::sampled(&Tracer::to(gone), Some(&header(ROOT, true)));
     assert!(trace.is_some());
@@ -322,12 +386,13 @@ async fn unsampled_sends_nothing_and_a_missing_daemon_changes_no_outcome() {
     assert_eq!(h.count(TaskStatus::Success).await, 6);
 }
 
-/// Across hops, on the local pipeline: a stream batch starts one trace;
-/// trigger's wake-up, process's tail call through the trigger topic and the
-/// next process invocation all continue it, so every task of the chain is
-/// in that one trace.
+/// Across hops, on the local pipeline: a stream batch starts a trace;
+/// trigger's wake-up continues it into process. A tail call starts a new
+/// trace (a busy queue's loop would otherwise grow one trace past X-Ray's
+/// size limits), and the next process invocation names the one before
+/// (`previousTraceId`), so the chain can still be walked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_trace_across_trigger_process_tail_call_trigger_process() {
+async fn each_invocation_of_the_tail_call_loop_has_its_own_trace_naming_the_one_before() {
     let h = Harness::start(1).await;
     let daemon = Daemon::start();
     // A short budget: 20 tasks at 2 × 100 ms need several invocations.
@@ -348,7 +413,7 @@ async fn one_trace_across_trigger_process_tail_call_trigger_process() {
     .unwrap();
     // Twenty tasks nobody announces (the stream's filter skips them, as it
     // skips tasks create announced itself), then one that the stream
-    // announces: one stream batch, one trace.
+    // announces: one stream batch, one trace to start with.
     let now = lifo_core::now_ms();
     let quiet: Vec<lifo_core::Task> = (0..20)
         .map(|i| {
@@ -381,25 +446,88 @@ async fn one_trace_across_trigger_process_tail_call_trigger_process() {
         tail_calls >= 1 && invocations >= 2,
         "{tail_calls} tail calls, {invocations} invocations"
     );
-    let tasks: Vec<Value> = daemon
-        .received()
-        .into_iter()
-        .filter(|d| d["name"] == "task" && d["annotations"]["outcome"] == "success")
+    let docs = daemon.received_within_limits();
+    let tasks: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["name"] == "task" && d["metadata"]["lifo"]["outcome"] == "success")
         .collect();
     assert_eq!(tasks.len(), 21);
-    let roots: std::collections::BTreeSet<&str> = tasks
+    // One process invocation a trace, each with its own subsegment.
+    let runs: Vec<&Value> = docs.iter().filter(|d| d["name"] == "invocation").collect();
+    let roots: std::collections::BTreeSet<&str> = runs
         .iter()
-        .map(|t| t["trace_id"].as_str().unwrap())
+        .map(|r| r["trace_id"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        roots.len(),
-        1,
-        "one trace across {invocations} process invocations: {roots:?}"
+    assert_eq!(roots.len(), runs.len(), "a trace per invocation: {runs:#?}");
+    assert!(runs.len() >= 2, "{runs:#?}");
+    for t in &tasks {
+        assert!(roots.contains(t["trace_id"].as_str().unwrap()), "{t}");
+    }
+    // Every invocation after a tail call names the trace before it; the
+    // chain leads back to the first.
+    let named: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| r["annotations"]["previousTraceId"].as_str())
+        .collect();
+    assert_eq!(named.len(), runs.len() - 1, "{runs:#?}");
+    for p in &named {
+        assert!(roots.contains(p), "{p} is one of the loop's traces");
+    }
+    let first: Vec<&&Value> = runs
+        .iter()
+        .filter(|r| r["annotations"].get("previousTraceId").is_none())
+        .collect();
+    assert_eq!(first.len(), 1, "one invocation started the loop");
+}
+
+/// A busy invocation (1,000 tasks) stays within X-Ray's limits: 50
+/// annotations a trace (tasks carry none), 500 KB a trace (what does not
+/// fit is counted in the invocation's metadata, not sent). Each task's
+/// trace is in its `task.claimed` log line (`traceId`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_tasks_in_one_invocation_stay_within_x_rays_limits() {
+    let h = Harness::start(1).await;
+    let daemon = Daemon::start();
+    let tracer = daemon.tracer();
+    let now = lifo_core::now_ms();
+    let tasks: Vec<lifo_core::Task> = (0..1000)
+        .map(|i| {
+            lifo_core::Task::new_pending(
+                format!("busy-{i:04}"),
+                Default::default(),
+                now + i,
+                3600,
+                1,
+            )
+        })
+        .collect();
+    h.store.put_new(&tasks).await.unwrap();
+    let conf = lifo_local::stack::sdk_config(&h.stack.dynamodb_local.endpoint).await;
+    let store = Store::new(xray::dynamodb(&conf, &h.stack.table), &h.stack.table);
+    let processor = h.processor_on(store, 32, Duration::ZERO, Duration::from_secs(60));
+    let report = xray::invocation(&tracer, Some(&header(ROOT, true)), async {
+        processor
+            .handle(&process::Wake::one(), deadline())
+            .await
+            .unwrap()
+    })
+    .await;
+    assert_eq!(report.succeeded, 1000);
+    let docs = daemon.received_within_limits();
+    let run = docs
+        .iter()
+        .find(|d| d["name"] == "invocation")
+        .expect("the invocation's subsegment is sent whatever the budget");
+    assert_eq!(run["annotations"]["tasksClaimed"], 1000);
+    let sent = run["metadata"]["lifo"]["traceBytes"].as_u64().unwrap();
+    let dropped = run["metadata"]["lifo"]["subsegmentsDropped"]
+        .as_u64()
+        .unwrap();
+    assert!(sent <= xray::TRACE_BUDGET as u64, "{sent}");
+    let task_docs = docs.iter().filter(|d| d["name"] == "task").count() as u64;
+    println!("1,000 tasks: {task_docs} task subsegments sent ({sent} bytes), {dropped} left out");
+    assert!(
+        task_docs > 0 && dropped > 0,
+        "the budget was reached and counted"
     );
-    // The tasks were run by different invocations (their parents differ).
-    let parents: std::collections::BTreeSet<&str> = tasks
-        .iter()
-        .map(|t| t["parent_id"].as_str().unwrap())
-        .collect();
-    assert!(parents.len() >= 2, "{parents:?}");
 }

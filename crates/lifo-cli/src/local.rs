@@ -33,6 +33,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
     let shards = options.shards;
     let stack = LocalStack::start_with(StackOptions {
         data_dir: options.data_dir.clone(),
+        ..StackOptions::default()
     })
     .await?;
     let store = stack.store();
@@ -148,9 +149,13 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("binding the HTTP API to {listen}"))?;
             println!("HTTP API        http://{}", listener.local_addr()?);
-            let app = api::router(Arc::new(api::Api {
-                queue: queue.clone(),
-            }));
+            // Behind API Gateway as deployed: paths decoded, sizes and
+            // the integration timeout enforced.
+            let app = lifo_local::api_gateway::ApiGateway::default().wrap(api::router(Arc::new(
+                api::Api {
+                    queue: queue.clone(),
+                },
+            )));
             Some(tokio::spawn(async move {
                 let _ = axum::serve(listener, app).await;
             }))

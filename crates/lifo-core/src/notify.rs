@@ -21,6 +21,15 @@ pub struct Wakeup {
     /// it wakes takes that group first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<u32>,
+    /// The X-Ray trace of the invocation that tail-called: each invocation
+    /// of the loop starts a trace of its own (a busy queue's loop would
+    /// grow one trace past X-Ray's size limits), and names the one before.
+    #[serde(
+        default,
+        rename = "previousTrace",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub previous_trace: Option<String>,
 }
 
 /// Tries of one publish (the first and up to four retries).
@@ -51,6 +60,33 @@ pub struct NotifyError {
 pub struct Notifier {
     client: Client,
     topic_arn: String,
+    /// Its wake-ups start new traces (a tail call): no trace header.
+    new_traces: bool,
+}
+
+/// Takes the X-Ray trace header off a request: the SDK adds it from
+/// `_X_AMZN_TRACE_ID`, and SNS carries it to the functions it invokes. It
+/// is not signed, so it may go after signing.
+#[derive(Debug)]
+struct NoTraceHeader;
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for NoTraceHeader {
+    fn name(&self) -> &'static str {
+        "NoTraceHeader"
+    }
+
+    fn modify_before_transmit(
+        &self,
+        context: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextMut<'_>,
+        _: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        _: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        context
+            .request_mut()
+            .headers_mut()
+            .remove("x-amzn-trace-id");
+        Ok(())
+    }
 }
 
 impl Notifier {
@@ -65,7 +101,26 @@ impl Notifier {
         Self {
             client: Client::from_conf(config),
             topic_arn: topic_arn.into(),
+            new_traces: false,
         }
+    }
+
+    /// Its wake-ups start a new X-Ray trace in the function they invoke
+    /// (the tail call): neither the SDK's trace header nor the
+    /// `AWSTraceHeader` attribute goes with them. Put the current trace in
+    /// [`Wakeup::previous_trace`] to keep the chain.
+    pub fn starting_new_traces(mut self) -> Self {
+        if !self.new_traces {
+            let config = self
+                .client
+                .config()
+                .to_builder()
+                .interceptor(NoTraceHeader)
+                .build();
+            self.client = Client::from_conf(config);
+            self.new_traces = true;
+        }
+        self
     }
 
     pub fn topic_arn(&self) -> &str {
@@ -90,7 +145,7 @@ impl Notifier {
         // parent: the current subsegment or function segment). In AWS, SNS
         // active tracing carries the trace by itself; the local pipeline
         // reads this attribute to continue the trace in the next hop.
-        if let Some(trace) = crate::xray::current() {
+        if let Some(trace) = crate::xray::current().filter(|_| !self.new_traces) {
             publish = publish.message_attributes(
                 crate::xray::TRACE_ATTRIBUTE,
                 aws_sdk_sns::types::MessageAttributeValue::builder()
@@ -125,6 +180,7 @@ mod tests {
             reason: "stream-insert".into(),
             at: 1,
             group: None,
+            previous_trace: None,
         }
     }
 

@@ -2,7 +2,9 @@
 //! resources of template.yaml created in them, and an in-process pipeline
 //! that feeds the real handlers the events Lambda would.
 
+pub mod api_gateway;
 pub mod aws;
+pub mod contention;
 pub mod empty_maps;
 pub mod filter;
 pub mod invoke;

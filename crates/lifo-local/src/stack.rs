@@ -1,5 +1,6 @@
 //! The local stack: servers, clients, and the resources of template.yaml.
 
+use crate::contention::{Contention, ContentionMode};
 use crate::servers::{self, Server, Tools};
 use crate::template::Template;
 use anyhow::{Context, Result};
@@ -29,6 +30,9 @@ pub struct LocalStack {
     /// functions the topics would invoke in AWS.
     pub process_queue_url: String,
     pub trigger_queue_url: String,
+    /// Transaction conflicts as AWS answers them (see [`crate::contention`]);
+    /// `None` when the options turned them off.
+    pub contention: Option<Contention>,
     // Dropped last: stops the servers.
     pub dynamodb_local: Server,
     pub moto: Server,
@@ -50,6 +54,8 @@ pub struct StackOptions {
     /// Keep DynamoDB Local's tables in this folder (`-dbPath`), so a
     /// restart finds the table and its tasks; in memory when `None`.
     pub data_dir: Option<std::path::PathBuf>,
+    /// Transaction conflicts as AWS answers them: on by default.
+    pub contention: ContentionMode,
 }
 
 impl LocalStack {
@@ -71,7 +77,14 @@ impl LocalStack {
         )?;
         let ddb_conf = sdk_config(&dynamodb_local.endpoint).await;
         let moto_conf = sdk_config(&moto.endpoint).await;
-        let ddb = aws_sdk_dynamodb::Client::new(&ddb_conf);
+        let contention = Contention::new(options.contention);
+        let ddb = {
+            let mut conf = aws_sdk_dynamodb::config::Builder::from(&ddb_conf);
+            if let Some(c) = &contention {
+                conf = conf.http_client(c.clone());
+            }
+            aws_sdk_dynamodb::Client::from_conf(conf.build())
+        };
         // DynamoDB Local's stream records spell an empty map `{}`; the
         // interceptor makes them what AWS sends (see `empty_maps`).
         let streams = aws_sdk_dynamodbstreams::Client::from_conf(
@@ -197,6 +210,7 @@ impl LocalStack {
             template,
             ddb,
             streams,
+            contention,
             sns,
             sqs,
             table,

@@ -6,15 +6,16 @@
 //! up for the same user can only start that user's list somewhere else.
 
 use crate::OpsError;
+use crate::tasks::MAX_KEY_BYTES;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_types::base64;
 use lifo_core::expr::attr;
-use lifo_core::model::MAX_TASK_ID_LEN;
 use lifo_core::store::Item;
 use serde::{Deserialize, Serialize};
 
-/// Longest cursor accepted (a real one is under 400 characters).
-pub const MAX_CURSOR_LEN: usize = 1024;
+/// Longest cursor accepted: the base64 of a user id and a task id of up
+/// to [`MAX_KEY_BYTES`] each (a task written by any producer), and a time.
+pub const MAX_CURSOR_LEN: usize = (2 * MAX_KEY_BYTES + 64).div_ceil(3) * 4;
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -59,7 +60,7 @@ pub fn decode(cursor: &str, user: &str) -> Result<Item, OpsError> {
     if p.u != user {
         return Err(refused("was given out for another user's list"));
     }
-    if p.t.is_empty() || p.t.len() > MAX_TASK_ID_LEN {
+    if p.t.is_empty() || p.t.len() > MAX_KEY_BYTES {
         return Err(refused("is not a cursor this API gave out"));
     }
     Ok(Item::from([

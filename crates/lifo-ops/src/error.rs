@@ -18,6 +18,11 @@ pub enum OpsError {
     /// meanwhile. Nothing was written.
     #[error("{0}")]
     Conflict(String),
+    /// Another write (a supersede transaction) held the task through the
+    /// store's resends; nothing was written, and the same request in a
+    /// moment may go through.
+    #[error("{0}")]
+    Contended(String),
     /// The create function refused the request (its message says why).
     #[error("{0}")]
     Rejected(String),

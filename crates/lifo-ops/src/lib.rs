@@ -7,6 +7,7 @@ pub mod control;
 pub mod create;
 pub mod cursor;
 pub mod error;
+pub mod path_id;
 pub mod queue;
 pub mod redrive;
 pub mod stats;

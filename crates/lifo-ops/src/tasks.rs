@@ -10,11 +10,35 @@ pub const MAX_LIST: usize = 10_000;
 /// Tasks read per index page of a user's list.
 const USER_PAGE: usize = 100;
 
-/// A task id as create accepts it (1 to 128 characters from
-/// `A-Z a-z 0-9 - _ . : / @`, not only dots): anything else names no task
-/// and is refused before it reaches DynamoDB.
+/// Longest key DynamoDB holds (a partition key of up to 2,048 bytes).
+pub const MAX_KEY_BYTES: usize = 2048;
+
+/// An id of a task that may already be in the table. New ids keep
+/// create's rules ([`create::check_id`]); an operator must still reach a
+/// task that an older version, a migration or a producer writing straight
+/// to the table gave any id (`a/b`, `sp ace`, `..`, 1,500 characters), so
+/// this takes any key DynamoDB can hold. The queue's own items (`#…`) are
+/// not tasks.
 pub fn check_id(field: &str, id: &str) -> Result<(), OpsError> {
-    create::check_task_id(id).map_err(|m| OpsError::invalid(field, m))
+    if id.is_empty() {
+        return Err(OpsError::invalid(field, "must not be empty"));
+    }
+    if id.len() > MAX_KEY_BYTES {
+        return Err(OpsError::invalid(
+            field,
+            format!(
+                "is {} bytes; DynamoDB keys hold at most {MAX_KEY_BYTES}",
+                id.len()
+            ),
+        ));
+    }
+    if lifo_core::store::is_queue_item(id) {
+        return Err(OpsError::invalid(
+            field,
+            format!("{id:?} is one of the queue's own items, not a task"),
+        ));
+    }
+    Ok(())
 }
 
 /// One task, its payload included.
@@ -146,6 +170,7 @@ impl BatchReport {
             Some(r) if r.not_found => Err(OpsError::NotFound {
                 task_id: r.task_id.clone(),
             }),
+            Some(r) if r.contended => Err(OpsError::Contended(r.reason.clone())),
             Some(r) => Err(OpsError::Conflict(r.reason.clone())),
             None => Ok(self),
         }
@@ -162,6 +187,14 @@ impl BatchReport {
     ) -> Result<(), OpsError> {
         match outcome {
             Ok(t) => self.done.push(t.task_id),
+            // A transaction held this task through the store's resends:
+            // refused for now, and the batch goes on.
+            Err(OperateError::Store(error)) if error.is_conflict() => self.refused.push(Refusal {
+                task_id: id.to_owned(),
+                not_found: false,
+                contended: true,
+                reason: lifo_core::error::chain(&error),
+            }),
             Err(OperateError::Store(error)) => {
                 return Err(OpsError::Interrupted {
                     verb,
@@ -173,6 +206,7 @@ impl BatchReport {
             Err(e) => self.refused.push(Refusal {
                 task_id: id.to_owned(),
                 not_found: matches!(e, OperateError::NotFound { .. }),
+                contended: false,
                 reason: e.to_string(),
             }),
         }
@@ -188,6 +222,10 @@ pub struct Refusal {
     /// The task does not exist (not a state it is in).
     #[serde(skip)]
     pub not_found: bool,
+    /// Another write (a supersede transaction) held the task: the same
+    /// request in a moment may go through.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub contended: bool,
 }
 
 /// Deletes tasks (any status but one running under a live lease). Every id

@@ -11,9 +11,13 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::str::FromStr;
 
-/// The largest body accepted: create's request limit (6 MiB, Lambda's own
-/// limit for a synchronous request).
-pub const MAX_BODY_BYTES: usize = create::MAX_REQUEST_BYTES;
+/// The largest body accepted (3,137,536 bytes): what still fits Lambda's
+/// 6 MiB synchronous invoke once API Gateway wraps it in its event. The
+/// whole event counts, and the body travels in it as a JSON string, where
+/// escaping can double it, beside up to 16 KiB of headers and request
+/// context. A larger body never reaches the function (API Gateway answers
+/// 500), so the function refuses it by its declared length.
+pub const MAX_BODY_BYTES: usize = (6 * 1024 * 1024 - 16 * 1024) / 2;
 
 /// The body as JSON. An empty body is `{}` when `empty_ok`.
 pub fn json(headers: &HeaderMap, body: &Bytes, empty_ok: bool) -> Result<Value, Problem> {
@@ -38,6 +42,25 @@ pub fn json(headers: &HeaderMap, body: &Bytes, empty_ok: bool) -> Result<Value, 
     }
     serde_json::from_slice(body)
         .map_err(|e| Problem::invalid("(body)", format!("not valid JSON: {e}")))
+}
+
+/// Refuses a body over [`MAX_BODY_BYTES`] by its declared length, before
+/// a byte of it is read (a client that declares 7 MB and sends one byte is
+/// answered at once, not when it gives up).
+pub async fn declared_length(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    match declared {
+        Some(n) if n > MAX_BODY_BYTES => too_large(n).into_response(),
+        _ => next.run(req).await,
+    }
 }
 
 pub fn too_large(len: usize) -> Problem {

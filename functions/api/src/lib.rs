@@ -15,4 +15,5 @@ pub mod problem;
 pub mod routes;
 pub mod scopes;
 
+pub use body::MAX_BODY_BYTES;
 pub use routes::{Api, router};

@@ -79,6 +79,16 @@ impl Problem {
         )
     }
 
+    /// 503: a transaction held the task (`Retry-After: 1`).
+    pub fn contention(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "/problems/contention",
+            "Another write held the task; retry shortly",
+            detail.into(),
+        )
+    }
+
     pub fn forbidden(detail: impl Into<String>) -> Self {
         Self::new(
             StatusCode::FORBIDDEN,
@@ -119,6 +129,10 @@ impl From<OpsError> for Problem {
                     ),
                 )
             },
+            // A supersede transaction held the task through the store's
+            // resends: the same request in a moment will go through.
+            OpsError::Store(e) if e.is_conflict() => Self::contention(lifo_core::error::chain(&e)),
+            OpsError::Contended(detail) => Self::contention(detail),
             OpsError::Store(e) if e.is_throttled() => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "/problems/throttled",

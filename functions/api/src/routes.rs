@@ -80,6 +80,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(scopes::check))
+        .layer(axum::middleware::from_fn(body::declared_length))
         .layer(axum::middleware::map_response(crate::problem::ensure))
         // One byte over the limit: the handler names the limit itself.
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES + 1))
@@ -132,7 +133,13 @@ async fn create(
     ok(status, &r)
 }
 
+/// The task id a path names (see [`lifo_ops::path_id`]).
+fn task_id(segment: &str) -> Result<String, Problem> {
+    Ok(lifo_ops::path_id::decode("taskId", segment)?)
+}
+
 async fn get_task(State(api): Shared, Path(id): Path<String>) -> Answer {
+    let id = task_id(&id)?;
     ok(
         StatusCode::OK,
         &lifo_ops::tasks::get(&api.queue, &id).await?,
@@ -140,6 +147,7 @@ async fn get_task(State(api): Shared, Path(id): Path<String>) -> Answer {
 }
 
 async fn history(State(api): Shared, Path(id): Path<String>) -> Answer {
+    let id = task_id(&id)?;
     ok(
         StatusCode::OK,
         &lifo_ops::tasks::history(&api.queue, &id).await?,
@@ -156,11 +164,13 @@ fn single(report: lifo_ops::tasks::BatchReport) -> Answer {
 }
 
 async fn delete_task(State(api): Shared, Path(id): Path<String>) -> Answer {
+    let id = task_id(&id)?;
     lifo_ops::tasks::check_id("taskId", &id)?;
     single(lifo_ops::tasks::delete(&api.queue, &[id]).await?)
 }
 
 async fn cancel(State(api): Shared, Path(id): Path<String>) -> Answer {
+    let id = task_id(&id)?;
     ok(
         StatusCode::OK,
         &lifo_ops::tasks::cancel(&api.queue, &id).await?,
@@ -198,6 +208,7 @@ async fn redrive_one(
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Answer {
+    let id = task_id(&id)?;
     lifo_ops::tasks::check_id("taskId", &id)?;
     let reason = reason(&headers, &bytes(body)?, REDRIVE_REASON)?;
     let r = Redrive::ids(vec![id], reason);
@@ -295,6 +306,7 @@ async fn user_tasks(
     Path(user): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Answer {
+    let user = lifo_ops::path_id::decode("userId", &user)?;
     body::only(&q, &["limit", "cursor"])?;
     let limit: usize = body::param(&q, "limit", DEFAULT_PAGE)?;
     if limit == 0 || limit > MAX_PAGE {

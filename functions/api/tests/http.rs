@@ -41,7 +41,8 @@ fn api(h: &Harness) -> Arc<Api> {
 async fn serve(h: &Harness) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = router(api(h));
+    // As deployed: API Gateway decodes the path before the function sees it.
+    let app = lifo_local::api_gateway::ApiGateway::default().wrap(router(api(h)));
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
@@ -309,7 +310,7 @@ async fn hostile_requests_get_a_problem_document_and_write_nothing() {
     // valid JSON with one bad field (the whole request refused).
     let big = format!(
         "{{\"tasks\": [{{\"payload\": {{\"x\": \"{}\"}}}}]}}",
-        "a".repeat(create::MAX_REQUEST_BYTES)
+        "a".repeat(api::MAX_BODY_BYTES)
     );
     let (st, _) = s
         .raw("POST", "/tasks", "application/json", big.into_bytes())
@@ -369,10 +370,13 @@ async fn hostile_requests_get_a_problem_document_and_write_nothing() {
         "{p}"
     );
 
-    // Ids: only dots, too long, traversal-looking (a valid id: no such task).
-    // (`.` and `..`, even percent-encoded, are resolved away by the client's
-    // URL parser; three dots reach the server.)
+    // Ids: any key the table can hold may name a stored task (one an older
+    // version or a producer writing straight to the table wrote), so only
+    // dots or traversal-looking is no such task; too long for a key, or a
+    // bad encoded id, is refused naming the field.
     let (st, p) = s.call("GET", "/tasks/...", None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{p}");
+    let (st, p) = s.call("GET", "/tasks/~a!b", None).await;
     assert_eq!(
         (st, p["field"].as_str()),
         (StatusCode::BAD_REQUEST, Some("taskId")),
@@ -543,4 +547,173 @@ async fn the_python_producer_example_creates_tasks_over_the_local_api() {
             "{s}"
         );
     }
+}
+
+/// A supersede transaction holding the task through the store's resends
+/// (issue 32, item 1): 503 with `Retry-After`, not a 502; the same request
+/// goes through once the transaction ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_meets_a_transaction_answers_503_with_retry_after() {
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+    let (st, _) = s
+        .call(
+            "POST",
+            "/tasks",
+            Some(json!({"tasks": [{"taskId": "s", "payload": {"n": 1}, "dueInDays": 2}]})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let held = h
+        .stack
+        .contention
+        .as_ref()
+        .expect("conflicts on by default")
+        .hold("s");
+    for (method, path) in [("POST", "/tasks/s/cancel"), ("DELETE", "/tasks/s")] {
+        let res = s
+            .client
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                format!("{}{path}", s.base),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            res.headers().get("retry-after").map(|v| v.as_bytes()),
+            Some(&b"1"[..]),
+            "{method} {path}"
+        );
+        let (st, p) = answer(res).await;
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{method} {path}: {p}");
+        assert_eq!(p["type"], "/problems/contention", "{p}");
+        assert!(
+            p["detail"]
+                .as_str()
+                .unwrap()
+                .contains("TransactionConflictException"),
+            "{p}"
+        );
+    }
+    drop(held);
+    let (st, p) = s.call("POST", "/tasks/s/cancel", None).await;
+    assert_eq!(st, StatusCode::OK, "{p}");
+}
+
+/// Ids with `/` behind API Gateway (issue 32, item 2), and ids outside
+/// create's rules that an older version or a producer writing straight to
+/// the table stored: create refuses `/` in a new id; API Gateway decodes
+/// `%2F`, so `x%2Fhistory` names `x`'s history once deployed; every stored
+/// id is reached, retried and deleted through its path form
+/// ([`lifo_ops::path_id`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_stored_id_is_reached_retried_and_deleted_over_http_as_deployed() {
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+    let (st, p) = s
+        .call(
+            "POST",
+            "/tasks",
+            Some(json!({"tasks": [{"taskId": "order/1", "payload": {}}]})),
+        )
+        .await;
+    assert_eq!(
+        (st, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("tasks[0].taskId")),
+        "{p}"
+    );
+    assert!(p["detail"].as_str().unwrap().contains("%2F"), "{p}");
+
+    lifo_tests::failed_task(&h.store, "x", "boom").await;
+    lifo_tests::failed_task(&h.store, "x/history", "boom").await;
+    // What the old docs promised, as API Gateway delivers it: x's history.
+    let (st, p) = s.call("GET", "/tasks/x%2Fhistory", None).await;
+    assert_eq!(
+        (st, p["taskId"].as_str()),
+        (StatusCode::OK, Some("x")),
+        "{p}"
+    );
+
+    let long = "z".repeat(1500);
+    for id in [
+        ".",
+        "..",
+        "sp ace",
+        "x#frag",
+        "a/b",
+        "x/history",
+        long.as_str(),
+    ] {
+        if id != "x/history" {
+            lifo_tests::failed_task(&h.store, id, "boom").await;
+        }
+        let at = format!("/tasks/{}", lifo_ops::path_id::encode(id));
+        let (st, p) = s.call("GET", &at, None).await;
+        assert_eq!(
+            (st, p["taskId"].as_str()),
+            (StatusCode::OK, Some(id)),
+            "{at}: {p}"
+        );
+        let (st, p) = s.call("GET", &format!("{at}/history"), None).await;
+        assert_eq!(
+            (st, p["taskId"].as_str()),
+            (StatusCode::OK, Some(id)),
+            "{p}"
+        );
+        let (st, p) = s.call("POST", &format!("{at}/retry"), None).await;
+        assert_eq!(st, StatusCode::OK, "{id}: {p}");
+        let t = h.store.get(id).await.unwrap().unwrap();
+        assert_eq!(t.task_status, TaskStatus::Pending, "{id} retried");
+        let (st, p) = s.call("DELETE", &at, None).await;
+        assert_eq!(st, StatusCode::OK, "{id}: {p}");
+        let (st, _) = s.call("GET", &at, None).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{id} deleted");
+    }
+}
+
+/// Bodies over what Lambda's 6 MB invoke can carry inside API Gateway's
+/// event (issue 32, item 7): refused with a 413 problem by their declared
+/// length, at once, even when the client sends one byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_real_limit_is_refused_by_its_declared_length() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+    // 4 MiB of JSON: under the old 6 MiB limit, over the real one.
+    let big = json!({"tasks": [{"payload": {"blob": "y".repeat(4 << 20)}}]});
+    let (st, p) = s
+        .raw(
+            "POST",
+            "/tasks",
+            "application/json",
+            big.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE, "{p}");
+    assert_eq!(p["type"], "/problems/too-large");
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&api::MAX_BODY_BYTES.to_string()),
+        "{p}"
+    );
+    // Declares 7 MB, sends one byte: no Lambda event can carry it, so it is
+    // answered at once with what API Gateway answers once Lambda refuses
+    // the invoke (the function never sees it).
+    let addr = s.base.trim_start_matches("http://");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(
+        b"POST /tasks HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 7000000\r\n\r\n{",
+    )
+    .await
+    .unwrap();
+    let mut head = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(5), conn.read_exact(&mut head))
+        .await
+        .expect("answered within 5 s")
+        .unwrap();
+    assert_eq!(&head, b"HTTP/1.1 500");
+    assert!(h.tasks().await.is_empty(), "nothing written");
 }

@@ -81,10 +81,32 @@ pub(crate) fn parse_date(text: &str) -> Result<chrono::NaiveDate, String> {
         .map_err(|e| format!("{text:?} is not a valid date: {e}"))
 }
 
-/// A producer-supplied id: 1 to 128 characters from `A-Z a-z 0-9 - _ . : / @`,
-/// not only dots (`.` and `..` are path segments a browser or an HTTP
-/// client resolves away, so no URL could name such a task).
-pub fn check_task_id(id: &str) -> Result<(), String> {
+/// A task or user id, which travels in URL paths (`/tasks/{taskId}`,
+/// `/users/{userId}/tasks`): 1 to 128 characters from
+/// `A-Z a-z 0-9 - _ . : @`. No `/`: API Gateway decodes `%2F` before the
+/// function sees the path, so such an id could be created but never named
+/// over HTTP. Not only dots (`.` and `..` are path segments a browser or an
+/// HTTP client resolves away).
+pub fn check_id(id: &str) -> Result<(), String> {
+    check_chars(id, "-_.:@", "- _ . : @").map_err(|m| {
+        if id.contains('/') {
+            format!(
+                "{m} ('/' cannot travel in a URL path: API Gateway decodes %2F before the \
+                 function sees it)"
+            )
+        } else {
+            m
+        }
+    })
+}
+
+/// A tenant or `supersedeKey`, never in a path: the same rules, and `/`
+/// allowed as well.
+pub fn check_key(key: &str) -> Result<(), String> {
+    check_chars(key, "-_.:/@", "- _ . : / @")
+}
+
+fn check_chars(id: &str, punctuation: &str, said: &str) -> Result<(), String> {
     if id.is_empty() {
         return Err("must not be empty".into());
     }
@@ -99,10 +121,10 @@ pub fn check_task_id(id: &str) -> Result<(), String> {
     }
     if let Some(bad) = id
         .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "-_.:/@".contains(*c)))
+        .find(|c| !(c.is_ascii_alphanumeric() || punctuation.contains(*c)))
     {
         return Err(format!(
-            "contains {bad:?}; allowed are letters, digits and - _ . : / @"
+            "contains {bad:?}; allowed are letters, digits and {said}"
         ));
     }
     Ok(())

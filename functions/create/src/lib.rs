@@ -254,6 +254,7 @@ impl Creator {
                 reason: "created".into(),
                 at: now_ms(),
                 group,
+                previous_trace: None,
             };
             match w.notifier.wake(&wakeup).await {
                 Ok(message_id) => {
@@ -363,7 +364,7 @@ impl Creator {
 mod checks;
 mod plan;
 
-pub use checks::{MAX_PAYLOAD_DEPTH, check_task_id};
+pub use checks::{MAX_PAYLOAD_DEPTH, check_id, check_key};
 pub use plan::MAX_DUE_IN_DAYS;
 use plan::Planned;
 

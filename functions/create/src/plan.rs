@@ -1,7 +1,7 @@
 //! A request into the tasks to write: its shape, every field's checks, the
 //! TTL and the due date, all before anything is written.
 
-use crate::checks::{check_payload, check_task_id, parse_date};
+use crate::checks::{check_id, check_key, check_payload, parse_date};
 use crate::{CreateError, Creator, MAX_TASKS_PER_REQUEST, invalid};
 use lifo_core::model::MAX_PAYLOAD_BYTES;
 use lifo_core::{Task, new_task_id};
@@ -136,8 +136,7 @@ impl Creator {
                     let supplied_id = spec.task_id.is_some();
                     let id = match spec.task_id {
                         Some(id) => {
-                            check_task_id(&id)
-                                .map_err(|m| invalid(format!("tasks[{i}].taskId"), m))?;
+                            check_id(&id).map_err(|m| invalid(format!("tasks[{i}].taskId"), m))?;
                             if !seen.insert(id.clone()) {
                                 return Err(invalid(
                                     format!("tasks[{i}].taskId"),
@@ -151,18 +150,16 @@ impl Creator {
                     let mut task = Task::new_pending(id, spec.payload, now, ttl, shards)
                         .with_retention(self.config.retention_seconds);
                     if let Some(user) = spec.user_id {
-                        check_task_id(&user)
-                            .map_err(|m| invalid(format!("tasks[{i}].userId"), m))?;
+                        check_id(&user).map_err(|m| invalid(format!("tasks[{i}].userId"), m))?;
                         task.user_id = Some(user);
                     }
                     if let Some(tenant) = &spec.tenant {
-                        check_task_id(tenant)
-                            .map_err(|m| invalid(format!("tasks[{i}].tenant"), m))?;
+                        check_key(tenant).map_err(|m| invalid(format!("tasks[{i}].tenant"), m))?;
                     }
                     task.tenant = spec.tenant.or_else(|| task.user_id.clone());
                     if let Some(key) = spec.supersede_key {
                         let field = format!("tasks[{i}].supersedeKey");
-                        check_task_id(&key).map_err(|m| invalid(field.clone(), m))?;
+                        check_key(&key).map_err(|m| invalid(field.clone(), m))?;
                         if spec.due_date.is_some() || spec.due_in_days.is_some() {
                             return Err(invalid(
                                 field,

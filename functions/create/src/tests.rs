@@ -113,7 +113,17 @@ async fn bad_input_names_the_field_and_writes_nothing() {
         ),
         (
             json!({"tasks": [{"taskId": "a b", "payload": {}}]}),
-            "invalid request: tasks[0].taskId: contains ' '; allowed are letters, digits and - _ . : / @",
+            "invalid request: tasks[0].taskId: contains ' '; allowed are letters, digits and - _ . : @",
+        ),
+        (
+            json!({"tasks": [{"taskId": "order/1", "payload": {}}]}),
+            "invalid request: tasks[0].taskId: contains '/'; allowed are letters, digits and - _ . : @ \
+             ('/' cannot travel in a URL path: API Gateway decodes %2F before the function sees it)",
+        ),
+        (
+            json!({"tasks": [{"taskId": "x", "userId": "team/a", "payload": {}}]}),
+            "invalid request: tasks[0].userId: contains '/'; allowed are letters, digits and - _ . : @ \
+             ('/' cannot travel in a URL path: API Gateway decodes %2F before the function sees it)",
         ),
         (
             json!({"tasks": [{"taskId": "..", "payload": {}}]}),

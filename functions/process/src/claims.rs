@@ -219,17 +219,21 @@ pub(crate) fn spawn<R: TaskRunner>(
 ) {
     let ctx = ctx.clone();
     // One X-Ray subsegment per task, its claim, run and finish inside it
-    // (the spawned task inherits the invocation's trace explicitly).
+    // (the spawned task inherits the invocation's trace explicitly). Its
+    // fields are metadata, not annotations: X-Ray indexes 50 annotations a
+    // trace, and an invocation runs hundreds of tasks. A task's trace is
+    // found from its log lines (`traceId`), the invocation's by its
+    // annotations.
     let mut segment = lifo_core::xray::Subsegment::start("task");
     if let Some(s) = &mut segment {
-        s.annotate("taskId", c.task_id.as_str())
-            .annotate("lifoShard", c.lifo_shard);
+        s.metadata("taskId", c.task_id.as_str())
+            .metadata("lifoShard", c.lifo_shard);
     }
     let trace = segment.as_ref().map(lifo_core::xray::Subsegment::as_parent);
     running.spawn(async move {
         let handled = lifo_core::xray::scope(trace, claim_run_finish(ctx, seq, c, sent_at)).await;
         if let Some(mut s) = segment {
-            s.annotate("outcome", handled.outcome());
+            s.metadata("outcome", handled.outcome());
             if let Handled::Ran {
                 attempt,
                 token,
@@ -237,10 +241,10 @@ pub(crate) fn spawn<R: TaskRunner>(
                 ..
             } = &handled
             {
-                s.annotate("attempt", *attempt)
-                    .annotate("fencingToken", *token);
+                s.metadata("attempt", *attempt)
+                    .metadata("fencingToken", *token);
                 if let Some(t) = created_trace {
-                    s.annotate("createdTraceId", t.as_str());
+                    s.metadata("createdTraceId", t.as_str());
                 }
             }
             s.end();
@@ -267,7 +271,10 @@ async fn claim_run_finish<R: TaskRunner>(
                     event = if reclaim { "task.reclaimed" } else { "task.claimed" },
                     taskId = %task.task_id, shard = task.lifo_shard, attempt = task.attempts,
                     token = task.token, ageMs = age_ms,
-                    createdTraceId = task.created_trace.as_deref().unwrap_or("")
+                    createdTraceId = task.created_trace.as_deref().unwrap_or(""),
+                    // The trace of the invocation that runs it: from a task
+                    // id, Logs Insights finds it.
+                    traceId = lifo_core::xray::current().map(|t| t.root.to_string()).unwrap_or_default()
                 );
                 let (attempt, token) = (task.attempts, task.token);
                 let created_trace = task.created_trace.clone();
@@ -304,6 +311,13 @@ async fn claim_run_finish<R: TaskRunner>(
                     Handled::Skipped(id)
                 }
             },
+            // A supersede transaction held the task through every resend:
+            // contention, like a lost race; the next refill reads it again.
+            Err(e) if e.is_conflict() => {
+                tracing::info!(event = "task.claim_conflict", taskId = %id, error = %lifo_core::error::Chain(&e),
+                    "a transaction held the task; skipping it for now");
+                Handled::Conflict(id)
+            }
             Err(StoreError::Malformed { task_id, source }) => {
                 tracing::warn!(event = "task.skipped", taskId = %task_id, error = %source,
                     "claimed item does not parse; its lease will expire");

@@ -61,6 +61,9 @@ pub struct Wake {
     /// Shard groups the wake-ups named (more than one processor): taken
     /// first, in this order.
     pub groups: Vec<u32>,
+    /// The X-Ray trace of the invocation before this one in the tail-call
+    /// loop (each starts its own).
+    pub previous_trace: Option<String>,
 }
 
 impl Wake {
@@ -69,6 +72,7 @@ impl Wake {
         Self {
             records: 1,
             groups: Vec::new(),
+            previous_trace: None,
         }
     }
 
@@ -86,10 +90,13 @@ impl Wake {
         let sns: aws_lambda_events::sns::SnsEvent =
             serde_json::from_value(event).map_err(|e| ProcessError::Malformed(e.to_string()))?;
         let mut groups = Vec::new();
+        let mut previous_trace = None;
         for r in &sns.records {
-            if let Some(g) = serde_json::from_str::<Wakeup>(&r.sns.message)
-                .ok()
-                .and_then(|w| w.group)
+            let w = serde_json::from_str::<Wakeup>(&r.sns.message).ok();
+            if previous_trace.is_none() {
+                previous_trace = w.as_ref().and_then(|w| w.previous_trace.clone());
+            }
+            if let Some(g) = w.and_then(|w| w.group)
                 && !groups.contains(&g)
             {
                 groups.push(g);
@@ -98,6 +105,7 @@ impl Wake {
         Ok(Self {
             records: sns.records.len(),
             groups,
+            previous_trace,
         })
     }
 }
@@ -147,7 +155,8 @@ impl<R: TaskRunner> Processor<R> {
     pub fn new(store: Store, tail: Notifier, runner: Arc<R>, config: ProcessConfig) -> Self {
         Self {
             store,
-            tail,
+            // Each invocation of the tail-call loop starts its own trace.
+            tail: tail.starting_new_traces(),
             runner,
             config,
             limiters: Mutex::new(HashMap::new()),
@@ -274,6 +283,19 @@ impl<R: TaskRunner> Processor<R> {
             return Ok(report);
         };
         report.group = assignment.group.map(|(g, _)| g);
+        // The invocation's own subsegment: the only one annotated (X-Ray
+        // indexes 50 annotations a trace), so `annotation.previousTraceId`
+        // walks the tail-call loop back, one trace per invocation.
+        let mut invocation = lifo_core::xray::Subsegment::start("invocation");
+        if let Some(s) = &mut invocation {
+            s.essential();
+            if let Some(p) = &wake.previous_trace {
+                s.annotate("previousTraceId", p.as_str());
+            }
+            if let Some(g) = report.group {
+                s.annotate("group", g);
+            }
+        }
         tracing::info!(
             event = "process.start",
             owner = %owner,
@@ -328,9 +350,19 @@ impl<R: TaskRunner> Processor<R> {
                 reason: "tail-call".into(),
                 at: now_ms(),
                 group: assignment.group.map(|(g, _)| g),
+                previous_trace: lifo_core::xray::current().map(|t| t.root.to_string()),
             };
             self.tail.wake(&wakeup).await?;
             report.tail_call = true;
+        }
+        if let Some(mut s) = invocation {
+            s.annotate("tasksClaimed", report.claimed.len())
+                .annotate("tailCall", report.tail_call);
+            let budget = &s.trace().budget;
+            let (sent, dropped) = (budget.sent(), budget.dropped());
+            s.metadata("traceBytes", sent)
+                .metadata("subsegmentsDropped", dropped);
+            s.end();
         }
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         report.shed = usize::try_from(self.store.shed_by_reads().saturating_sub(shed_before))

@@ -248,6 +248,7 @@ impl Scheduler {
                     reason: "due-tasks".into(),
                     at: now_ms(),
                     group,
+                    previous_trace: None,
                 };
                 self.wake.wake(&wakeup).await?;
             }

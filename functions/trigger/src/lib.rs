@@ -116,6 +116,8 @@ struct Groups {
     /// Every group (a resume, a nudge, an unnamed tail call).
     all: bool,
     named: std::collections::BTreeSet<u32>,
+    /// The trace of the process invocation that tail-called.
+    previous_trace: Option<String>,
 }
 
 /// What invoked the trigger: the table stream, an SNS tail call, or the
@@ -238,10 +240,13 @@ impl Trigger {
                 // group goes on.
                 let mut groups = Groups::default();
                 for r in &e.records {
-                    match serde_json::from_str::<Wakeup>(&r.sns.message)
-                        .ok()
-                        .and_then(|w| w.group)
-                    {
+                    let w = serde_json::from_str::<Wakeup>(&r.sns.message).ok();
+                    // The tail call's trace: the process invocation it
+                    // wakes names it (each starts a trace of its own).
+                    if groups.previous_trace.is_none() {
+                        groups.previous_trace = w.as_ref().and_then(|w| w.previous_trace.clone());
+                    }
+                    match w.and_then(|w| w.group) {
                         Some(g) => {
                             groups.named.insert(g);
                         }
@@ -391,6 +396,7 @@ impl Trigger {
                 .filter(|(_, n)| **n > 0)
                 .map(|(shard, _)| lifo_core::groups::group_of(shard as u32, self.processors))
                 .collect(),
+            previous_trace: None,
         };
         let mut outcome = TriggerOutcome {
             signals: usize::from(depth > 0),
@@ -453,6 +459,7 @@ impl Trigger {
                 reason: reason.into(),
                 at: now_ms(),
                 group,
+                previous_trace: groups.previous_trace.clone(),
             };
             let message_id = self.notifier.wake(&wakeup).await?;
             tracing::info!(

@@ -149,6 +149,7 @@ async fn processors(config: Config, tasks: usize) -> anyhow::Result<Measured> {
             let wake = Wake {
                 records: 1,
                 groups: vec![g as u32],
+                previous_trace: None,
             };
             p.handle(&wake, SystemTime::now() + Duration::from_secs(900))
                 .await

@@ -73,6 +73,10 @@ pub async fn redrive(
     Path(id): Path<String>,
     Form(f): Form<ActionForm>,
 ) -> Response {
+    let id = match lifo_ops::path_id::decode("taskId", &id) {
+        Ok(id) => id,
+        Err(e) => return PageError(e).into_response(),
+    };
     let to = format!("{}?done=retried", task_path(&id));
     run(&c, &f, redrive_one(&c, id), to).await
 }
@@ -82,6 +86,10 @@ pub async fn delete(
     Path(id): Path<String>,
     Form(f): Form<ActionForm>,
 ) -> Response {
+    let id = match lifo_ops::path_id::decode("taskId", &id) {
+        Ok(id) => id,
+        Err(e) => return PageError(e).into_response(),
+    };
     let ids = [id];
     let deleted = async {
         lifo_ops::tasks::delete(&c.queue, &ids)
@@ -97,6 +105,10 @@ pub async fn cancel(
     Path(id): Path<String>,
     Form(f): Form<ActionForm>,
 ) -> Response {
+    let id = match lifo_ops::path_id::decode("taskId", &id) {
+        Ok(id) => id,
+        Err(e) => return PageError(e).into_response(),
+    };
     let to = format!("{}?done=cancelled", task_path(&id));
     run(&c, &f, lifo_ops::tasks::cancel(&c.queue, &id), to).await
 }

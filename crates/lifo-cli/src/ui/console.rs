@@ -107,6 +107,8 @@ impl IntoResponse for PageError {
         let status = match &self.0 {
             OpsError::NotFound { .. } => StatusCode::NOT_FOUND,
             OpsError::Conflict(_) => StatusCode::CONFLICT,
+            OpsError::Contended(_) => StatusCode::SERVICE_UNAVAILABLE,
+            OpsError::Store(e) if e.is_conflict() => StatusCode::SERVICE_UNAVAILABLE,
             OpsError::Invalid { .. } | OpsError::Rejected(_) => StatusCode::BAD_REQUEST,
             OpsError::Store(_) | OpsError::Interrupted { .. } | OpsError::Unavailable(_) => {
                 StatusCode::BAD_GATEWAY

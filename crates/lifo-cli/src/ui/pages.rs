@@ -51,9 +51,11 @@ pub fn encode(s: &str) -> String {
         .collect()
 }
 
-/// The path of task `id` (ids may hold `/`, `:` or `@`).
+/// The path of task `id`: plain ids as themselves, any other id (`a/b`,
+/// `..`, `sp ace`) encoded ([`lifo_ops::path_id`]), as the HTTP API names
+/// them.
 pub fn task_path(id: &str) -> String {
-    format!("/tasks/{}", encode(id))
+    format!("/tasks/{}", lifo_ops::path_id::encode(id))
 }
 
 pub(super) fn time(ms: u64, now: u64) -> String {
@@ -514,8 +516,9 @@ mod tests {
     #[test]
     fn ids_are_encoded_into_one_path_segment() {
         assert_eq!(task_path("order-1001"), "/tasks/order-1001");
-        assert_eq!(task_path("a/b:c@d"), "/tasks/a%2Fb%3Ac%40d");
-        assert_eq!(task_path("<x>\"'"), "/tasks/%3Cx%3E%22%27");
+        assert_eq!(task_path("a:b@c.d"), "/tasks/a:b@c.d");
+        assert_eq!(task_path("a/b"), "/tasks/~YS9i");
+        assert_eq!(task_path("<x>\"'"), "/tasks/~PHg-Iic");
     }
 
     #[test]

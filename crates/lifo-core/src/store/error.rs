@@ -27,6 +27,19 @@ pub enum StoreError {
         #[source]
         source: BoxError,
     },
+    /// A transaction was writing the item at that moment
+    /// (`TransactionConflictException`), and it still was after our
+    /// resends ([`super::resend_conflicts`]). Nothing was written; the
+    /// same request a moment later may succeed. The SDK does not retry it.
+    #[error(
+        "{operation}: a transaction was writing the same item (TransactionConflictException); \
+             nothing was written, retry shortly"
+    )]
+    Conflict {
+        operation: &'static str,
+        #[source]
+        source: BoxError,
+    },
     /// Items a batch request left unprocessed after our retries (DynamoDB
     /// does this under throttling).
     #[error("{operation}: {remaining} items still unprocessed after {retries} retries")]
@@ -82,6 +95,15 @@ impl StoreError {
         matches!(self, Self::ConditionFailed { .. })
     }
 
+    /// Another transaction held the item: contention, not a fault.
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            Self::Conflict { .. } => true,
+            Self::PartialWrite { source, .. } => source.is_conflict(),
+            _ => false,
+        }
+    }
+
     /// DynamoDB asked us to slow down (a retry later may succeed).
     pub fn is_throttled(&self) -> bool {
         match self {
@@ -91,6 +113,9 @@ impl StoreError {
         }
     }
 }
+
+/// The code of a single-item write that met a transaction on its item.
+pub const CONFLICT_CODE: &str = "TransactionConflictException";
 
 const THROTTLE_CODES: [&str; 4] = [
     "ProvisionedThroughputExceededException",
@@ -107,9 +132,12 @@ where
     let throttled = err
         .code()
         .is_some_and(|code| THROTTLE_CODES.contains(&code));
+    let conflict = err.code() == Some(CONFLICT_CODE);
     let source = err.into();
     if throttled {
         StoreError::Throttled { operation, source }
+    } else if conflict {
+        StoreError::Conflict { operation, source }
     } else {
         StoreError::Other { operation, source }
     }

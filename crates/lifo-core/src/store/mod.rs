@@ -156,6 +156,38 @@ pub fn resend_wait(attempt: u32) -> Duration {
     Duration::from_millis(fastrand::u64(ceiling / 2..=ceiling))
 }
 
+/// Sends of one single-item write while DynamoDB answers
+/// `TransactionConflictException` (a supersede transaction was writing the
+/// item at that moment): the first and three resends, over about 0.35 s.
+pub const CONFLICT_TRIES: u32 = 4;
+
+/// Sends `call` again, after a jittered [`resend_wait`], while DynamoDB
+/// answers that a transaction holds the item (the SDK does not retry it;
+/// the write was not applied, so sending it again is safe). After
+/// [`CONFLICT_TRIES`] the last answer stands, and [`error::classify`]
+/// makes it [`StoreError::Conflict`].
+pub(crate) async fn resend_conflicts<O, E, R, F, Fut>(
+    mut call: F,
+) -> Result<O, aws_sdk_dynamodb::error::SdkError<E, R>>
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<O, aws_sdk_dynamodb::error::SdkError<E, R>>>,
+{
+    use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+    let mut tries = 1;
+    loop {
+        match call().await {
+            Err(e) if e.code() == Some(error::CONFLICT_CODE) && tries < CONFLICT_TRIES => {
+                tracing::debug!(tries, "transaction conflict; sending again");
+                tokio::time::sleep(resend_wait(tries) / 2).await;
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -135,7 +135,7 @@ impl Store {
             });
         }
         let e = expr::delete(task.token, now_ms);
-        let result = self
+        let request = self
             .client
             .delete_item()
             .table_name(&self.table)
@@ -147,9 +147,8 @@ impl Store {
             .return_values_on_condition_check_failure(
                 aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
             )
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await;
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
+        let result = super::resend_conflicts(|| request.clone().send()).await;
         match result {
             Ok(out) => {
                 self.meter.record(Op::Operate, out.consumed_capacity());

@@ -177,7 +177,9 @@ impl Store {
                         .is_some_and(|c| c == "ConditionalCheckFailed")
                 };
                 if tries >= KEYED_TRIES {
-                    return Err(StoreError::Other {
+                    // Contention on the key (other writes of it, or
+                    // transactions on its items): the caller may retry.
+                    return Err(StoreError::Conflict {
                         operation: "TransactWriteItems",
                         source: format!(
                             "the write of task {id} with supersedeKey {key:?} was cancelled \

@@ -53,7 +53,7 @@ impl Store {
         let t = mv.transition();
         state::check(t, current)?;
         let e = expr::transition(mv, step);
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -64,9 +64,8 @@ impl Store {
             .set_expression_attribute_values(e.values_map())
             .return_values(returns)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await;
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
+        let result = super::resend_conflicts(|| request.clone().send()).await;
         match result {
             Ok(out) => {
                 self.meter.record(Op::of(t), out.consumed_capacity());

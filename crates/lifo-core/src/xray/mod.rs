@@ -25,11 +25,53 @@ pub use sdk::SdkSubsegments;
 use serde_json::Value;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What one trace has sent, against [`TRACE_BUDGET`], and what it left out.
+#[derive(Debug, Default)]
+pub struct Budget {
+    sent: AtomicUsize,
+    dropped: AtomicUsize,
+}
+
+impl Budget {
+    /// Takes `bytes` from the budget; `false` (and counted as dropped) when
+    /// they do not fit.
+    fn spend(&self, bytes: usize) -> bool {
+        let fits = self
+            .sent
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |sent| {
+                (sent + bytes <= TRACE_BUDGET).then_some(sent + bytes)
+            })
+            .is_ok();
+        if !fits {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        fits
+    }
+
+    /// Bytes sent so far.
+    pub fn sent(&self) -> usize {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Subsegments left out: over the trace's budget, or over a datagram.
+    pub fn dropped(&self) -> usize {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
 
 /// The largest datagram the daemon reads (64 KiB); a document over it is
 /// sent without its annotations and metadata, or not at all.
 pub const MAX_DATAGRAM: usize = 64 * 1024;
+/// X-Ray indexes at most 50 annotations per trace (the rest cannot be
+/// searched): one invocation's subsegment carries a few, tasks none.
+pub const MAX_ANNOTATIONS_PER_TRACE: usize = 50;
+/// X-Ray keeps a trace of at most 500 KB (100 KB at its lower limit);
+/// what one invocation sends stays under this, Lambda's own segments
+/// beside it. Past it, subsegments are counted, not sent.
+pub const TRACE_BUDGET: usize = 400 * 1024;
 /// What precedes every document on the wire.
 const HEADER: &str = "{\"format\": \"json\", \"version\": 1}\n";
 
@@ -141,7 +183,7 @@ impl Tracer {
     /// Sends one subsegment (never blocks; a failure is logged at debug
     /// and dropped). Over [`MAX_DATAGRAM`], it goes without annotations,
     /// or not at all.
-    fn send(&self, doc: &mut Wire<'_>) {
+    fn send(&self, doc: &mut Wire<'_>, budget: &Budget) {
         let Some(to) = &self.to else { return };
         DATAGRAM.with_borrow_mut(|buf| {
             let mut encode = |doc: &Wire<'_>| {
@@ -151,9 +193,14 @@ impl Tracer {
             };
             if !encode(doc) {
                 doc.annotations = &[];
+                doc.metadata = None;
                 if !encode(doc) {
+                    budget.dropped.fetch_add(1, Ordering::Relaxed);
                     return;
                 }
+            }
+            if !budget.spend(buf.len()) {
+                return;
             }
             if let Err(e) = to.0.send_to(buf, to.1) {
                 tracing::debug!(error = %e, "X-Ray: a subsegment was not sent");
@@ -184,6 +231,9 @@ struct Wire<'a> {
     namespace: Option<&'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty", serialize_with = "pairs")]
     annotations: &'a [(&'static str, Value)],
+    /// Not indexed; under the `lifo` namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<Value>,
     #[serde(skip_serializing_if = "<[_]>::is_empty", serialize_with = "pairs")]
     aws: &'a [(&'static str, Value)],
     #[serde(skip_serializing_if = "<[_]>::is_empty", serialize_with = "pairs")]
@@ -224,6 +274,8 @@ pub struct Trace {
     pub root: Arc<str>,
     /// The segment or subsegment new subsegments hang under.
     pub parent: String,
+    /// What this trace has sent (shared by the invocation's subsegments).
+    pub budget: Arc<Budget>,
     /// Under a subsegment: where its children go when they end. They are
     /// sent inside it (X-Ray's embedded `subsegments`), one datagram for a
     /// task and everything in it; only the function segment's own children
@@ -267,6 +319,7 @@ impl Trace {
             tracer: tracer.clone(),
             root: h.root.into(),
             parent: h.parent?,
+            budget: Arc::default(),
             inline: None,
         })
     }
@@ -328,12 +381,15 @@ pub struct Subsegment {
     start: f64,
     namespace: Option<&'static str>,
     annotations: Vec<(&'static str, Value)>,
+    metadata: serde_json::Map<String, Value>,
     aws: Vec<(&'static str, Value)>,
     http: Vec<(&'static str, Value)>,
     error: bool,
     throttle: bool,
     fault: bool,
     ended: bool,
+    /// Sent whatever the trace's budget (an invocation's own).
+    essential: bool,
     /// Its ended children, sent inside it.
     children: Children,
 }
@@ -353,12 +409,14 @@ impl Subsegment {
             start: now_secs(),
             namespace: None,
             annotations: Vec::new(),
+            metadata: serde_json::Map::new(),
             aws: Vec::new(),
             http: Vec::new(),
             error: false,
             throttle: false,
             fault: false,
             ended: false,
+            essential: false,
             children: Children::default(),
         }
     }
@@ -382,9 +440,29 @@ impl Subsegment {
         self
     }
 
-    /// An indexed annotation (X-Ray's filter expressions find it).
+    /// An indexed annotation (X-Ray's filter expressions find it). X-Ray
+    /// indexes [`MAX_ANNOTATIONS_PER_TRACE`] per trace: annotate an
+    /// invocation, not each of its tasks.
     pub fn annotate(&mut self, key: &'static str, value: impl Into<Value>) -> &mut Self {
         self.annotations.push((key, value.into()));
+        self
+    }
+
+    /// A field of its metadata (the `lifo` namespace; shown, not indexed).
+    pub fn metadata(&mut self, key: &str, value: impl Into<Value>) -> &mut Self {
+        self.metadata.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// The trace it is in.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// Sent even when the trace's budget is spent (the invocation's own
+    /// subsegment, which says what was left out).
+    pub fn essential(&mut self) -> &mut Self {
+        self.essential = true;
         self
     }
 
@@ -442,6 +520,8 @@ impl Subsegment {
             end_time: now_secs(),
             namespace: self.namespace,
             annotations: &self.annotations,
+            metadata: (!self.metadata.is_empty())
+                .then(|| serde_json::json!({ "lifo": self.metadata })),
             aws: &self.aws,
             http: &self.http,
             error: self.error,
@@ -455,7 +535,15 @@ impl Subsegment {
                     lock(parent).push(json);
                 }
             }
-            None => self.trace.tracer.send(&mut wire),
+            None => {
+                let unlimited = Budget::default();
+                let budget = if self.essential {
+                    &unlimited
+                } else {
+                    &*self.trace.budget
+                };
+                self.trace.tracer.send(&mut wire, budget);
+            }
         }
     }
 }

@@ -71,6 +71,8 @@ fn every_function_gets_only_what_it_uses() {
                 ("dynamodb:PutItem", table),
                 ("dynamodb:GetItem", table),
                 ("dynamodb:UpdateItem", table),
+                // Payload items of a write that failed are deleted again.
+                ("dynamodb:DeleteItem", table),
                 ("sns:Publish", "!Ref ProcessTopic"),
                 ("kms:GenerateDataKey", key),
                 ("kms:Decrypt", key),
@@ -337,40 +339,69 @@ fn system_logs_stay_and_create_announces_its_tasks() {
 
 /// SNS active tracing reaches X-Ray only through a resource policy that
 /// CloudFormation does not create by itself: one for sns.amazonaws.com,
-/// this account, these two topics, and nothing else.
+/// this account, and (by default) these two topics and nothing else. AWS
+/// allows 5 such policies an account, so `SnsTracingPolicyScope` makes it
+/// one account-wide policy of a fixed name, or none (issue 32, item 5).
 #[test]
-fn sns_may_send_trace_segments_for_our_topics_only() {
+fn sns_may_send_trace_segments_for_our_topics_only_and_the_policy_is_optional() {
     let t = Template::workspace().unwrap();
     let r = &t.doc["Resources"]["SnsTracingPolicy"];
     assert_eq!(r["Type"], "AWS::XRay::ResourcePolicy");
-    let text = r["Properties"]["PolicyDocument"]["!Sub"].as_str().unwrap();
-    let doc: serde_json::Value = serde_json::from_str(
-        &text
-            .replace("${AWS::AccountId}", "123456789012")
-            .replace("${ProcessTopic}", "arn:p")
-            .replace("${TriggerTopic}", "arn:t"),
-    )
-    .unwrap();
-    let statements = doc["Statement"].as_array().unwrap();
-    assert_eq!(statements.len(), 1);
-    let st = &statements[0];
+    assert_eq!(r["Condition"], "HasSnsTracingPolicy");
     assert_eq!(
-        st["Principal"],
-        serde_json::json!({"Service": "sns.amazonaws.com"})
+        t.doc["Conditions"]["HasSnsTracingPolicy"],
+        serde_json::json!({"!Not": [{"!Equals": [{"!Ref": "SnsTracingPolicyScope"}, "none"]}]})
     );
     assert_eq!(
-        st["Condition"]["StringEquals"]["aws:SourceAccount"],
-        "123456789012"
+        t.doc["Parameters"]["SnsTracingPolicyScope"]["AllowedValues"],
+        serde_json::json!(["stack", "account", "none"])
     );
     assert_eq!(
-        st["Condition"]["ArnLike"]["aws:SourceArn"],
+        t.parameter_default("SnsTracingPolicyScope").unwrap(),
+        "stack"
+    );
+    let choice = r["Properties"]["PolicyDocument"]["!If"].as_array().unwrap();
+    assert_eq!(choice[0], "SnsTracingPolicyForAccount");
+    assert_eq!(
+        r["Properties"]["PolicyName"]["!If"][1], "lifo-sns-active-tracing",
+        "one name for the account-wide policy"
+    );
+    let statement = |branch: &serde_json::Value| {
+        let text = branch["!Sub"].as_str().unwrap();
+        let doc: serde_json::Value = serde_json::from_str(
+            &text
+                .replace("${AWS::AccountId}", "123456789012")
+                .replace("${AWS::Partition}", "aws")
+                .replace("${ProcessTopic}", "arn:p")
+                .replace("${TriggerTopic}", "arn:t"),
+        )
+        .unwrap();
+        let statements = doc["Statement"].as_array().unwrap().clone();
+        assert_eq!(statements.len(), 1);
+        let st = statements[0].clone();
+        assert_eq!(
+            st["Principal"],
+            serde_json::json!({"Service": "sns.amazonaws.com"})
+        );
+        assert_eq!(
+            st["Condition"]["StringEquals"]["aws:SourceAccount"],
+            "123456789012"
+        );
+        assert!(
+            st["Action"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|a| a.as_str().unwrap().starts_with("xray:"))
+        );
+        st
+    };
+    assert_eq!(
+        statement(&choice[2])["Condition"]["ArnLike"]["aws:SourceArn"],
         serde_json::json!(["arn:p", "arn:t"])
     );
-    assert!(
-        st["Action"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|a| a.as_str().unwrap().starts_with("xray:"))
+    assert_eq!(
+        statement(&choice[1])["Condition"]["ArnLike"]["aws:SourceArn"],
+        "arn:aws:sns:*:123456789012:*"
     );
 }

@@ -28,7 +28,8 @@ fn a_wakeup_that_names_a_group_is_read() {
         Wake::parse(event).unwrap(),
         Wake {
             records: 1,
-            groups: vec![2]
+            groups: vec![2],
+            previous_trace: None,
         }
     );
 }

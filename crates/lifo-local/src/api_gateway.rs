@@ -1,0 +1,211 @@
+//! API Gateway as deployed, in front of the local HTTP API. axum, run
+//! locally, routes on the path as the client sent it; an HTTP API in AWS
+//! does not. What this layer does, as API Gateway does:
+//! - **Paths decoded.** HTTP APIs hand Lambda a percent-decoded path
+//!   (`rawPath`, cut at a decoded `?`), and `lambda_http` then parses it
+//!   as a URL (dot segments resolved): `/tasks/a%2Fb` reaches the function
+//!   as `/tasks/a/b`.
+//! - **Sizes.** A request body over 10 MB (declared or sent) is refused
+//!   with 413 before it is read. The Lambda invoke carries at most 6 MB,
+//!   and that counts the whole event (headers, request context, the body as
+//!   a JSON string, binary bodies in base64): an event over it never
+//!   reaches the function, and API Gateway answers 500.
+//! - **Time.** The integration is cut at 30 s: 504.
+//!
+//! [`ApiGateway::default`] is all of it; a field turns a part off.
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::time::Duration;
+
+/// API Gateway's HTTP API payload limit.
+pub const MAX_REQUEST_BYTES: usize = 10 * 1024 * 1024;
+/// Lambda's synchronous invoke limit, for the whole event.
+pub const MAX_EVENT_BYTES: usize = 6 * 1024 * 1024;
+/// Most an HTTP API waits for its integration.
+pub const INTEGRATION_TIMEOUT: Duration = Duration::from_secs(30);
+/// What a payload format 2.0 event holds besides the body and headers
+/// (request context, route key, raw path and query): about 1 KB.
+const EVENT_OVERHEAD: usize = 1024;
+
+/// Which parts of API Gateway's behaviour apply.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiGateway {
+    pub decode_paths: bool,
+    pub limit_sizes: bool,
+    pub timeout: Option<Duration>,
+}
+
+impl Default for ApiGateway {
+    fn default() -> Self {
+        Self {
+            decode_paths: true,
+            limit_sizes: true,
+            timeout: Some(INTEGRATION_TIMEOUT),
+        }
+    }
+}
+
+impl ApiGateway {
+    /// `router` behind API Gateway: the layer rewrites the request before
+    /// `router` routes it.
+    pub fn wrap(self, router: Router) -> Router {
+        Router::new()
+            .fallback_service(router)
+            .layer(axum::middleware::from_fn(
+                move |req: Request, next: Next| self.handle(req, next),
+            ))
+    }
+
+    async fn handle(self, req: Request, next: Next) -> Response {
+        let req = if self.decode_paths {
+            match decoded(req.uri()) {
+                Some(uri) => {
+                    let (mut parts, body) = req.into_parts();
+                    parts.uri = uri;
+                    Request::from_parts(parts, body)
+                }
+                None => req,
+            }
+        } else {
+            req
+        };
+        let req = if self.limit_sizes {
+            match within_limits(req).await {
+                Ok(req) => req,
+                Err(res) => return res,
+            }
+        } else {
+            req
+        };
+        match self.timeout {
+            Some(limit) => match tokio::time::timeout(limit, next.run(req)).await {
+                Ok(res) => res,
+                Err(_) => gateway_message(StatusCode::GATEWAY_TIMEOUT, "Gateway Timeout"),
+            },
+            None => next.run(req).await,
+        }
+    }
+}
+
+/// API Gateway's own error answers: `{"message": …}`.
+fn gateway_message(status: StatusCode, message: &str) -> Response {
+    let mut res = (
+        status,
+        serde_json::json!({ "message": message }).to_string(),
+    )
+        .into_response();
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    res
+}
+
+/// The URI as the function sees it behind an HTTP API: the path decoded,
+/// cut at a decoded `?` or `#`, then parsed as a URL as `lambda_http`
+/// does; the query string as sent. `None` when nothing changes (or the
+/// decoded path is not UTF-8, which API Gateway would not pass either).
+pub fn decoded(uri: &Uri) -> Option<Uri> {
+    let raw = uri.path();
+    if !raw.contains('%') && !raw.contains("/.") {
+        return None;
+    }
+    let decoded = percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .ok()?
+        .into_owned();
+    let cut = decoded.split(['?', '#']).next().unwrap_or("");
+    let url = url::Url::parse(&format!("http://localhost{cut}")).ok()?;
+    let mut s = url.path().to_owned();
+    if let Some(q) = uri.query() {
+        s.push('?');
+        s.push_str(q);
+    }
+    s.parse().ok()
+}
+
+/// The request, if API Gateway and Lambda would let it through; else what
+/// API Gateway answers.
+async fn within_limits(req: Request) -> Result<Request, Response> {
+    let too_large = || gateway_message(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large");
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
+        return Err(too_large());
+    }
+    if declared.is_some_and(|n| n > MAX_EVENT_BYTES) {
+        // No event can carry it: what API Gateway answers once Lambda
+        // refuses the invoke, without waiting for a body that cannot pass.
+        return Err(invoke_refused());
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_REQUEST_BYTES)
+        .await
+        .map_err(|_| too_large())?;
+    if event_bytes(&parts.headers, parts.uri.path(), &bytes) > MAX_EVENT_BYTES {
+        return Err(invoke_refused());
+    }
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// Lambda refuses the invoke (`RequestEntityTooLargeException`): the
+/// function never runs, and API Gateway answers 500.
+fn invoke_refused() -> Response {
+    gateway_message(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
+}
+
+/// The size of the payload format 2.0 event for this request: headers
+/// (twice: `headers` and, for cookies, `cookies`, counted once here), path,
+/// the body as a JSON string (escaped), or base64 when it is not UTF-8.
+pub fn event_bytes(headers: &axum::http::HeaderMap, path: &str, body: &[u8]) -> usize {
+    let headers: usize = headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.as_bytes().len() + 6)
+        .sum();
+    let body = match std::str::from_utf8(body) {
+        Ok(text) => serde_json::to_string(text).map_or(body.len() * 2, |s| s.len()),
+        Err(_) => body.len().div_ceil(3) * 4 + 2,
+    };
+    EVENT_OVERHEAD + 2 * path.len() + headers + body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(path: &str) -> String {
+        decoded(&path.parse().unwrap()).map_or_else(|| path.to_owned(), |u| u.to_string())
+    }
+
+    #[test]
+    fn paths_reach_the_function_decoded_as_api_gateway_hands_them() {
+        assert_eq!(d("/tasks/order%2F1"), "/tasks/order/1");
+        assert_eq!(d("/tasks/x%2Fhistory"), "/tasks/x/history");
+        assert_eq!(d("/tasks/a%3Fb?limit=1"), "/tasks/a?limit=1");
+        assert_eq!(d("/tasks/sp%20ace"), "/tasks/sp%20ace");
+        assert_eq!(d("/tasks/..%2F..%2Fetc"), "/etc");
+        assert_eq!(d("/tasks/plain-1"), "/tasks/plain-1");
+        assert_eq!(d("/tasks/~YS9i"), "/tasks/~YS9i");
+    }
+
+    #[test]
+    fn a_json_body_counts_escaped_in_the_event() {
+        let h = axum::http::HeaderMap::new();
+        let quotes = vec![b'"'; 1000];
+        let plain = vec![b'a'; 1000];
+        assert_eq!(
+            event_bytes(&h, "/x", &quotes) - event_bytes(&h, "/x", &plain),
+            1000,
+            "each quote is escaped"
+        );
+        assert!(event_bytes(&h, "/x", &[0xff; 300]) >= 400, "base64");
+    }
+}
