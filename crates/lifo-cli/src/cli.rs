@@ -406,6 +406,7 @@ fn redrive_request(args: &RedriveArgs, now: u64) -> Result<Redrive, CliError> {
             .clone()
             .unwrap_or_else(|| REDRIVE_REASON.to_owned()),
         dry_run: args.dry_run,
+        until: None,
     })
 }
 

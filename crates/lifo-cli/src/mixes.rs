@@ -332,7 +332,7 @@ fn secs(ms: u64) -> String {
 /// The table (Markdown), then what the issue's acceptance compares.
 pub fn table(mix: Mix, rows: &[ClassRow]) -> String {
     let mut out = String::from(
-        "| run | class | tasks | started | shed | superseded | started after a newer task was created | age at start p50 | p95 | p99 | read units / success (run) |\n\
+        "| run | class | tasks | started | shed | superseded | started after a newer task was created | age at start p50 | p95 | p99 | read units / success (run, ddb-local) |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {

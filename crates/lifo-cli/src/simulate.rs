@@ -191,10 +191,14 @@ fn secs(ms: u64) -> String {
     format!("{:.2} s", ms as f64 / 1000.0)
 }
 
+/// Where the table's units come from, printed under it.
+pub const UNITS_NOTE: &str = "Units: DynamoDB Local's ConsumedCapacity (ddb-local), which tests/billing.rs \
+     checks against AWS's documented billing rules; SNS publishes counted on moto.";
+
 /// The report table (Markdown, readable as plain text).
 pub fn table(outcomes: &[Outcome]) -> String {
     let mut out = String::from(
-        "| order | created | processed | shed by expiry | failed | age at start p50 | p95 | p99 | write units / success | read units / success | SNS publishes / task |\n\
+        "| order | created | processed | shed by expiry | failed | age at start p50 | p95 | p99 | write units / success (ddb-local) | read units / success (ddb-local) | SNS publishes / task |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for o in outcomes {
@@ -286,9 +290,10 @@ pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow:
         return Ok(v.to_string());
     }
     let mut out = table(&outcomes);
+    let _ = writeln!(out, "\n{UNITS_NOTE}");
     let _ = writeln!(
         out,
-        "\nAge at start: tasks that started while tasks kept arriving ({} s); \
+        "Age at start: tasks that started while tasks kept arriving ({} s); \
          starts in the drain after that: {}.",
         args.duration,
         outcomes

@@ -325,6 +325,13 @@ impl Task {
     pub fn is_expired(&self, now_ms: u64) -> bool {
         self.expires_at <= now_ms / 1000
     }
+
+    /// True once its deletion time (`ttl`) has passed: DynamoDB's TTL
+    /// deletes the task and its payload item, each on its own, within days.
+    /// Until then either may still be read; a reader answers it as gone.
+    pub fn is_past_retention(&self, now_ms: u64) -> bool {
+        self.ttl <= now_ms / 1000
+    }
 }
 
 /// The due index hash key of a date and shard: `2026-12-06#07`.

@@ -56,6 +56,30 @@ pub struct TableDef {
     pub billing_mode: Option<String>,
 }
 
+impl TableDef {
+    /// Its indexes as AWS's billing rules read them
+    /// ([`lifo_core::store::billing`]).
+    pub fn billed_indexes(&self) -> Vec<lifo_core::store::billing::Index> {
+        use lifo_core::store::billing::{Index, Projection};
+        self.global_secondary_indexes
+            .iter()
+            .map(|i| Index {
+                name: i.index_name.clone(),
+                keys: i
+                    .key_schema
+                    .iter()
+                    .map(|k| k.attribute_name.clone())
+                    .collect(),
+                projection: match i.projection.projection_type.as_str() {
+                    "KEYS_ONLY" => Projection::KeysOnly,
+                    "INCLUDE" => Projection::Include(i.projection.non_key_attributes.clone()),
+                    _ => Projection::All,
+                },
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct AttrDef {

@@ -10,6 +10,17 @@ pub enum OpsError {
     /// No such task.
     #[error("no task {task_id}")]
     NotFound { task_id: String },
+    /// The task passed its deletion time (`ttl`): DynamoDB's TTL deletes it
+    /// within days, its payload perhaps first. What is known of it.
+    #[error(
+        "task {task_id} passed its retention at {deleted_at} (epoch s) as {status}; \
+             DynamoDB's TTL deletes it within days"
+    )]
+    Gone {
+        task_id: String,
+        status: lifo_core::TaskStatus,
+        deleted_at: u64,
+    },
     /// The request is malformed; `field` names the part (e.g.
     /// `tasks[3].ttlSeconds`, `cursor`). Nothing was written.
     #[error("invalid request: {field}: {message}")]

@@ -39,6 +39,10 @@ pub struct Redrive {
     pub reason: String,
     /// List what would be redriven; write nothing.
     pub dry_run: bool,
+    /// Start no redrive at or after this moment (an HTTP request's
+    /// deadline): the report then says `interrupted` and lists what is
+    /// left, so a caller can go on.
+    pub until: Option<std::time::Instant>,
 }
 
 impl Redrive {
@@ -48,6 +52,7 @@ impl Redrive {
             per_second: DEFAULT_PACE,
             reason: reason.into(),
             dry_run: false,
+            until: None,
         }
     }
 }
@@ -93,6 +98,13 @@ pub async fn redrive(
     let mut report = BatchReport::default();
     for (i, id) in ids.iter().enumerate() {
         pace.until_ready().await;
+        if r.until
+            .is_some_and(|until| std::time::Instant::now() >= until)
+        {
+            report.interrupted = true;
+            report.remaining = ids[i..].to_vec();
+            break;
+        }
         let settings = RedriveSettings {
             now_ms: now_ms(),
             default_ttl_seconds: q.settings.task_ttl_seconds,

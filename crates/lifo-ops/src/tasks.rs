@@ -44,9 +44,17 @@ pub fn check_id(field: &str, id: &str) -> Result<(), OpsError> {
 /// One task, its payload included.
 pub async fn get(q: &Queue, id: &str) -> Result<Task, OpsError> {
     check_id("taskId", id)?;
-    q.store.get(id).await?.ok_or_else(|| OpsError::NotFound {
+    let t = q.store.get(id).await?.ok_or_else(|| OpsError::NotFound {
         task_id: id.to_owned(),
-    })
+    })?;
+    if t.is_past_retention(now_ms()) {
+        return Err(OpsError::Gone {
+            task_id: t.task_id,
+            status: t.task_status,
+            deleted_at: t.ttl,
+        });
+    }
+    Ok(t)
 }
 
 /// A task's transitions, oldest first.
@@ -160,6 +168,14 @@ pub struct BatchReport {
     /// The queue is paused: what was retried runs after a resume.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// Stopped at its deadline before every task was done: `remaining`
+    /// lists the ones not tried, newest first. To go on, send the same
+    /// request again (the tasks retried have left the failed window), or
+    /// these ids.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remaining: Vec<String>,
 }
 
 impl BatchReport {

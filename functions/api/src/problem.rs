@@ -103,6 +103,12 @@ impl From<OpsError> for Problem {
     fn from(e: OpsError) -> Self {
         match e {
             OpsError::NotFound { task_id } => Self::not_found(format!("no task {task_id}")),
+            e @ OpsError::Gone { .. } => Self::new(
+                StatusCode::GONE,
+                "/problems/gone",
+                "The task passed its retention",
+                e.to_string(),
+            ),
             OpsError::Invalid { field, message } => Self::invalid(field, message),
             OpsError::Conflict(detail) => Self::conflict(detail),
             OpsError::Rejected(detail) => Self::new(

@@ -235,6 +235,7 @@ async fn redrive_failed(
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Answer {
+    let started = std::time::Instant::now();
     let r: RedriveFailed = body::typed(body::json(&headers, &bytes(body)?, true)?)?;
     let now = now_ms();
     let since: Since = match r.since.as_deref() {
@@ -283,6 +284,9 @@ async fn redrive_failed(
         per_second,
         reason,
         dry_run: r.dry_run,
+        // Whatever each redrive takes, the answer leaves before API
+        // Gateway gives up: what is left is listed, to go on with.
+        until: Some(started + std::time::Duration::from_secs(MAX_BULK_SECONDS as u64)),
     };
     ok(
         StatusCode::OK,

@@ -480,6 +480,10 @@ async fn api_gateway_events_run_through_the_handler_and_jwt_scopes_hold() {
     assert_eq!(st, StatusCode::FORBIDDEN, "{p}");
     assert!(p["detail"].as_str().unwrap().contains("lifo/write"), "{p}");
     assert!(h.store.get("order-2002").await.unwrap().is_none());
+    // `scopes` null, as API Gateway passes it when the route names none: the
+    // token's own scopes are read from its claims (issue 32, item 6).
+    let (st, p) = invoke(a.clone(), &fixture("api-jwt-null-scopes-get.json")).await;
+    assert_eq!(st, StatusCode::OK, "{p}");
 }
 
 /// The example producer (examples/python-producer), signed with botocore's
@@ -716,4 +720,88 @@ async fn a_body_over_the_real_limit_is_refused_by_its_declared_length() {
         .unwrap();
     assert_eq!(&head, b"HTTP/1.1 500");
     assert!(h.tasks().await.is_empty(), "nothing written");
+}
+
+/// A bulk retry stops at its deadline, whatever each redrive takes, and
+/// answers what it did and what is left (issue 32, item 8): the HTTP API
+/// gives it API Gateway's budget; here, half a second at 10 a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_retry_stops_at_its_deadline_and_says_what_is_left() {
+    let h = Harness::start(1).await;
+    for i in 0..20 {
+        lifo_tests::failed_task(&h.store, &format!("f-{i:02}"), "boom").await;
+    }
+    let q = api(&h).queue.clone();
+    let r = lifo_ops::redrive::Redrive {
+        selection: lifo_ops::redrive::Selection::Failed(lifo_ops::tasks::FailedFilter {
+            since_ms: 0,
+            error_prefix: String::new(),
+            limit: 100,
+        }),
+        per_second: std::num::NonZeroU32::new(10).unwrap(),
+        until: Some(std::time::Instant::now() + Duration::from_millis(500)),
+        ..lifo_ops::redrive::Redrive::ids(Vec::new(), "test")
+    };
+    let started = std::time::Instant::now();
+    let report = lifo_ops::redrive::redrive(&q, &r, &|_, _| {})
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(report.interrupted, "{report:?}");
+    assert!(
+        !report.done.is_empty() && report.done.len() < 20,
+        "{report:?}"
+    );
+    assert_eq!(report.done.len() + report.remaining.len(), 20);
+    for id in &report.remaining {
+        let t = h.store.get(id).await.unwrap().unwrap();
+        assert_eq!(
+            t.task_status,
+            TaskStatus::Failure,
+            "{id} was left as it was"
+        );
+    }
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["interrupted"], true);
+    assert_eq!(
+        json["remaining"].as_array().unwrap().len(),
+        report.remaining.len()
+    );
+    // The same request again goes on with what is left.
+    let again = lifo_ops::redrive::Redrive { until: None, ..r };
+    let rest = lifo_ops::redrive::redrive(&q, &again, &|_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(rest.done.len(), report.remaining.len());
+}
+
+/// DynamoDB's TTL deletes a task and its payload item each on its own,
+/// within days (issue 32, item 10): a task past its deletion time whose
+/// payload item is already gone answers 410 with what is known, not 502.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_past_its_retention_answers_410_even_when_its_payload_went_first() {
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+    let payload = lifo_local::payloads::realistic(1, 4096);
+    let mut t = lifo_core::Task::new_pending("old".into(), payload, lifo_core::now_ms(), 60, 1);
+    // Its deletion time passed a minute ago; TTL has not deleted it yet.
+    t.ttl = lifo_core::now_ms() / 1000 - 60;
+    h.store.put_new(&[t]).await.unwrap();
+    let stored = h.store.get_item("old").await.unwrap().unwrap();
+    assert!(
+        stored.payload_bytes.is_some(),
+        "the payload has an item of its own"
+    );
+    // TTL deleted the payload item first.
+    h.store.delete_payload("old").await.unwrap();
+    let (st, p) = s.call("GET", "/tasks/old", None).await;
+    assert_eq!(st, StatusCode::GONE, "{p}");
+    assert_eq!(p["type"], "/problems/gone");
+    assert!(p["detail"].as_str().unwrap().contains("PENDING"), "{p}");
+    let (st, _) = s.call("GET", "/tasks/old/history", None).await;
+    assert_eq!(st, StatusCode::GONE);
 }

@@ -133,6 +133,11 @@ impl Bench {
                 r.measure, r.result, r.target, met, command
             );
         }
+        let _ = writeln!(
+            out,
+            "\nWhere measured: this machine, on DynamoDB Local and moto. {}",
+            crate::simulate::UNITS_NOTE
+        );
         out
     }
 

@@ -106,6 +106,7 @@ impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let status = match &self.0 {
             OpsError::NotFound { .. } => StatusCode::NOT_FOUND,
+            OpsError::Gone { .. } => StatusCode::GONE,
             OpsError::Conflict(_) => StatusCode::CONFLICT,
             OpsError::Contended(_) => StatusCode::SERVICE_UNAVAILABLE,
             OpsError::Store(e) if e.is_conflict() => StatusCode::SERVICE_UNAVAILABLE,

@@ -10,6 +10,7 @@
 //! Every request asks for `ReturnConsumedCapacity = INDEXES` and adds what it
 //! spent to a [`CapacityMeter`], so the cost per task is measured, not guessed.
 
+pub mod billing;
 mod claim;
 mod control;
 mod counts;

@@ -15,7 +15,12 @@ impl Store {
         let Some(mut task) = self.get_item(task_id).await? else {
             return Ok(None);
         };
-        self.load_payload(&mut task).await?;
+        // Past its deletion time, its payload item may already be gone
+        // (TTL deletes the two apart): not read; the caller answers it as
+        // gone ([`Task::is_past_retention`]).
+        if !task.is_past_retention(crate::now_ms()) {
+            self.load_payload(&mut task).await?;
+        }
         Ok(Some(task))
     }
 
