@@ -59,6 +59,12 @@ impl Harness {
             .creator(self.store.clone(), self.create_config(), 1)
     }
 
+    /// create's code run by another function under its policy (the API).
+    pub fn creator_as(&self, function: &str) -> Creator {
+        self.stack
+            .creator_as(function, self.store.clone(), self.create_config(), 1)
+    }
+
     /// A producer that writes the table directly, waking nobody itself:
     /// the stream (trigger) announces its tasks.
     pub fn plain_creator(&self) -> Creator {

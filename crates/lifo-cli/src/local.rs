@@ -151,11 +151,19 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
             println!("HTTP API        http://{}", listener.local_addr()?);
             // Behind API Gateway as deployed: paths decoded, sizes and
             // the integration timeout enforced.
-            let app = lifo_local::api_gateway::ApiGateway::default().wrap(api::router(Arc::new(
-                api::Api {
-                    queue: queue.clone(),
-                },
-            )));
+            // The API function's own clients, under its policy (the
+            // console above is the operator's, with their credentials).
+            let api_store = stack.store_as("ApiFunction", &store);
+            let creator = stack.creator_as(
+                "ApiFunction",
+                store.clone(),
+                lifo_ops::queue::create_config(&store, &settings),
+                1,
+            );
+            let api_queue =
+                lifo_ops::Queue::new(api_store, settings).with_producer(Arc::new(creator));
+            let app = lifo_local::api_gateway::ApiGateway::default()
+                .wrap(api::router(Arc::new(api::Api { queue: api_queue })));
             Some(tokio::spawn(async move {
                 let _ = axum::serve(listener, app).await;
             }))

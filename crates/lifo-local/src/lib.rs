@@ -7,6 +7,7 @@ pub mod aws;
 pub mod contention;
 pub mod empty_maps;
 pub mod filter;
+pub mod iam;
 pub mod invoke;
 pub mod lambda_api;
 pub mod latency;

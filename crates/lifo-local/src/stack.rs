@@ -33,6 +33,8 @@ pub struct LocalStack {
     /// Transaction conflicts as AWS answers them (see [`crate::contention`]);
     /// `None` when the options turned them off.
     pub contention: Option<Contention>,
+    /// Each function's policy ([`crate::iam`]); empty when IAM is off.
+    pub policies: std::collections::HashMap<&'static str, std::sync::Arc<crate::iam::Policy>>,
     // Dropped last: stops the servers.
     pub dynamodb_local: Server,
     pub moto: Server,
@@ -56,7 +58,31 @@ pub struct StackOptions {
     pub data_dir: Option<std::path::PathBuf>,
     /// Transaction conflicts as AWS answers them: on by default.
     pub contention: ContentionMode,
+    /// IAM as deployed: each function's calls checked against its policy
+    /// in template.yaml (or in this template instead); on by default.
+    pub iam: IamMode,
 }
+
+/// Whether the functions' calls are checked against their policies.
+#[derive(Debug, Clone, Default)]
+pub enum IamMode {
+    /// As deployed: against template.yaml.
+    #[default]
+    AsDeployed,
+    /// Against another template's policies (a test's edited copy).
+    Template(Box<Template>),
+    /// DynamoDB Local and moto as they are: everything allowed.
+    Off,
+}
+
+/// The functions whose calls the local stack runs in-process.
+pub const FUNCTIONS: [&str; 5] = [
+    "CreateFunction",
+    "TriggerFunction",
+    "ProcessFunction",
+    "SchedulerStartFunction",
+    "ApiFunction",
+];
 
 impl LocalStack {
     /// Starts DynamoDB Local (in memory) and moto and creates the table
@@ -198,6 +224,28 @@ impl LocalStack {
             topic_arn.insert(logical.clone(), arn);
             queue_url.insert(logical, queue);
         }
+        let policy_template = match options.iam {
+            IamMode::AsDeployed => Some(template.clone()),
+            IamMode::Template(t) => Some(*t),
+            IamMode::Off => None,
+        };
+        let mut policies = std::collections::HashMap::new();
+        if let Some(t) = policy_template {
+            let topics: Vec<(String, String)> = topic_arn
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            for f in FUNCTIONS {
+                let p = crate::iam::Policy::of(
+                    &t,
+                    f,
+                    (TABLE.to_owned(), table.clone()),
+                    topics.clone(),
+                )
+                .with_context(|| format!("{f}'s policy"))?;
+                policies.insert(f, std::sync::Arc::new(p));
+            }
+        }
         let take = |m: &mut std::collections::HashMap<String, String>, k: &str| {
             m.remove(k)
                 .context(format!("template.yaml has no topic {k}"))
@@ -211,6 +259,7 @@ impl LocalStack {
             ddb,
             streams,
             contention,
+            policies,
             sns,
             sqs,
             table,
@@ -218,6 +267,34 @@ impl LocalStack {
             dynamodb_local,
             moto,
         })
+    }
+
+    /// `store` as `function` reaches it: through a client that its policy
+    /// guards ([`crate::iam`]), unless IAM is off.
+    pub fn store_as(&self, function: &str, store: &lifo_core::Store) -> lifo_core::Store {
+        match self.policies.get(function) {
+            Some(policy) => {
+                let conf = store.client().config().clone();
+                let guard = crate::iam::IamGuard::new(conf.http_client(), policy.clone());
+                let client = aws_sdk_dynamodb::Client::from_conf(
+                    conf.to_builder().http_client(guard).build(),
+                );
+                store.with_client(client)
+            }
+            None => store.clone(),
+        }
+    }
+
+    /// The SNS client `function` publishes with (its policy guards it).
+    pub fn sns_as(&self, function: &str) -> aws_sdk_sns::Client {
+        match self.policies.get(function) {
+            Some(policy) => {
+                let conf = self.sns.config().clone();
+                let guard = crate::iam::IamGuard::new(conf.http_client(), policy.clone());
+                aws_sdk_sns::Client::from_conf(conf.to_builder().http_client(guard).build())
+            }
+            None => self.sns.clone(),
+        }
     }
 
     /// The trigger handler over this stack: wakes the process topic, and
@@ -228,12 +305,13 @@ impl LocalStack {
         shards: u32,
         max_ttl_seconds: u64,
     ) -> trigger::Trigger {
+        const F: &str = "TriggerFunction";
         trigger::Trigger::new(lifo_core::Notifier::new(
-            self.sns.clone(),
+            self.sns_as(F),
             &self.process_topic_arn,
         ))
         .with_sweep(trigger::Sweep {
-            store,
+            store: self.store_as(F, &store),
             shard_count: shards,
             max_ttl_seconds,
         })
@@ -248,9 +326,10 @@ impl LocalStack {
                 .parse()
                 .context(format!("template parameter {name}"))
         };
+        const F: &str = "SchedulerStartFunction";
         Ok(scheduler_start::Scheduler::new(
-            store,
-            lifo_core::Notifier::new(self.sns.clone(), &self.process_topic_arn),
+            self.store_as(F, &store),
+            lifo_core::Notifier::new(self.sns_as(F), &self.process_topic_arn),
             scheduler_start::SchedulerConfig {
                 table_name: self.table.clone(),
                 process_topic_arn: self.process_topic_arn.clone(),
@@ -290,9 +369,10 @@ impl LocalStack {
         runner: std::sync::Arc<R>,
         config: process::ProcessConfig,
     ) -> process::Processor<R> {
+        const F: &str = "ProcessFunction";
         process::Processor::new(
-            store,
-            lifo_core::Notifier::new(self.sns.clone(), &self.trigger_topic_arn),
+            self.store_as(F, &store),
+            lifo_core::Notifier::new(self.sns_as(F), &self.trigger_topic_arn),
             runner,
             config,
         )
@@ -306,10 +386,24 @@ impl LocalStack {
         config: create::CreateConfig,
         processors: u32,
     ) -> create::Creator {
-        create::Creator::new(store, config).with_wakeups(create::Wakeups {
-            notifier: lifo_core::Notifier::new(self.sns.clone(), &self.process_topic_arn),
-            processors,
-        })
+        self.creator_as("CreateFunction", store, config, processors)
+    }
+
+    /// [`LocalStack::creator`] run by `function` under its policy (the API
+    /// function creates tasks with create's code and its own role).
+    pub fn creator_as(
+        &self,
+        function: &str,
+        store: lifo_core::Store,
+        config: create::CreateConfig,
+        processors: u32,
+    ) -> create::Creator {
+        create::Creator::new(self.store_as(function, &store), config).with_wakeups(
+            create::Wakeups {
+                notifier: lifo_core::Notifier::new(self.sns_as(function), &self.process_topic_arn),
+                processors,
+            },
+        )
     }
 
     /// A store over the local table.

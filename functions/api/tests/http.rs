@@ -33,8 +33,10 @@ fn api(h: &Harness) -> Arc<Api> {
         due_shards: 4,
         ..Settings::default()
     };
+    // As deployed: every call under the API function's policy.
+    let store = h.stack.store_as("ApiFunction", &h.store);
     Arc::new(Api {
-        queue: Queue::new(h.store.clone(), settings).with_producer(Arc::new(h.creator())),
+        queue: Queue::new(store, settings).with_producer(Arc::new(h.creator_as("ApiFunction"))),
     })
 }
 

@@ -85,6 +85,15 @@ impl Store {
         Self::new(self.client.clone(), self.table.clone()).with_payload_policy(self.payload_policy)
     }
 
+    /// The same store (its meter shared) over another client: the same
+    /// table through other credentials, endpoints or interceptors.
+    pub fn with_client(&self, client: Client) -> Self {
+        Self {
+            client,
+            ..self.clone()
+        }
+    }
+
     /// Tasks the claim reads of this store (and its clones) have shed so far.
     pub fn shed_by_reads(&self) -> u64 {
         self.shed_by_reads
