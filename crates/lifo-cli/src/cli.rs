@@ -239,6 +239,23 @@ pub enum LocalCommand {
         #[arg(long, default_value = "127.0.0.1:7071", requires = "api")]
         api_listen: std::net::SocketAddr,
     },
+    /// Run one function's real binary on an event under AWS's Lambda Runtime Interface Emulator
+    /// (what `sam local invoke` runs inside its container), against a fresh local stack, with
+    /// the template's environment. Prints the answer; the emulator's and the function's lines go
+    /// to stderr.
+    #[command(
+        after_help = "Example: lifo local invoke create --event events/create-tasks.json (after `cargo build --bins`)"
+    )]
+    Invoke {
+        /// The function: create, trigger, process, scheduler-start or api.
+        function: crate::local::Function,
+        /// The event (a JSON file, e.g. events/create-tasks.json).
+        #[arg(long, short = 'e', value_name = "FILE")]
+        event: std::path::PathBuf,
+        /// Where the function binaries are (`cargo build --bins` puts them in target/debug).
+        #[arg(long, value_name = "DIR", default_value = "target/debug")]
+        bin_dir: std::path::PathBuf,
+    },
 }
 
 impl Cli {
@@ -277,7 +294,7 @@ pub async fn run(cli: &Cli, q: &Queue) -> Result<String, CliError> {
             })
         }
         Command::Stats { days } => {
-            let stats = lifo_ops::stats::collect(q, now, *days).await?;
+            let stats = lifo_ops::stats::collect(q, now, lifo_ops::stats::PAST_DAYS, *days).await?;
             Ok(if as_json {
                 stats.json(now).to_string()
             } else {

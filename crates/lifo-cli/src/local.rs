@@ -9,6 +9,82 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A function `lifo local invoke` runs: its binary's name, and its logical
+/// id in template.yaml.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Function {
+    Create,
+    Trigger,
+    Process,
+    SchedulerStart,
+    Api,
+}
+
+impl Function {
+    pub const ALL: [Function; 5] = [
+        Function::Create,
+        Function::Trigger,
+        Function::Process,
+        Function::SchedulerStart,
+        Function::Api,
+    ];
+
+    pub fn binary(self) -> &'static str {
+        match self {
+            Self::Create => "create",
+            Self::Trigger => "trigger",
+            Self::Process => "process",
+            Self::SchedulerStart => "scheduler-start",
+            Self::Api => "api",
+        }
+    }
+
+    pub fn logical_id(self) -> &'static str {
+        match self {
+            Self::Create => "CreateFunction",
+            Self::Trigger => "TriggerFunction",
+            Self::Process => "ProcessFunction",
+            Self::SchedulerStart => "SchedulerStartFunction",
+            Self::Api => "ApiFunction",
+        }
+    }
+}
+
+/// `lifo local invoke`: `function`'s binary in `bin_dir` on `event` under
+/// AWS's Runtime Interface Emulator, against a fresh local stack; its
+/// answer (the lines printed go to stderr as they were).
+pub async fn invoke(
+    function: Function,
+    event: &std::path::Path,
+    bin_dir: &std::path::Path,
+) -> anyhow::Result<String> {
+    let body = std::fs::read(event).with_context(|| format!("reading {}", event.display()))?;
+    serde_json::from_slice::<serde_json::Value>(&body)
+        .with_context(|| format!("{} is not JSON", event.display()))?;
+    let stack = LocalStack::start().await?;
+    let env = stack.binary_env(function.logical_id())?;
+    let rie = lifo_local::rie::locate()?;
+    let emulated =
+        lifo_local::rie::Emulated::start(&rie, &bin_dir.join(function.binary()), &env).await?;
+    let timeout = stack.template.function_timeout(function.logical_id())?;
+    let answer = emulated
+        .invoke(&body, Duration::from_secs(timeout + 5))
+        .await;
+    emulated.stop().await;
+    let answer = answer?;
+    for line in &answer.lines {
+        eprintln!("{line}");
+    }
+    if answer.status != 200 {
+        anyhow::bail!("the emulator answered {}: {}", answer.status, answer.body);
+    }
+    Ok(answer.body)
+}
+
+/// How long `lifo local up` waits for running invocations once told to
+/// stop (`docker stop` waits 10 s before it kills).
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
 /// What `lifo local up` was asked for.
 #[derive(Debug, Clone)]
 pub struct UpOptions {
@@ -172,13 +248,42 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
     };
     println!("Ctrl-C stops the pipeline, DynamoDB Local and moto.");
     lifo_local::interrupted().await;
-    if let Some(console) = console {
-        console.stop().await;
-    }
+    // Bounded, as `docker stop` gives 10 s before it kills: runs get
+    // STOP_GRACE to end, then they are cut short and their tasks put back.
+    println!(
+        "stopping: no new invocations; waiting up to {} s for {} running (Ctrl-C again stops at once)",
+        STOP_GRACE.as_secs(),
+        pipeline.running()
+    );
     if let Some(api) = api {
         api.abort();
     }
-    pipeline.stop().await;
+    let finished = tokio::select! {
+        done = pipeline.stop_within(STOP_GRACE) => done,
+        _ = lifo_local::interrupted() => false,
+    };
+    if let Some(console) = console {
+        let _ = tokio::time::timeout(Duration::from_secs(1), console.stop()).await;
+    }
+    if !finished {
+        let reason = "lifo local up stopped before its run ended";
+        match tokio::time::timeout(
+            Duration::from_secs(2),
+            lifo_local::stack::put_back_held(&store, reason),
+        )
+        .await
+        {
+            Ok(Ok(n)) => println!(
+                "cut short; put back {n} running task(s): they run again at the next start"
+            ),
+            Ok(Err(e)) => println!(
+                "cut short; putting tasks back failed ({e:#}): their leases end by themselves"
+            ),
+            Err(_) => println!(
+                "cut short; putting tasks back took too long: their leases end by themselves"
+            ),
+        }
+    }
     println!("stopped");
     Ok(())
 }

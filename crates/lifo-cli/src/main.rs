@@ -36,6 +36,13 @@ async fn main() -> std::process::ExitCode {
         })
         .await
         .map(|()| None),
+        Command::Local(LocalCommand::Invoke {
+            function,
+            event,
+            bin_dir,
+        }) => lifo_cli::local::invoke(*function, event, bin_dir)
+            .await
+            .map(Some),
         Command::Simulate(args) => {
             tokio::select! {
                 r = lifo_cli::simulate::command(args, cli.shards, cli.json) => r.map(Some),
@@ -58,17 +65,30 @@ async fn main() -> std::process::ExitCode {
         },
     };
     match result {
-        Ok(out) => {
-            if let Some(out) = out {
-                println!("{out}");
+        Ok(out) => match out.map_or(Ok(()), |out| print(&out)) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: writing the output: {e}");
+                std::process::ExitCode::FAILURE
             }
-            std::process::ExitCode::SUCCESS
-        }
+        },
         Err(e) => {
             // The whole chain: what failed, then each cause.
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Writes the command's output. A reader that closed the pipe early
+/// (`lifo tasks get ID | head -1`) has all it wanted: that is success, as
+/// for `ls | head` (Rust ignores SIGPIPE, so `println!` would panic).
+fn print(out: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{out}").and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
     }
 }
 

@@ -6,7 +6,7 @@ use lifo_core::Task;
 use lifo_core::store::Failed;
 use lifo_ops::control::QueueControl;
 use lifo_ops::create::CreateResponse;
-use lifo_ops::stats::{PAST_DAYS, Stats, age_ms, shed_shown};
+use lifo_ops::stats::{Stats, age_ms, shed_shown};
 use lifo_ops::tasks::{BatchReport, History, Page};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -274,7 +274,7 @@ pub fn stats(s: &Stats, now: u64, table: &str) -> String {
             ""
         },
         s.scheduled.iter().map(|(_, n)| n).sum::<usize>(),
-        PAST_DAYS,
+        s.past_days,
         s.days,
     );
     out

@@ -470,3 +470,147 @@ async fn a_create_request_over_6_mb_is_refused_before_it_is_sent() {
     );
     assert!(h.tasks().await.is_empty(), "nothing was written");
 }
+
+/// `lifo tasks get ID | head -1` (issue 33): the reader closes the pipe
+/// before `lifo` writes; it exits 0 without a panic or a backtrace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_closes_the_pipe_early_is_not_an_error() {
+    use std::io::Read;
+    let h = Harness::start(1).await;
+    h.creator()
+        .handle(serde_json::json!({"tasks": [{"taskId": "piped", "payload": {"n": 1}}]}))
+        .await
+        .unwrap();
+    let mut child = std::process::Command::new(LIFO)
+        .args([
+            "--endpoint-url",
+            &h.stack.dynamodb_local.endpoint,
+            "tasks",
+            "get",
+            "piped",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `head -1` that has read nothing yet and goes away.
+    drop(child.stdout.take());
+    let status = tokio::task::spawn_blocking(move || {
+        let mut err = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+        (child.wait().unwrap(), err)
+    })
+    .await
+    .unwrap();
+    let (status, err) = status;
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("Broken pipe"),
+        "{err}"
+    );
+}
+
+/// Every task is reachable, whatever its id (issue 33): ids that create
+/// refuses today, stored by an older version or a producer writing straight
+/// to the table, are read, retried and deleted through the CLI and the
+/// console (the HTTP API's side: api's `every_stored_id_is_reached…`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_stored_id_is_reached_retried_and_deleted_through_the_cli_and_the_console() {
+    let h = Harness::start(1).await;
+    let long = "z".repeat(1500);
+    let ids = [".", "..", "sp ace", "x#frag", "a/b", long.as_str()];
+    for id in ids {
+        lifo_tests::failed_task(&h.store, id, "boom").await;
+        let shown = lifo(&h, &["tasks", "get", id]).await.unwrap();
+        assert!(shown.contains("FAILURE"), "{id}: {shown}");
+        lifo(&h, &["tasks", "retry", id]).await.unwrap();
+        assert_eq!(
+            h.store.get(id).await.unwrap().unwrap().task_status,
+            lifo_core::TaskStatus::Pending,
+            "{id} retried by the CLI"
+        );
+        lifo(&h, &["tasks", "delete", id]).await.unwrap();
+        assert!(
+            h.store.get(id).await.unwrap().is_none(),
+            "{id} deleted by the CLI"
+        );
+    }
+
+    // The console, over HTTP as a browser sends it (links in the path form).
+    let queue = lifo_ops::Queue::new(h.store.clone(), lifo_ops::Settings::default());
+    let console = lifo_cli::ui::start(
+        queue,
+        &lifo_cli::ui::console::UiArgs {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            read_only: false,
+        },
+        lifo_cli::ui::console::FreshnessSource::Table,
+    )
+    .await
+    .unwrap();
+    let (base, _) = console.url.split_once("/?token=").unwrap();
+    let base = base.to_owned();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = http.get(&console.url).send().await.unwrap();
+    let cookie = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let page = |path: String| {
+        let (http, cookie) = (http.clone(), cookie.clone());
+        async move {
+            let r = http
+                .get(path)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let post = |path: String, csrf: String| {
+        let (http, cookie, base) = (http.clone(), cookie.clone(), base.clone());
+        async move {
+            http.post(path)
+                .header("cookie", cookie)
+                .header("origin", base)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("csrf={csrf}"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    for id in ids {
+        lifo_tests::failed_task(&h.store, id, "boom").await;
+        let at = format!("{base}/tasks/{}", lifo_ops::path_id::encode(id));
+        let (status, html) = page(at.clone()).await;
+        assert_eq!(status, 200, "{id}: {html}");
+        let csrf = html
+            .split("name=\"csrf\" value=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap()
+            .to_owned();
+        assert_eq!(post(format!("{at}/retry"), csrf.clone()).await, 303, "{id}");
+        assert_eq!(
+            h.store.get(id).await.unwrap().unwrap().task_status,
+            lifo_core::TaskStatus::Pending,
+            "{id} retried by the console"
+        );
+        assert_eq!(post(format!("{at}/delete"), csrf).await, 303, "{id}");
+        assert!(
+            h.store.get(id).await.unwrap().is_none(),
+            "{id} deleted by the console"
+        );
+    }
+    console.stop().await;
+}

@@ -109,6 +109,26 @@ fn local_up_serves_until_sigterm_then_stops_its_servers() {
     );
 }
 
+/// `n` tasks written straight to the table at `endpoint`, named by `id`.
+async fn put_tasks(endpoint: &str, n: usize, id: impl Fn(usize) -> String) {
+    let store = lifo_core::Store::new(
+        aws_sdk_dynamodb::Client::new(&lifo_local::stack::sdk_config(endpoint).await),
+        "QueueTable",
+    );
+    let tasks: Vec<lifo_core::Task> = (0..n)
+        .map(|i| {
+            lifo_core::Task::new_pending(
+                id(i),
+                serde_json::json!({"n": i}).as_object().cloned().unwrap(),
+                lifo_core::now_ms(),
+                3600,
+                1,
+            )
+        })
+        .collect();
+    store.put_new(&tasks).await.unwrap();
+}
+
 /// The status of every task in the table at `endpoint`, by id.
 async fn statuses(endpoint: &str) -> std::collections::HashMap<String, lifo_core::Task> {
     let ddb = aws_sdk_dynamodb::Client::new(&lifo_local::stack::sdk_config(endpoint).await);
@@ -158,22 +178,7 @@ fn local_up_killed_with_sigkill_leaves_no_server_and_resumes_from_its_data_dir()
     assert_eq!(pids.len(), 2, "{lines:?}");
     let endpoint = endpoint_in(&lines);
     rt.block_on(async {
-        let store = lifo_core::Store::new(
-            aws_sdk_dynamodb::Client::new(&lifo_local::stack::sdk_config(&endpoint).await),
-            "QueueTable",
-        );
-        let tasks: Vec<lifo_core::Task> = (0..TASKS)
-            .map(|i| {
-                lifo_core::Task::new_pending(
-                    format!("queued-{i:03}"),
-                    serde_json::json!({"n": i}).as_object().cloned().unwrap(),
-                    lifo_core::now_ms(),
-                    3600,
-                    1,
-                )
-            })
-            .collect();
-        store.put_new(&tasks).await.unwrap();
+        put_tasks(&endpoint, TASKS, |i| format!("queued-{i:03}")).await;
         // Kill it mid-work: some done, most still queued.
         let until = Instant::now() + Duration::from_secs(60);
         loop {
@@ -250,5 +255,86 @@ fn local_up_killed_with_sigkill_leaves_no_server_and_resumes_from_its_data_dir()
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(pids.iter().all(|p| !alive(*p)), "{pids:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGTERM with tasks in flight (issue 32): `lifo local up` says what it
+/// waits for, exits within 10 s (`docker stop`'s grace), stops its servers,
+/// and leaves no task held: the runs it cut short are put back, so a
+/// restart on the same `--data-dir` finds them claimable at once.
+#[test]
+fn local_up_exits_within_ten_seconds_of_sigterm_with_tasks_in_flight() {
+    let dir = scratch("sigterm");
+    let data = dir.join("ddb");
+    let data = data.to_str().unwrap();
+    // Runs of 60 s: nothing finishes on its own before the stop.
+    let envs = [
+        ("RUNNER_LATENCY_MS", "60000"),
+        ("RUNNER_MAX_CONCURRENCY", "3"),
+    ];
+    let (mut child, rx, lines) = local_up(&["--data-dir", data], &envs);
+    let pids: Vec<u32> = lines.iter().filter_map(|l| pid_in(l)).collect();
+    let endpoint = endpoint_in(&lines);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        put_tasks(&endpoint, 5, |i| format!("long-{i}")).await;
+        let until = Instant::now() + Duration::from_secs(60);
+        while statuses(&endpoint)
+            .await
+            .values()
+            .filter(|t| t.task_status == lifo_core::TaskStatus::Taken)
+            .count()
+            < 3
+        {
+            assert!(Instant::now() < until, "no task started");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let asked = Instant::now();
+    let term = Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = child.0.wait().unwrap();
+    let took = asked.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took < Duration::from_secs(10),
+        "exited {took:?} after SIGTERM"
+    );
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.starts_with("stopping: no new invocations; waiting up to 5 s for")),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("put back 3 running task(s)")),
+        "{rest:?}"
+    );
+    let until = Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(|p| alive(*p)) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(pids.iter().all(|p| !alive(*p)), "servers left: {pids:?}");
+    // Nothing held: the table on disk has no TAKEN task.
+    rt.block_on(async {
+        let stack = lifo_local::LocalStack::start_with(lifo_local::stack::StackOptions {
+            data_dir: Some(dir.join("ddb")),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let tasks = stack.scan_tasks().await.unwrap();
+        assert_eq!(tasks.len(), 5);
+        let held: Vec<&str> = tasks
+            .iter()
+            .filter(|t| t.task_status == lifo_core::TaskStatus::Taken)
+            .map(|t| t.task_id.as_str())
+            .collect();
+        assert!(held.is_empty(), "held after the stop: {held:?}");
+    });
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -196,6 +196,45 @@ mod tests {
         assert_eq!(d("/tasks/~YS9i"), "/tasks/~YS9i");
     }
 
+    /// The integration is cut at its timeout with 504, as API Gateway
+    /// does; a body whose event would pass Lambda's 6 MB gets 500 at once.
+    #[tokio::test]
+    async fn a_slow_integration_is_cut_with_504_and_an_oversized_event_with_500() {
+        let slow = Router::new().route(
+            "/slow",
+            axum::routing::get(|| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                "late"
+            }),
+        );
+        let gateway = ApiGateway {
+            timeout: Some(Duration::from_millis(200)),
+            ..ApiGateway::default()
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, gateway.wrap(slow)).await;
+        });
+        let client = reqwest::Client::new();
+        let started = std::time::Instant::now();
+        let res = client
+            .get(format!("http://{addr}/slow"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 504);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let res = client
+            .post(format!("http://{addr}/slow"))
+            .body(vec![b'"'; 3_300_000])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 500, "escaped, the event passes 6 MB");
+        server.abort();
+    }
+
     #[test]
     fn a_json_body_counts_escaped_in_the_event() {
         let h = axum::http::HeaderMap::new();

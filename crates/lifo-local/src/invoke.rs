@@ -88,6 +88,33 @@ impl AsyncFunction {
         while all.join_next().await.is_some() {}
     }
 
+    /// [`AsyncFunction::drain`], until `deadline`: then what still runs is
+    /// ended, as Lambda ends an invocation at its timeout. `false` when
+    /// something was cut short.
+    pub async fn drain_until(&self, deadline: tokio::time::Instant) -> bool {
+        let mut all = match self.running.lock() {
+            Ok(mut r) => std::mem::take(&mut *r),
+            Err(_) => return true,
+        };
+        let done =
+            tokio::time::timeout_at(deadline, async { while all.join_next().await.is_some() {} })
+                .await
+                .is_ok();
+        if !done {
+            all.abort_all();
+            while all.join_next().await.is_some() {}
+        }
+        done
+    }
+
+    /// Events in flight now (running, or waiting for a retry).
+    pub fn running(&self) -> usize {
+        self.running.lock().map_or(0, |mut r| {
+            while r.try_join_next().is_some() {}
+            r.len()
+        })
+    }
+
     /// Sleeps `d`, or less when the pipeline stops: false then.
     async fn wait(&self, d: Duration) -> bool {
         let mut stop = self.shutdown.clone();

@@ -15,6 +15,7 @@ pub mod loopback;
 pub mod payloads;
 pub mod pipeline;
 pub mod report;
+pub mod rie;
 pub mod runtime_api;
 pub mod servers;
 pub mod simulate;

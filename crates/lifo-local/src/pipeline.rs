@@ -394,6 +394,32 @@ impl Pipeline {
         }));
     }
 
+    /// Invocations in flight now (running, or waiting for a retry).
+    pub fn running(&self) -> usize {
+        self.functions.iter().map(|f| f.running()).sum()
+    }
+
+    /// [`Pipeline::stop`], waiting at most `grace` for what runs: then it is
+    /// ended, as Lambda ends an invocation at its timeout (tasks it held
+    /// keep their claim until the caller puts them back or the lease ends).
+    /// `false` when something was cut short.
+    pub async fn stop_within(self, grace: Duration) -> bool {
+        let _ = self.shutdown.send(true);
+        let deadline = tokio::time::Instant::now() + grace;
+        let mut all_done = true;
+        for t in self.tasks {
+            let abort = t.abort_handle();
+            if tokio::time::timeout_at(deadline, t).await.is_err() {
+                abort.abort();
+                all_done = false;
+            }
+        }
+        for f in &self.functions {
+            all_done &= f.drain_until(deadline).await;
+        }
+        all_done
+    }
+
     /// Asks every poller to stop after its current invocation and waits
     /// (events waiting for a retry are dropped).
     pub async fn stop(self) {

@@ -361,6 +361,40 @@ impl LocalStack {
         .collect()
     }
 
+    /// What `function`'s binary runs with against this stack, as Lambda
+    /// would start it: the template's environment (parameters at their
+    /// defaults, the table and topics as created here), Lambda's own
+    /// variables (name, memory, timeout, JSON logs), the region, dummy
+    /// credentials and the endpoints of DynamoDB Local and moto.
+    pub fn binary_env(&self, function: &str) -> Result<Vec<(String, String)>> {
+        let mut env = self.template.function_environment(function, |r| match r {
+            TABLE => Some(self.table.clone()),
+            PROCESS_TOPIC => Some(self.process_topic_arn.clone()),
+            TRIGGER_TOPIC => Some(self.trigger_topic_arn.clone()),
+            "AWS::StackName" => Some("lifo-local".to_owned()),
+            "AWS::Region" => Some("us-east-1".to_owned()),
+            _ => None,
+        })?;
+        let timeout = self.template.function_timeout(function)?.to_string();
+        let memory = self.template.function_memory(function)?.to_string();
+        env.extend(
+            [
+                ("AWS_LAMBDA_FUNCTION_NAME", function),
+                ("AWS_LAMBDA_FUNCTION_TIMEOUT", timeout.as_str()),
+                ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory.as_str()),
+                ("AWS_LAMBDA_LOG_FORMAT", "JSON"),
+                ("AWS_REGION", "us-east-1"),
+                ("AWS_DEFAULT_REGION", "us-east-1"),
+                ("AWS_ACCESS_KEY_ID", "local"),
+                ("AWS_SECRET_ACCESS_KEY", "local"),
+                ("AWS_ENDPOINT_URL_DYNAMODB", &self.dynamodb_local.endpoint),
+                ("AWS_ENDPOINT_URL_SNS", &self.moto.endpoint),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned())),
+        );
+        Ok(env)
+    }
+
     /// A process handler over this stack: `store`, tail calls through its
     /// trigger topic, `runner`, `config`.
     pub fn processor<R: process::runner::TaskRunner>(
@@ -416,6 +450,39 @@ impl LocalStack {
     pub async fn scan_tasks(&self) -> Result<Vec<lifo_core::Task>> {
         scan_tasks(&self.store()).await
     }
+}
+
+/// Puts back every task a claim holds under a live lease (TAKEN → PENDING,
+/// claimable at once, `reason` in its history): what a stopped local
+/// stack's cut-short invocations held, so that nothing waits for a lease to
+/// end. A task that moved meanwhile is left as it is. The count put back.
+pub async fn put_back_held(store: &lifo_core::Store, reason: &str) -> Result<usize> {
+    let now = lifo_core::now_ms();
+    let mut n = 0;
+    for t in scan_tasks(store).await? {
+        if t.task_status != lifo_core::TaskStatus::Taken || !t.lease_is_live(now) {
+            continue;
+        }
+        let mv = lifo_core::Move::RetryLater {
+            reason,
+            history: &t.history,
+            retry_at: 0,
+        };
+        let step = lifo_core::Step {
+            now_ms: now,
+            token: t.token,
+            attempts: t.attempts,
+        };
+        match store
+            .record(&t.task_id, &mv, lifo_core::TaskStatus::Taken, &step)
+            .await
+        {
+            Ok(()) => n += 1,
+            Err(e) if e.is_condition_failed() => {}
+            Err(e) => return Err(e).context(format!("putting back {}", t.task_id)),
+        }
+    }
+    Ok(n)
 }
 
 /// Every task of `store`'s table (a full scan, without the queue's own

@@ -423,6 +423,56 @@ impl Template {
         Ok(Duration::from_secs(n * per))
     }
 
+    /// A function's environment as deployed: the Globals' variables, then
+    /// its own, each `!Ref` resolved by `resolve` (a parameter's default,
+    /// or what `resolve` says a resource or pseudo parameter is).
+    pub fn function_environment(
+        &self,
+        function: &str,
+        resolve: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>> {
+        let mut vars: Vec<(String, String)> = Vec::new();
+        let globals = self.doc.pointer("/Globals/Function/Environment/Variables");
+        let own = self
+            .resource(function)?
+            .pointer("/Properties/Environment/Variables");
+        for map in [globals, own].into_iter().flatten() {
+            let Some(map) = map.as_object() else { continue };
+            for (name, v) in map {
+                let value = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    Value::Object(o) if o.len() == 1 && o.contains_key("!Ref") => {
+                        let r = o["!Ref"].as_str().unwrap_or_default();
+                        match resolve(r) {
+                            Some(v) => v,
+                            None => self.parameter_default(r).with_context(|| {
+                                format!("{function}'s {name}: !Ref {r} is neither a parameter nor known locally")
+                            })?,
+                        }
+                    }
+                    other => {
+                        return Err(anyhow!(
+                            "{function}'s {name}: {other} is not a value or a !Ref"
+                        ));
+                    }
+                };
+                vars.retain(|(n, _)| n != name);
+                vars.push((name.clone(), value));
+            }
+        }
+        Ok(vars)
+    }
+
+    /// A function's MemorySize in MB (its own, else the Globals').
+    pub fn function_memory(&self, function: &str) -> Result<u64> {
+        self.resource(function)?
+            .pointer("/Properties/MemorySize")
+            .or_else(|| self.doc.pointer("/Globals/Function/MemorySize"))
+            .and_then(Value::as_u64)
+            .context(format!("{function} has no MemorySize"))
+    }
+
     /// A function's Timeout in seconds.
     pub fn function_timeout(&self, function: &str) -> Result<u64> {
         self.resource(function)?

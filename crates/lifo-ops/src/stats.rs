@@ -10,8 +10,10 @@ use futures::{StreamExt, TryStreamExt};
 use lifo_core::model::due_key;
 use serde_json::{Value, json};
 
-/// Past due dates counted too: scheduler-start catches up this many days.
-pub const PAST_DAYS: i64 = 7;
+/// Past due dates `lifo stats` counts too: scheduler-start catches up this
+/// many days. The HTTP API counts none unless asked (each day costs one
+/// COUNT query per due shard).
+pub const PAST_DAYS: u32 = 7;
 /// COUNT queries in flight for the due-date index.
 const PARALLEL: usize = 16;
 /// Most shed-index entries counted per shard ("1000+" beyond): the
@@ -46,19 +48,24 @@ pub struct Stats {
     pub shards: Vec<ShardStats>,
     /// (due date, SCHEDULED tasks), dates with at least one.
     pub scheduled: Vec<(String, usize)>,
+    /// The due dates counted: from `past_days` ago to `days` ahead.
+    pub past_days: u32,
     pub days: u32,
 }
 
-pub async fn collect(q: &Queue, now: u64, days: u32) -> Result<Stats, OpsError> {
+/// The queue's stats; scheduled tasks due from `past_days` ago to `days`
+/// ahead (one COUNT query per date and due shard, nothing more).
+pub async fn collect(q: &Queue, now: u64, past_days: u32, days: u32) -> Result<Stats, OpsError> {
     let (control, shards, scheduled) = futures::try_join!(
         async { Ok::<_, OpsError>(q.store.control(true).await?) },
         shard_stats(q, now),
-        scheduled(q, now, days),
+        scheduled(q, now, past_days, days),
     )?;
     Ok(Stats {
         control,
         shards,
         scheduled,
+        past_days,
         days,
     })
 }
@@ -94,14 +101,19 @@ pub async fn shard_stats(q: &Queue, now: u64) -> Result<Vec<ShardStats>, OpsErro
     .await
 }
 
-/// SCHEDULED tasks per due date, from `PAST_DAYS` days ago to `days`
-/// ahead: one COUNT query per date and due shard.
-pub async fn scheduled(q: &Queue, now: u64, days: u32) -> Result<Vec<(String, usize)>, OpsError> {
+/// SCHEDULED tasks per due date, from `past_days` ago to `days` ahead: one
+/// COUNT query per date and due shard.
+pub async fn scheduled(
+    q: &Queue,
+    now: u64,
+    past_days: u32,
+    days: u32,
+) -> Result<Vec<(String, usize)>, OpsError> {
     let store = &q.store;
     let today = chrono::DateTime::from_timestamp_millis(now as i64)
         .unwrap_or_default()
         .date_naive();
-    let dates: Vec<String> = (-PAST_DAYS..=i64::from(days))
+    let dates: Vec<String> = (-i64::from(past_days)..=i64::from(days))
         .filter_map(|d| today.checked_add_signed(chrono::Duration::days(d)))
         .map(|d| d.format("%Y-%m-%d").to_string())
         .collect();

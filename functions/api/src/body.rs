@@ -40,8 +40,17 @@ pub fn json(headers: &HeaderMap, body: &Bytes, empty_ok: bool) -> Result<Value, 
     if body.len() > MAX_BODY_BYTES {
         return Err(too_large(body.len()));
     }
-    serde_json::from_slice(body)
-        .map_err(|e| Problem::invalid("(body)", format!("not valid JSON: {e}")))
+    let text = std::str::from_utf8(body)
+        .map_err(|e| Problem::invalid("(body)", format!("not UTF-8: {e}")))?;
+    lifo_core::event::parse_str(text).map_err(|e| match e {
+        lifo_core::event::EventError::DuplicateKey { ref path, .. } => {
+            Problem::invalid(path.clone(), e.to_string())
+        }
+        lifo_core::event::EventError::Syntax(inner) => {
+            Problem::invalid("(body)", format!("not valid JSON: {inner}"))
+        }
+        e => Problem::invalid("(body)", e.to_string()),
+    })
 }
 
 /// Refuses a body over [`MAX_BODY_BYTES`] by its declared length, before

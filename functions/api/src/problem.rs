@@ -187,6 +187,15 @@ pub async fn ensure(res: Response) -> Response {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
     let mut p = Problem::new(status, "/problems/invalid-request", "Invalid request", text);
+    if status == StatusCode::BAD_REQUEST {
+        // axum's own: a path parameter that does not decode (`%FF`) names
+        // it between backticks; anything else of the URL is the path.
+        let named =
+            p.detail.split('`').nth(1).filter(|n| {
+                !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            });
+        p.field = Some(named.map_or_else(|| "(path)".to_owned(), str::to_owned));
+    }
     if status == StatusCode::PAYLOAD_TOO_LARGE {
         p.kind = "/problems/too-large";
         p.title = "Request body too large";

@@ -807,3 +807,94 @@ async fn a_task_past_its_retention_answers_410_even_when_its_payload_went_first(
     let (st, _) = s.call("GET", "/tasks/old/history", None).await;
     assert_eq!(st, StatusCode::GONE);
 }
+
+/// `GET /queue?days=0` reads one day's due shards, not the eight days
+/// (`lifo stats`'s catch-up week) it read before (issue 33): the store's
+/// meter counts every request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_for_today_read_only_todays_due_shards() {
+    let h = Harness::start(1).await;
+    let store = h.stack.store_as("ApiFunction", &h.store).with_fresh_meter();
+    let settings = Settings {
+        shards: 1,
+        due_shards: 4,
+        ..Settings::default()
+    };
+    let app = router(Arc::new(Api {
+        queue: Queue::new(store.clone(), settings),
+    }));
+    let res = app
+        .oneshot(
+            axum::http::Request::get("/queue?days=0")
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let m = store.meter();
+    let requests: u64 = lifo_core::Op::ALL
+        .iter()
+        .map(|op| m.spent(*op).requests)
+        .sum();
+    // The control item (1), seven reads of the one LIFO shard, and one
+    // COUNT per due shard of today (4); before: 8 days × 4 = 32 of those.
+    assert_eq!(requests, 1 + 7 + 4, "requests of GET /queue?days=0");
+}
+
+/// What docs/api.md promises (issue 33): an unknown query parameter on any
+/// route is a 400 naming it (and nothing runs); every 400 names its field;
+/// a key given twice is refused by its path; too deep is said as too deep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_names_its_field_and_unknown_parameters_are_refused_everywhere() {
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+    for (method, path) in [
+        ("POST", "/queue/pause?foo=1"),
+        ("GET", "/tasks/x?foo=1"),
+        ("DELETE", "/tasks/x?foo=1"),
+        ("GET", "/tasks/x/history?foo=1"),
+        ("POST", "/tasks/x/retry?foo=1"),
+        ("POST", "/tasks/x/cancel?foo=1"),
+        ("POST", "/tasks/retry?foo=1"),
+        ("POST", "/queue/resume?foo=1"),
+        ("GET", "/queue?foo=1"),
+    ] {
+        let (st, p) = s.call(method, path, None).await;
+        assert_eq!(
+            (st, p["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("foo")),
+            "{method} {path}: {p}"
+        );
+    }
+    assert!(!h.store.control(true).await.unwrap().paused, "nothing ran");
+    let (st, p) = s.call("GET", "/tasks/%FF", None).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{p}");
+    assert!(p["field"].is_string(), "{p}");
+    let (st, p) = s
+        .raw(
+            "POST",
+            "/tasks",
+            "application/json",
+            br#"{"tasks": [{"payload": {}}], "tasks": [{"payload": {}}, {"payload": {}}]}"#
+                .to_vec(),
+        )
+        .await;
+    assert_eq!(
+        (st, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("tasks")),
+        "{p}"
+    );
+    let deep = format!(
+        r#"{{"tasks": [{{"payload": {}}}]}}"#,
+        lifo_core::event::nested_json(1000)
+    );
+    let (st, p) = s
+        .raw("POST", "/tasks", "application/json", deep.into_bytes())
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{p}");
+    let detail = p["detail"].as_str().unwrap();
+    assert!(detail.contains("nested deeper than"), "{detail}");
+    assert!(!detail.contains("not valid JSON"), "{detail}");
+    assert!(h.tasks().await.is_empty(), "nothing written");
+}

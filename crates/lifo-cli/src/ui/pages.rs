@@ -229,8 +229,10 @@ pub async fn overview_json(State(c): Shared) -> Result<Response, PageError> {
 
 pub async fn overview(State(c): Shared, Query(q): Query<Notice>) -> Result<Markup, PageError> {
     let now = now_ms();
-    let ((control, shards, failed), scheduled) =
-        futures::try_join!(live(&c.queue, now), stats::scheduled(&c.queue, now, 7),)?;
+    let ((control, shards, failed), scheduled) = futures::try_join!(
+        live(&c.queue, now),
+        stats::scheduled(&c.queue, now, stats::PAST_DAYS, 7),
+    )?;
     let paused = control.paused;
     let chart = match &c.freshness {
         FreshnessSource::Table => {
@@ -409,7 +411,7 @@ pub async fn scheduled(
     Query(q): Query<ScheduledQuery>,
 ) -> Result<Markup, PageError> {
     let now = now_ms();
-    let counts = stats::scheduled(&c.queue, now, 30).await?;
+    let counts = stats::scheduled(&c.queue, now, stats::PAST_DAYS, 30).await?;
     let date = match nonempty(&q.date) {
         Some(d) => Some(
             chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d")
