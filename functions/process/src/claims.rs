@@ -69,8 +69,8 @@ impl Handled {
             Handled::Ran { finished, .. } => match finished {
                 Finished::Succeeded => "success",
                 Finished::Failed => "failure",
-                Finished::Retried => "retry-later",
-                Finished::RetriedAfterError => "retry-after-error",
+                Finished::Retried(_) => "retry-later",
+                Finished::RetriedAfterError(_) => "retry-after-error",
                 Finished::Stale => "stale",
                 Finished::Error => "error",
                 Finished::Superseded => "superseded",
@@ -122,6 +122,10 @@ pub(crate) struct LoopState {
     /// Each tenant's running tasks and recent starts, with the fair share
     /// on.
     pub fair: Option<Ledger>,
+    /// When the rests of the tasks this invocation put back end (epoch ms):
+    /// it waits for one that ends within its budget instead of leaving the
+    /// task to the next sweep.
+    pub rest_ends: std::collections::BTreeSet<u64>,
 }
 
 impl LoopState {
@@ -133,7 +137,15 @@ impl LoopState {
             seq: 0,
             claimed: Vec::new(),
             fair: None,
+            rest_ends: std::collections::BTreeSet::new(),
         }
+    }
+
+    /// The first rest of a task this invocation put back that ends after
+    /// `now_ms` (earlier ones are forgotten: their tasks are claimable).
+    pub fn next_rest_end(&mut self, now_ms: u64) -> Option<u64> {
+        self.rest_ends = self.rest_ends.split_off(&now_ms.saturating_add(1));
+        self.rest_ends.first().copied()
     }
 
     /// Ids the next candidates must not be.
@@ -170,6 +182,11 @@ impl LoopState {
                 report.reclaimed += usize::from(reclaim);
                 report.ages_ms.push(age_ms);
                 self.claimed.push((seq, task_id));
+                if let Finished::Retried(at) | Finished::RetriedAfterError(at) = finished
+                    && at > 0
+                {
+                    self.rest_ends.insert(at);
+                }
                 tally(report, Ok(finished));
             }
             Handled::Conflict(id) => {

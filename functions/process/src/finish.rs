@@ -55,26 +55,35 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
         RunOutcome::Failure(r) if task.attempts >= max_attempts => {
             (Transition::Fail, r.as_str(), Finished::Failed, 0)
         }
-        RunOutcome::Failure(r) => (
-            Transition::RetryAfterError,
-            r.as_str(),
-            Finished::RetriedAfterError,
-            policy
+        RunOutcome::Failure(r) => {
+            let at = policy
                 .rest
-                .after_failure(task.attempts, now, task.expires_at),
-        ),
-        RunOutcome::RetryLater(r) => (
-            Transition::RetryLater,
-            r.as_str(),
-            Finished::Retried,
-            policy.rest.after_busy(None, now, task.expires_at),
-        ),
-        RunOutcome::RetryAfter(r, hint) => (
-            Transition::RetryLater,
-            r.as_str(),
-            Finished::Retried,
-            policy.rest.after_busy(Some(*hint), now, task.expires_at),
-        ),
+                .after_failure(task.attempts, now, task.expires_at);
+            (
+                Transition::RetryAfterError,
+                r.as_str(),
+                Finished::RetriedAfterError(at),
+                at,
+            )
+        }
+        RunOutcome::RetryLater(r) => {
+            let at = policy.rest.after_busy(None, now, task.expires_at);
+            (
+                Transition::RetryLater,
+                r.as_str(),
+                Finished::Retried(at),
+                at,
+            )
+        }
+        RunOutcome::RetryAfter(r, hint) => {
+            let at = policy.rest.after_busy(Some(*hint), now, task.expires_at);
+            (
+                Transition::RetryLater,
+                r.as_str(),
+                Finished::Retried(at),
+                at,
+            )
+        }
     };
     let attempts = if t == Transition::RetryLater {
         task.attempts.saturating_sub(1)

@@ -31,6 +31,10 @@ use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+
+/// How long after a rest's end an invocation waiting for it reads again
+/// (the claim query's `retryAt` filter uses the reader's clock).
+const REST_END_MARGIN_MS: u64 = 20;
 use tokio::task::JoinSet;
 
 /// Why an invocation failed. Lambda retries it (and then sends it to the
@@ -507,8 +511,25 @@ impl<R: TaskRunner> Processor<R> {
                     // longer (a task announced a moment ago may not be in
                     // the index yet), then end.
                     if last_work.elapsed() >= self.config.linger {
-                        report.stop = StopReason::Empty;
-                        return Ok(());
+                        // A task this invocation put back comes back within
+                        // its budget: sleep until its rest ends (no polling),
+                        // rather than end and leave it to the next sweep.
+                        let now = now_ms();
+                        let wait = state
+                            .next_rest_end(now)
+                            .map(|at| Duration::from_millis(at - now + REST_END_MARGIN_MS))
+                            .filter(|w| Instant::now() + *w < stop_claiming_at);
+                        let Some(wait) = wait else {
+                            report.stop = StopReason::Empty;
+                            return Ok(());
+                        };
+                        tracing::debug!(
+                            event = "process.awaiting_rest",
+                            waitMs = wait.as_millis() as u64
+                        );
+                        tokio::time::sleep(wait).await;
+                        last_work = Instant::now();
+                        continue;
                     }
                     tokio::time::sleep(
                         self.config

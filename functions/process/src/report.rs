@@ -89,8 +89,9 @@ impl ProcessReport {
 pub(crate) enum Finished {
     Succeeded,
     Failed,
-    Retried,
-    RetriedAfterError,
+    /// Put back, claimable again at this `retryAt` (epoch ms; 0: at once).
+    Retried(u64),
+    RetriedAfterError(u64),
     Stale,
     Error,
     /// Not put back: a newer task with its key was written while it ran.
@@ -101,8 +102,8 @@ pub(crate) fn tally(report: &mut ProcessReport, done: Result<Finished, tokio::ta
     match done {
         Ok(Finished::Succeeded) => report.succeeded += 1,
         Ok(Finished::Failed) => report.failed += 1,
-        Ok(Finished::Retried) => report.retried += 1,
-        Ok(Finished::RetriedAfterError) => report.retried_after_error += 1,
+        Ok(Finished::Retried(_)) => report.retried += 1,
+        Ok(Finished::RetriedAfterError(_)) => report.retried_after_error += 1,
         Ok(Finished::Stale) => report.stale_rejected += 1,
         Ok(Finished::Error) => report.finish_errors += 1,
         Ok(Finished::Superseded) => report.superseded += 1,
