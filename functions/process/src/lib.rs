@@ -337,28 +337,36 @@ impl<R: TaskRunner> Processor<R> {
         // A tail call only after claiming something (as in model/lifo.pml):
         // an invocation that could claim nothing hands over to the sweep
         // instead of looping.
-        let tail = outcome.is_ok()
-            && report.stop == StopReason::Budget
-            && !report.claimed.is_empty()
-            && self.any_claimable(&assignment.shards).await?;
+        let tail =
+            if outcome.is_ok() && report.stop == StopReason::Budget && !report.claimed.is_empty() {
+                self.any_claimable(&assignment.shards).await
+            } else {
+                Ok(false)
+            };
         if let Some((g, token)) = assignment.group
             && let Err(e) = self.store.release_group(g, token).await
         {
             // Its lease ends by itself at the deadline.
             tracing::warn!(event = "process.group_release_failed", group = g, error = %lifo_core::error::Chain(&e));
         }
-        outcome?;
-        if tail {
-            let wakeup = Wakeup {
-                source: "process".into(),
-                reason: "tail-call".into(),
-                at: now_ms(),
-                group: assignment.group.map(|(g, _)| g),
-                previous_trace: lifo_core::xray::current().map(|t| t.root.to_string()),
-            };
-            self.tail.wake(&wakeup).await?;
-            report.tail_call = true;
+        // Whatever failed, what ran is counted and the end is logged below
+        // (a failed invocation's successes are still successes).
+        let result: Result<(), ProcessError> = async {
+            outcome?;
+            if tail? {
+                let wakeup = Wakeup {
+                    source: "process".into(),
+                    reason: "tail-call".into(),
+                    at: now_ms(),
+                    group: assignment.group.map(|(g, _)| g),
+                    previous_trace: lifo_core::xray::current().map(|t| t.root.to_string()),
+                };
+                self.tail.wake(&wakeup).await?;
+                report.tail_call = true;
+            }
+            Ok(())
         }
+        .await;
         if let Some(mut s) = invocation {
             s.annotate("tasksClaimed", report.claimed.len())
                 .annotate("tailCall", report.tail_call);
@@ -389,8 +397,9 @@ impl<R: TaskRunner> Processor<R> {
             stop = ?report.stop,
             tailCall = report.tail_call,
             elapsedMs = report.elapsed_ms,
+            error = result.as_ref().err().map(|e| lifo_core::error::chain(e)),
         );
-        Ok(report)
+        result.map(|()| report)
     }
 
     /// Takes one start from `limiter`: `Ok` (or no limit), or how long until
@@ -441,6 +450,8 @@ impl<R: TaskRunner> Processor<R> {
         let mut control_read = Instant::now();
         // When there last was work: a candidate found, or a task running.
         let mut last_work = Instant::now();
+        // The rate limit's bucket ran dry: no start before this.
+        let mut next_start_at: Option<Instant> = None;
         loop {
             if report.stop == StopReason::Paused {
                 return Ok(());
@@ -478,16 +489,19 @@ impl<R: TaskRunner> Processor<R> {
                 claims::wait_for_one(state, report, running, stop_claiming_at, None).await;
                 continue;
             }
-            // A slot is free; a start from the rate limit too, or wait for
-            // one (or for a running task to end). Then as many more starts
-            // as there are free slots and the bucket allows.
-            if let Err(wait) = Self::take_start(limiter) {
-                claims::wait_for_one(state, report, running, stop_claiming_at, Some(wait)).await;
-                continue;
-            }
-            let mut starts = 1;
-            while starts < free && Self::take_start(limiter).is_ok() {
-                starts += 1;
+            // A slot is free. With a rate limit, a start is taken from the
+            // bucket for each candidate once it is read, never before: a
+            // start taken for a slot no candidate fills (an empty read at
+            // light load) would be lost. When the bucket ran dry, wait for
+            // it (or for a running task to end) before reading again.
+            if let Some(at) = next_start_at {
+                let now = Instant::now();
+                if now < at {
+                    claims::wait_for_one(state, report, running, stop_claiming_at, Some(at - now))
+                        .await;
+                    continue;
+                }
+                next_start_at = None;
             }
             let now = now_ms();
             if self.config.fair_share && !tenanted && heads.any_tenant() {
@@ -495,16 +509,32 @@ impl<R: TaskRunner> Processor<R> {
                 heads.set_policy(lifo_core::fair::policy(policy));
             }
             let exclude = state.exclude();
-            let candidates = claims::refill(
+            let mut candidates = claims::refill(
                 &self.store,
                 &mut heads,
                 self.config.order,
                 self.horizon(now),
-                starts,
+                free,
                 &exclude,
                 state.fair.as_mut().filter(|_| tenanted),
             )
             .await?;
+            let mut granted = 0;
+            while granted < candidates.len() {
+                match Self::take_start(limiter) {
+                    Ok(()) => granted += 1,
+                    Err(wait) => {
+                        next_start_at = Some(Instant::now() + wait);
+                        break;
+                    }
+                }
+            }
+            if granted == 0 && !candidates.is_empty() {
+                // Read, but the bucket is dry: they stay claimable.
+                last_work = Instant::now();
+                continue;
+            }
+            candidates.truncate(granted);
             if candidates.is_empty() {
                 if running.is_empty() {
                     // Nothing to claim and nothing runs: look a little

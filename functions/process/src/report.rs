@@ -6,10 +6,13 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StopReason {
+    /// The claim loop ended on an error, or never ran (the default: every
+    /// other reason is set where the loop stops).
+    #[default]
+    Failed,
     /// No claimable task was left.
     Empty,
     /// The time budget (or the invocation deadline) was reached.
-    #[default]
     Budget,
     /// The queue is paused (`lifo pause`): nothing more is claimed, what
     /// runs is finished, and there is no tail call.
