@@ -52,21 +52,8 @@ async fn a_tasks_put_claim_and_finish_cost_what_aws_bills() {
             "{id}: put"
         );
 
-        let now = now_ms();
-        let claim = Move::Claim {
-            lease_until: now + 60_000,
-            owner: "billing",
-        };
-        let step = Step {
-            now_ms: now,
-            token: 0,
-            attempts: 1,
-        };
         let before = store.meter().spent(Op::Claim).units;
-        let claimed = store
-            .apply(id, &claim, TaskStatus::Pending, &step)
-            .await
-            .unwrap();
+        let claimed = lifo_tests::claim(&store, id).await;
         let taken = image(&h, id).await.unwrap();
         assert_eq!(
             store.meter().spent(Op::Claim).units - before,

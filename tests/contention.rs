@@ -32,20 +32,8 @@ async fn a_write_that_meets_a_transaction_is_sent_again_once_it_ends() {
         tokio::time::sleep(Duration::from_millis(60)).await;
         drop(held);
     });
-    let claim = Move::Claim {
-        lease_until: now_ms() + 60_000,
-        owner: "test",
-    };
-    let step = Step {
-        now_ms: now_ms(),
-        token: 0,
-        attempts: 1,
-    };
-    let t = h
-        .store
-        .apply("held-briefly", &claim, TaskStatus::Pending, &step)
-        .await
-        .expect("the claim goes through once the transaction ends");
+    // The claim goes through once the transaction ends.
+    let t = lifo_tests::claim(&h.store, "held-briefly").await;
     assert_eq!(t.task_status, TaskStatus::Taken);
     assert!(
         contention(&h).injected() >= 1,

@@ -273,6 +273,25 @@ impl Harness {
     }
 }
 
+/// The first claim of the PENDING task `id` through `store`, as process
+/// makes it (token 0, attempt 1, a lease of a minute).
+pub async fn claim(store: &Store, id: &str) -> Task {
+    let now = lifo_core::now_ms();
+    let claim = lifo_core::Move::Claim {
+        lease_until: now + 60_000,
+        owner: "test",
+    };
+    let step = lifo_core::Step {
+        now_ms: now,
+        token: 0,
+        attempts: 1,
+    };
+    store
+        .apply(id, &claim, TaskStatus::Pending, &step)
+        .await
+        .expect("claimed")
+}
+
 /// Task `id` written straight to the table (as an older version, a
 /// migration or a producer with its own code might: no check of its id),
 /// then claimed and failed with `error` the way process does it.
@@ -284,20 +303,7 @@ pub async fn failed_task(store: &Store, id: &str, error: &str) -> Task {
         .unwrap_or_default();
     let task = Task::new_pending(id.into(), payload, now_ms(), 3600, 1);
     store.put_new(&[task]).await.expect("written");
-    let now = now_ms();
-    let claim = Move::Claim {
-        lease_until: now + 60_000,
-        owner: "test",
-    };
-    let step = Step {
-        now_ms: now,
-        token: 0,
-        attempts: 1,
-    };
-    let claimed = store
-        .apply(id, &claim, TaskStatus::Pending, &step)
-        .await
-        .expect("claimed");
+    let claimed = claim(store, id).await;
     let step = Step {
         now_ms: now_ms(),
         token: claimed.token,

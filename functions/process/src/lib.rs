@@ -31,11 +31,17 @@ use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use tokio::task::JoinSet;
 
 /// How long after a rest's end an invocation waiting for it reads again
 /// (the claim query's `retryAt` filter uses the reader's clock).
 const REST_END_MARGIN_MS: u64 = 20;
-use tokio::task::JoinSet;
+/// While it waits for a rest to end, an invocation reads again at least
+/// this often: a task that arrives meanwhile cannot wake it (its wake-up
+/// is throttled: this invocation holds the reserved concurrency), so it
+/// would otherwise wait for the whole rest (10 to 30 s at the template's
+/// RetryBackoffSeconds).
+const REST_WAIT_STEP: Duration = Duration::from_secs(1);
 
 /// Why an invocation failed. Lambda retries it (and then sends it to the
 /// on-failure destination); tasks already claimed were finished first.
@@ -544,6 +550,8 @@ impl<R: TaskRunner> Processor<R> {
                         // A task this invocation put back comes back within
                         // its budget: sleep until its rest ends (no polling),
                         // rather than end and leave it to the next sweep.
+                        // Its reads then come a second apart, so new work
+                        // is not held back by the wait.
                         let now = now_ms();
                         let wait = state
                             .next_rest_end(now)
@@ -557,8 +565,7 @@ impl<R: TaskRunner> Processor<R> {
                             event = "process.awaiting_rest",
                             waitMs = wait.as_millis() as u64
                         );
-                        tokio::time::sleep(wait).await;
-                        last_work = Instant::now();
+                        tokio::time::sleep(wait.min(REST_WAIT_STEP)).await;
                         continue;
                     }
                     tokio::time::sleep(
