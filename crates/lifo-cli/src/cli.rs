@@ -231,13 +231,18 @@ pub enum LocalCommand {
         /// Where the console listens (port 0: a free one).
         #[arg(long, default_value = "127.0.0.1:7070", requires = "ui")]
         ui_listen: std::net::SocketAddr,
-        /// Serve the HTTP API too (the `api` function's routes, without API Gateway's auth:
-        /// loopback only) on --api-listen.
+        /// Serve the HTTP API too (the `api` function's routes behind a local API Gateway: its
+        /// authorizer, decoded paths, size limits and timeout) on --api-listen.
         #[arg(long)]
         api: bool,
         /// Where the HTTP API listens (port 0: a free one).
         #[arg(long, default_value = "127.0.0.1:7071", requires = "api")]
         api_listen: std::net::SocketAddr,
+        /// Who may call the HTTP API: `iam` (the stack's HttpApi: SigV4 with the local stack's
+        /// credentials, key `local`, secret `local`, region us-east-1), `jwt` (the JWT API: a
+        /// local issuer's tokens, printed at start) or `none` (anyone on loopback).
+        #[arg(long, value_enum, default_value = "iam", requires = "api")]
+        api_auth: crate::local::ApiAuth,
     },
     /// Run one function's real binary on an event under AWS's Lambda Runtime Interface Emulator
     /// (what `sam local invoke` runs inside its container), against a fresh local stack, with

@@ -98,8 +98,60 @@ pub struct UpOptions {
     pub retry_backoff: Duration,
     /// Serve the console (`lifo ui`) on this address.
     pub ui: Option<std::net::SocketAddr>,
-    /// Serve the HTTP API (the `api` function's router) on this address.
-    pub api: Option<std::net::SocketAddr>,
+    /// Serve the HTTP API (the `api` function's router) on this address,
+    /// behind this authorizer.
+    pub api: Option<(std::net::SocketAddr, ApiAuth)>,
+}
+
+/// The local HTTP API's authorizer (`--api-auth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApiAuth {
+    /// SigV4 with the local stack's credentials, as the stack's HttpApi.
+    Iam,
+    /// Tokens of a local issuer, as the optional JWT API.
+    Jwt,
+    /// Anyone on loopback.
+    None,
+}
+
+impl ApiAuth {
+    /// The local API Gateway for this authorizer, and what to tell its
+    /// user.
+    pub fn gateway(
+        self,
+        url: &str,
+    ) -> anyhow::Result<(lifo_local::api_gateway::ApiGateway, String)> {
+        use lifo_local::api_gateway::{ApiGateway, Auth, jwt::LocalIssuer};
+        Ok(match self {
+            Self::Iam => (
+                ApiGateway::default(),
+                format!(
+                    "IAM: sign with SigV4, e.g. curl --aws-sigv4 \"aws:amz:{}:execute-api\" --user local:local {url}/queue",
+                    lifo_local::stack::REGION
+                ),
+            ),
+            Self::Jwt => {
+                let issuer = LocalIssuer::new(&format!("{url}/local-issuer"), "lifo-local")?;
+                let day = Duration::from_secs(24 * 3600);
+                let write = issuer.mint(&["lifo/read", "lifo/write"], day)?;
+                let read = issuer.mint(&["lifo/read"], day)?;
+                (
+                    ApiGateway::jwt(&issuer)?,
+                    format!(
+                        "JWT (issuer {}, audience {}; tokens valid 24 h):\n  lifo/read lifo/write: {write}\n  lifo/read: {read}\n  e.g. curl -H \"Authorization: Bearer $TOKEN\" {url}/queue",
+                        issuer.issuer, issuer.audience
+                    ),
+                )
+            }
+            Self::None => (
+                ApiGateway {
+                    auth: Auth::None,
+                    ..ApiGateway::default()
+                },
+                "no auth: anyone on loopback may call it".to_owned(),
+            ),
+        })
+    }
 }
 
 /// Starts the local stack and the pipeline, prints the endpoints, and
@@ -220,13 +272,16 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         None => None,
     };
     let api = match options.api {
-        Some(listen) => {
+        Some((listen, auth)) => {
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .with_context(|| format!("binding the HTTP API to {listen}"))?;
-            println!("HTTP API        http://{}", listener.local_addr()?);
-            // Behind API Gateway as deployed: paths decoded, sizes and
-            // the integration timeout enforced.
+            let url = format!("http://{}", listener.local_addr()?);
+            let (gateway, how) = auth.gateway(&url)?;
+            println!("HTTP API        {url}");
+            println!("                {how}");
+            // Behind API Gateway as deployed: its authorizer, paths
+            // decoded, sizes and the integration timeout enforced.
             // The API function's own clients, under its policy (the
             // console above is the operator's, with their credentials).
             let api_store = stack.store_as("ApiFunction", &store);
@@ -238,8 +293,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
             );
             let api_queue =
                 lifo_ops::Queue::new(api_store, settings).with_producer(Arc::new(creator));
-            let app = lifo_local::api_gateway::ApiGateway::default()
-                .wrap(api::router(Arc::new(api::Api { queue: api_queue })));
+            let app = gateway.wrap(api::router(Arc::new(api::Api { queue: api_queue })));
             Some(tokio::spawn(async move {
                 let _ = axum::serve(listener, app).await;
             }))

@@ -24,9 +24,10 @@ async fn main() -> std::process::ExitCode {
             ui_listen,
             api,
             api_listen,
+            api_auth,
         }) => lifo_cli::local::up(lifo_cli::local::UpOptions {
             ui: ui.then_some(*ui_listen),
-            api: api.then_some(*api_listen),
+            api: api.then_some((*api_listen, *api_auth)),
             shards: cli.shards,
             scheduler_every: Duration::from_secs(*scheduler_every),
             data_dir: data_dir.clone(),

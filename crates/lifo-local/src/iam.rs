@@ -23,9 +23,7 @@ use aws_smithy_types::body::SdkBody;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The account and region the local stack's ARNs name.
-const ACCOUNT: &str = "000000000000";
-const REGION: &str = "us-east-1";
+use crate::stack::{ACCOUNT, REGION};
 
 /// One function's policy, and how to name what it calls.
 #[derive(Debug)]

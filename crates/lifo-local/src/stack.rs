@@ -40,11 +40,21 @@ pub struct LocalStack {
     pub moto: Server,
 }
 
-/// SDK configuration for a local endpoint (us-east-1, dummy credentials).
+/// The region and account the local stack's ARNs name.
+pub const REGION: &str = "us-east-1";
+pub const ACCOUNT: &str = "000000000000";
+
+/// The local stack's credentials: every local client signs with them, and
+/// the local API Gateway ([`crate::api_gateway`]) knows them.
+pub fn credentials() -> Credentials {
+    Credentials::new("local", "local", None, None, "lifo-local")
+}
+
+/// SDK configuration for a local endpoint ([`REGION`], [`credentials`]).
 pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("local", "local", None, None, "lifo-local"))
+        .region(aws_config::Region::new(REGION))
+        .credentials_provider(credentials())
         .endpoint_url(endpoint)
         .load()
         .await

@@ -2,7 +2,7 @@
 //! definitions (table, index, stream, TTL, event filter, parameter defaults):
 //! local and deployed schema cannot drift.
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
     ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
@@ -280,6 +280,46 @@ impl Template {
                 .unwrap_or(0),
             filters,
         })
+    }
+
+    /// The routes of the JWT API (`AWS::ApiGatewayV2::Route` with
+    /// `AuthorizationType: JWT`), one per method (`GET /{proxy+}` is
+    /// `GET`), with the scopes each needs.
+    pub fn jwt_routes(&self) -> Result<Vec<(String, Vec<String>)>> {
+        let mut routes = Vec::new();
+        for (id, r) in self
+            .doc
+            .get("Resources")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            let props = r.get("Properties");
+            let jwt = r.get("Type").and_then(Value::as_str) == Some("AWS::ApiGatewayV2::Route")
+                && props
+                    .and_then(|p| p.get("AuthorizationType"))
+                    .and_then(Value::as_str)
+                    == Some("JWT");
+            if !jwt {
+                continue;
+            }
+            let key = props
+                .and_then(|p| p.get("RouteKey"))
+                .and_then(Value::as_str)
+                .context(format!("{id} has no RouteKey"))?;
+            let scopes = props
+                .and_then(|p| p.get("AuthorizationScopes"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect();
+            routes.push((key.to_owned(), scopes));
+        }
+        if routes.is_empty() {
+            bail!("template.yaml has no route with AuthorizationType JWT");
+        }
+        Ok(crate::api_gateway::jwt::routes_by_method(&routes))
     }
 
     /// A parameter's default value, as a string.

@@ -5,6 +5,7 @@
 
 use api::{Api, router};
 use lifo_core::TaskStatus;
+use lifo_local::api_gateway::sigv4;
 use lifo_ops::{Queue, Settings};
 use lifo_tests::{Harness, deadline, fixture_text as fixture};
 use process::runner::SimulatedRunner;
@@ -56,13 +57,58 @@ async fn serve(h: &Harness) -> Served {
 }
 
 impl Served {
-    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-        let mut req = self.client.request(method, format!("{}{path}", self.base));
-        if let Some(b) = body {
-            req = req.json(&b);
+    /// A request signed with SigV4 by the local stack's credentials, as an
+    /// SDK signs one for a deployed stack (the local API Gateway refuses an
+    /// unsigned one).
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> reqwest::RequestBuilder {
+        // Signed as sent: the URL as reqwest will write it.
+        let url = reqwest::Url::parse(&format!("{}{path}", self.base)).unwrap();
+        let headers: Vec<(&str, &str)> = content_type
+            .map(|ct| ("content-type", ct))
+            .into_iter()
+            .collect();
+        let signing = sigv4::sign(
+            method,
+            url.as_str(),
+            &headers,
+            &body,
+            &lifo_local::stack::credentials(),
+            lifo_local::stack::REGION,
+            std::time::SystemTime::now(),
+        )
+        .unwrap();
+        let mut req = self
+            .client
+            .request(reqwest::Method::from_bytes(method.as_bytes()).unwrap(), url);
+        for (k, v) in headers
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .chain(signing)
+        {
+            req = req.header(k, v);
         }
-        let res = req.send().await.unwrap();
+        req.body(body)
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let res = match body {
+            Some(b) => self.request(
+                method,
+                path,
+                Some("application/json"),
+                b.to_string().into_bytes(),
+            ),
+            None => self.request(method, path, None, Vec::new()),
+        }
+        .send()
+        .await
+        .unwrap();
         answer(res).await
     }
 
@@ -73,12 +119,8 @@ impl Served {
         content_type: &str,
         body: Vec<u8>,
     ) -> (StatusCode, Value) {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
         let res = self
-            .client
-            .request(method, format!("{}{path}", self.base))
-            .header("content-type", content_type)
-            .body(body)
+            .request(method, path, Some(content_type), body)
             .send()
             .await
             .unwrap();
@@ -489,48 +531,76 @@ async fn api_gateway_events_run_through_the_handler_and_jwt_scopes_hold() {
 }
 
 /// The example producer (examples/python-producer), signed with botocore's
-/// SigV4 as against a deployed stack, through the local API: its tasks are
-/// written and every request carried a SigV4 signature for execute-api.
+/// SigV4 as against a deployed stack, through the local API Gateway with
+/// IAM on: its tasks are written, and the function saw each request with
+/// its caller under `requestContext.authorizer.iam`. The same producer
+/// with a wrong secret is refused with 403 and writes nothing: botocore's
+/// signer and the local verifier agree on what a signature is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_producer_example_creates_tasks_over_the_local_api() {
     let h = Harness::start(1).await;
-    let signatures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let seen = signatures.clone();
+    let callers = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = callers.clone();
     let app = router(api(&h)).layer(axum::middleware::from_fn(
         move |req: axum::extract::Request, next: axum::middleware::Next| {
             let seen = seen.clone();
             async move {
-                let auth = req
-                    .headers()
-                    .get("authorization")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_owned();
-                seen.lock().unwrap().push(auth);
+                let caller = match req
+                    .extensions()
+                    .get::<lambda_http::request::RequestContext>()
+                {
+                    Some(lambda_http::request::RequestContext::ApiGatewayV2(ctx)) => ctx
+                        .authorizer
+                        .as_ref()
+                        .and_then(|a| a.iam.as_ref())
+                        .and_then(|iam| iam.user_arn.clone())
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                };
+                seen.lock().unwrap().push(caller);
                 next.run(req).await
             }
         },
     ));
+    const KEY: &str = "AKIDEXAMPLE";
+    const SECRET: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+    let iam = sigv4::IamAuthorizer::new("eu-west-1").with_key(
+        aws_credential_types::Credentials::new(KEY, SECRET, None, None, "test"),
+        "producer",
+    );
+    let gateway = lifo_local::api_gateway::ApiGateway {
+        auth: lifo_local::api_gateway::Auth::Iam(Arc::new(iam)),
+        ..Default::default()
+    };
+    let app = gateway.wrap(app);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = tokio::process::Command::new(root.join(".tools/venv/bin/python"))
-        .arg(root.join("examples/python-producer/producer.py"))
-        .args(["--url", &format!("http://{addr}"), "--region", "eu-west-1"])
-        .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-        .env(
-            "AWS_SECRET_ACCESS_KEY",
-            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-        )
-        .env_remove("AWS_SESSION_TOKEN")
-        .env_remove("AWS_PROFILE")
+    let producer = |secret: &str| {
+        let mut cmd = tokio::process::Command::new(root.join(".tools/venv/bin/python"));
+        cmd.arg(root.join("examples/python-producer/producer.py"))
+            .args(["--url", &format!("http://{addr}"), "--region", "eu-west-1"])
+            .env("AWS_ACCESS_KEY_ID", KEY)
+            .env("AWS_SECRET_ACCESS_KEY", secret)
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE");
+        cmd
+    };
+    let refused = producer("not-the-secret")
         .output()
         .await
         .expect("run `make test` once: it installs .tools/venv (botocore comes with moto)");
+    let out = producer(SECRET).output().await.unwrap();
     server.abort();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("The request signature we calculated does not match"),
+        "{stderr}"
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -544,15 +614,142 @@ async fn the_python_producer_example_creates_tasks_over_the_local_api() {
     );
     let t = h.store.get("device-42-connect-1").await.unwrap().unwrap();
     assert_eq!(t.user_id.as_deref(), Some("device-42"));
-    let signatures = signatures.lock().unwrap().clone();
-    assert_eq!(signatures.len(), 2, "{signatures:?}");
-    for s in &signatures {
-        assert!(
-            s.starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
-                && s.contains("/eu-west-1/execute-api/aws4_request"),
-            "{s}"
-        );
-    }
+    let callers = callers.lock().unwrap().clone();
+    assert_eq!(
+        callers,
+        vec!["arn:aws:iam::000000000000:user/producer"; 2],
+        "only the signed run's two requests reached the function"
+    );
+}
+
+/// Authentication on, as deployed (issue 33): under IAM an unsigned
+/// request, a bad signature, a stale one and an unknown key get API
+/// Gateway's 403 and never reach the function; under the JWT API a missing
+/// or forged token gets 401, a read-only token may read and not write
+/// (403 from API Gateway, before the function's own check), and a method
+/// no route names is not found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_api_refuses_what_api_gateways_authorizers_refuse() {
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+    let url = format!("{}/queue", s.base);
+    let gateway = |res: reqwest::Response| async move {
+        let status = res.status();
+        let body: Value = res.json().await.unwrap();
+        (status, body["message"].as_str().unwrap_or("").to_owned())
+    };
+    let (st, m) = gateway(s.client.get(&url).send().await.unwrap()).await;
+    assert_eq!((st, m.as_str()), (StatusCode::FORBIDDEN, "Forbidden"));
+    let (st, _) = s.call("GET", "/queue", None).await;
+    assert_eq!(st, StatusCode::OK, "signed");
+    let body = br#"{"tasks": [{"taskId": "t-1", "payload": {}}]}"#.to_vec();
+    // Signed for one body, sent with another.
+    let res = s
+        .request("POST", "/tasks", Some("application/json"), body.clone())
+        .body(br#"{"tasks": [{"taskId": "t-2", "payload": {}}]}"#.to_vec())
+        .send()
+        .await
+        .unwrap();
+    let (st, m) = gateway(res).await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    assert!(m.starts_with("The request signature we calculated"), "{m}");
+    let signed_by = |credentials: aws_credential_types::Credentials, at: std::time::SystemTime| {
+        let signing = sigv4::sign(
+            "GET",
+            &url,
+            &[],
+            b"",
+            &credentials,
+            lifo_local::stack::REGION,
+            at,
+        )
+        .unwrap();
+        signing
+            .into_iter()
+            .fold(s.client.get(&url), |req, (k, v)| req.header(k, v))
+            .send()
+    };
+    let now = std::time::SystemTime::now();
+    let ten_minutes_ago = now - Duration::from_secs(600);
+    let (st, m) = gateway(
+        signed_by(lifo_local::stack::credentials(), ten_minutes_ago)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    assert!(m.starts_with("Signature expired"), "{m}");
+    let stranger = aws_credential_types::Credentials::new("AKIDSTRANGER", "x", None, None, "t");
+    let (st, m) = gateway(signed_by(stranger, now).await.unwrap()).await;
+    assert_eq!(
+        (st, m.as_str()),
+        (
+            StatusCode::FORBIDDEN,
+            "The security token included in the request is invalid."
+        )
+    );
+    assert!(h.tasks().await.is_empty(), "nothing refused was written");
+
+    // The JWT API.
+    let issuer =
+        lifo_local::api_gateway::jwt::LocalIssuer::new("https://issuer.local", "lifo").unwrap();
+    let app = lifo_local::api_gateway::ApiGateway::jwt(&issuer)
+        .unwrap()
+        .wrap(router(api(&h)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let hour = Duration::from_secs(3600);
+    let read = issuer.mint(&["lifo/read"], hour).unwrap();
+    let write = issuer.mint(&["lifo/read", "lifo/write"], hour).unwrap();
+    let forged = lifo_local::api_gateway::jwt::LocalIssuer::new("https://issuer.local", "lifo")
+        .unwrap()
+        .mint(&["lifo/write"], hour)
+        .unwrap();
+    let c = reqwest::Client::new();
+    let post = |token: Option<&str>| {
+        let mut r = c
+            .post(format!("{base}/tasks"))
+            .header("content-type", "application/json")
+            .body(body.clone());
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    let res = post(None).await.unwrap();
+    assert!(res.headers().contains_key("www-authenticate"));
+    assert_eq!(
+        gateway(res).await,
+        (StatusCode::UNAUTHORIZED, "Unauthorized".to_owned())
+    );
+    let (st, _) = gateway(post(Some(&forged)).await.unwrap()).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    let (st, m) = gateway(post(Some(&read)).await.unwrap()).await;
+    assert_eq!((st, m.as_str()), (StatusCode::FORBIDDEN, "Forbidden"));
+    assert!(h.tasks().await.is_empty(), "nothing refused was written");
+    let res = post(Some(&write)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let res = c
+        .get(format!("{base}/tasks/t-1"))
+        .bearer_auth(&read)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = c
+        .put(format!("{base}/tasks/t-1"))
+        .bearer_auth(&write)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        gateway(res).await,
+        (StatusCode::NOT_FOUND, "Not Found".to_owned())
+    );
+    server.abort();
 }
 
 /// A supersede transaction holding the task through the store's resends
@@ -578,11 +775,7 @@ async fn a_write_that_meets_a_transaction_answers_503_with_retry_after() {
         .hold("s");
     for (method, path) in [("POST", "/tasks/s/cancel"), ("DELETE", "/tasks/s")] {
         let res = s
-            .client
-            .request(
-                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
-                format!("{}{path}", s.base),
-            )
+            .request(method, path, None, Vec::new())
             .send()
             .await
             .unwrap();

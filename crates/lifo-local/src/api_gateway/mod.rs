@@ -1,18 +1,29 @@
 //! API Gateway as deployed, in front of the local HTTP API. axum, run
-//! locally, routes on the path as the client sent it; an HTTP API in AWS
-//! does not. What this layer does, as API Gateway does:
-//! - **Paths decoded.** HTTP APIs hand Lambda a percent-decoded path
-//!   (`rawPath`, cut at a decoded `?`), and `lambda_http` then parses it
-//!   as a URL (dot segments resolved): `/tasks/a%2Fb` reaches the function
-//!   as `/tasks/a/b`.
+//! locally, routes on the path as the client sent it and lets anyone in;
+//! an HTTP API in AWS does neither. What this layer does, as API Gateway
+//! does, in its order:
 //! - **Sizes.** A request body over 10 MB (declared or sent) is refused
 //!   with 413 before it is read. The Lambda invoke carries at most 6 MB,
 //!   and that counts the whole event (headers, request context, the body as
 //!   a JSON string, binary bodies in base64): an event over it never
 //!   reaches the function, and API Gateway answers 500.
+//! - **Authorization.** The HttpApi's routes require IAM ([`sigv4`]: a
+//!   SigV4 signature by a known key, else 403); the optional JWT API's
+//!   routes a token of the issuer with the route's scope ([`jwt`]: 401,
+//!   403, or 404 for a method no route names). A request that passes
+//!   carries `requestContext.authorizer` (`iam` or `jwt`) to the function,
+//!   as `lambda_http` hands it over.
+//! - **Paths decoded.** HTTP APIs hand Lambda a percent-decoded path
+//!   (`rawPath`, cut at a decoded `?`), and `lambda_http` then parses it
+//!   as a URL (dot segments resolved): `/tasks/a%2Fb` reaches the function
+//!   as `/tasks/a/b`. The signature is checked over the path as sent.
 //! - **Time.** The integration is cut at 30 s: 504.
 //!
-//! [`ApiGateway::default`] is all of it; a field turns a part off.
+//! [`ApiGateway::default`] is all of it with IAM and the local stack's
+//! credentials; a field turns a part off.
+
+pub mod jwt;
+pub mod sigv4;
 
 use axum::Router;
 use axum::body::Body;
@@ -20,7 +31,12 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::time::Duration;
+use lambda_http::aws_lambda_events::apigw::{
+    ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerIamDescription,
+    ApiGatewayRequestAuthorizerJwtDescription, ApiGatewayV2httpRequestContext,
+};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 /// API Gateway's HTTP API payload limit.
 pub const MAX_REQUEST_BYTES: usize = 10 * 1024 * 1024;
@@ -32,17 +48,31 @@ pub const INTEGRATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// (request context, route key, raw path and query): about 1 KB.
 const EVENT_OVERHEAD: usize = 1024;
 
+/// Who may call the API: the authorizer of its routes.
+#[derive(Debug, Clone)]
+pub enum Auth {
+    /// Routes with `AuthorizationType: NONE`: anyone on loopback.
+    None,
+    /// `AWS_IAM`, as the HttpApi of template.yaml has on every route.
+    Iam(Arc<sigv4::IamAuthorizer>),
+    /// The JWT API's authorizer and routes.
+    Jwt(Arc<jwt::JwtAuthorizer>),
+}
+
 /// Which parts of API Gateway's behaviour apply.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ApiGateway {
+    pub auth: Auth,
     pub decode_paths: bool,
     pub limit_sizes: bool,
     pub timeout: Option<Duration>,
 }
 
 impl Default for ApiGateway {
+    /// As the stack's HttpApi: IAM, with the local stack's credentials.
     fn default() -> Self {
         Self {
+            auth: Auth::Iam(Arc::new(sigv4::IamAuthorizer::local())),
             decode_paths: true,
             limit_sizes: true,
             timeout: Some(INTEGRATION_TIMEOUT),
@@ -51,17 +81,44 @@ impl Default for ApiGateway {
 }
 
 impl ApiGateway {
-    /// `router` behind API Gateway: the layer rewrites the request before
-    /// `router` routes it.
+    /// The JWT API of template.yaml, trusting `issuer`.
+    pub fn jwt(issuer: &jwt::LocalIssuer) -> anyhow::Result<Self> {
+        let template = crate::Template::workspace()?;
+        Ok(Self {
+            auth: Auth::Jwt(Arc::new(jwt::JwtAuthorizer::from_template(
+                &template, issuer,
+            )?)),
+            ..Self::default()
+        })
+    }
+
+    /// `router` behind API Gateway: the layer checks and rewrites the
+    /// request before `router` routes it.
     pub fn wrap(self, router: Router) -> Router {
+        let gateway = Arc::new(self);
         Router::new()
             .fallback_service(router)
             .layer(axum::middleware::from_fn(
-                move |req: Request, next: Next| self.handle(req, next),
+                move |req: Request, next: Next| {
+                    let gateway = gateway.clone();
+                    async move { gateway.handle(req, next).await }
+                },
             ))
     }
 
-    async fn handle(self, req: Request, next: Next) -> Response {
+    async fn handle(&self, req: Request, next: Next) -> Response {
+        let req = if self.limit_sizes {
+            match within_limits(req).await {
+                Ok(req) => req,
+                Err(res) => return res,
+            }
+        } else {
+            req
+        };
+        let req = match self.authorize(req).await {
+            Ok(req) => req,
+            Err(res) => return res,
+        };
         let req = if self.decode_paths {
             match decoded(req.uri()) {
                 Some(uri) => {
@@ -74,14 +131,6 @@ impl ApiGateway {
         } else {
             req
         };
-        let req = if self.limit_sizes {
-            match within_limits(req).await {
-                Ok(req) => req,
-                Err(res) => return res,
-            }
-        } else {
-            req
-        };
         match self.timeout {
             Some(limit) => match tokio::time::timeout(limit, next.run(req)).await {
                 Ok(res) => res,
@@ -90,6 +139,76 @@ impl ApiGateway {
             None => next.run(req).await,
         }
     }
+}
+
+impl ApiGateway {
+    /// The request with its `requestContext.authorizer`, if the authorizer
+    /// lets it through; else API Gateway's answer.
+    async fn authorize(&self, req: Request) -> Result<Request, Response> {
+        let authorizer = match &self.auth {
+            Auth::None => return Ok(req),
+            Auth::Iam(iam) => {
+                let (parts, body) = req.into_parts();
+                let bytes = axum::body::to_bytes(body, MAX_REQUEST_BYTES)
+                    .await
+                    .map_err(|_| {
+                        gateway_message(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large")
+                    })?;
+                let caller = iam
+                    .verify(
+                        &parts.method,
+                        &parts.uri,
+                        &parts.headers,
+                        &bytes,
+                        SystemTime::now(),
+                    )
+                    .map_err(|message| gateway_message(StatusCode::FORBIDDEN, &message))?;
+                let mut authorizer = ApiGatewayRequestAuthorizer::default();
+                let mut iam_ctx = ApiGatewayRequestAuthorizerIamDescription::default();
+                iam_ctx.access_key = Some(caller.access_key);
+                iam_ctx.account_id = Some(crate::stack::ACCOUNT.to_owned());
+                iam_ctx.user_arn = Some(caller.user_arn);
+                authorizer.iam = Some(iam_ctx);
+                let req = Request::from_parts(parts, Body::from(bytes));
+                return Ok(with_context(req, authorizer));
+            }
+            Auth::Jwt(jwt) => match jwt.verify(req.method(), req.headers()) {
+                Ok(passed) => {
+                    let mut authorizer = ApiGatewayRequestAuthorizer::default();
+                    let mut jwt_ctx = ApiGatewayRequestAuthorizerJwtDescription::default();
+                    jwt_ctx.claims = passed.claims;
+                    jwt_ctx.scopes = Some(passed.scopes);
+                    authorizer.jwt = Some(jwt_ctx);
+                    authorizer
+                }
+                Err(refusal) => {
+                    let status =
+                        StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
+                    let mut res = gateway_message(status, refusal.message);
+                    if let Some(v) = refusal
+                        .www_authenticate
+                        .and_then(|v| HeaderValue::from_str(&v).ok())
+                    {
+                        res.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+                    }
+                    return Err(res);
+                }
+            },
+        };
+        Ok(with_context(req, authorizer))
+    }
+}
+
+/// `req` with the payload format 2.0 request context the function gets,
+/// holding `authorizer`, where `lambda_http` puts it.
+fn with_context(mut req: Request, authorizer: ApiGatewayRequestAuthorizer) -> Request {
+    let mut ctx = ApiGatewayV2httpRequestContext::default();
+    ctx.account_id = Some(crate::stack::ACCOUNT.to_owned());
+    ctx.stage = Some("$default".to_owned());
+    ctx.authorizer = Some(authorizer);
+    req.extensions_mut()
+        .insert(lambda_http::request::RequestContext::ApiGatewayV2(ctx));
+    req
 }
 
 /// API Gateway's own error answers: `{"message": …}`.
@@ -208,6 +327,7 @@ mod tests {
             }),
         );
         let gateway = ApiGateway {
+            auth: Auth::None,
             timeout: Some(Duration::from_millis(200)),
             ..ApiGateway::default()
         };
