@@ -75,6 +75,7 @@ async fn three_processors_split_the_shards_and_the_runner_between_them() {
                 records: 1,
                 groups: vec![g as u32],
                 previous_trace: None,
+                wake_at: None,
             };
             p.handle(&wake, deadline()).await.unwrap()
         })
@@ -133,6 +134,7 @@ async fn a_held_group_is_left_alone_and_a_dead_ones_taken_over_after_its_lease()
         records: 1,
         groups: vec![1],
         previous_trace: None,
+        wake_at: None,
     };
     let held = p.handle(&wake, deadline()).await.unwrap();
     assert_eq!((held.stop, held.claimed.len()), (StopReason::Held, 0));

@@ -390,7 +390,11 @@ async fn a_task_created_mid_run_is_claimed_within_one_refill() {
 async fn fixtures_run_through_their_handlers_and_budget_overruns_tail_call() {
     let h = Harness::start(1).await;
     // trigger fixtures publish a wake-up to the process topic (moto → SQS).
-    for name in ["trigger-stream-insert.json", "trigger-tail-call.json"] {
+    for name in [
+        "trigger-stream-insert.json",
+        "trigger-tail-call.json",
+        "trigger-rest-alarm.json",
+    ] {
         let out = h.trigger().handle_outcome(fixture(name)).await.unwrap();
         assert!(out.published, "{name}");
     }

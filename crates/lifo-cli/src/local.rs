@@ -1,6 +1,17 @@
 //! `lifo local up`: the local stack and its pipeline, until Ctrl-C.
 
 use anyhow::Context as _;
+
+/// `println!` that never panics: `lifo local up` keeps running (and stops
+/// in order, putting its tasks back) when whoever read its output went
+/// away (`lifo local up | head`; Rust ignores SIGPIPE, so `println!` would
+/// panic on the closed pipe).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 use lifo_local::stack::StackOptions;
 use lifo_local::{LocalStack, Pipeline, PipelineOptions};
 use process::ProcessConfig;
@@ -201,34 +212,34 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         options.scheduler_every,
         Duration::from_secs(timeout),
     );
-    println!(
+    say!(
         "DynamoDB Local  {}  (pid {})",
         stack.dynamodb_local.endpoint,
         stack.dynamodb_local.pid()
     );
-    println!(
+    say!(
         "moto (SNS/SQS)  {}  (pid {})",
         stack.moto.endpoint,
         stack.moto.pid()
     );
     match &options.data_dir {
-        Some(dir) => println!(
+        Some(dir) => say!(
             "table           {} (kept in {})",
             stack.table,
             dir.display()
         ),
-        None => println!("table           {} (in memory)", stack.table),
+        None => say!("table           {} (in memory)", stack.table),
     }
-    println!("process topic   {}", stack.process_topic_arn);
-    println!("trigger topic   {}", stack.trigger_topic_arn);
+    say!("process topic   {}", stack.process_topic_arn);
+    say!("trigger topic   {}", stack.trigger_topic_arn);
     let lifo = format!(
         "lifo --endpoint-url {} --shards {shards}",
         stack.dynamodb_local.endpoint
     );
-    println!("Try: {lifo} tasks create --count 5");
-    println!("     {lifo} stats");
-    println!("     {lifo} tasks list --failed --since 1h");
-    println!(
+    say!("Try: {lifo} tasks create --count 5");
+    say!("     {lifo} stats");
+    say!("     {lifo} tasks list --failed --since 1h");
+    say!(
         "scheduler-start runs every {} s (in AWS: hourly, 00:00-05:00 UTC).",
         options.scheduler_every.as_secs()
     );
@@ -266,7 +277,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
                 crate::ui::console::FreshnessSource::Table,
             )
             .await?;
-            println!("console         {}", console.url);
+            say!("console         {}", console.url);
             Some(console)
         }
         None => None,
@@ -278,8 +289,8 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
                 .with_context(|| format!("binding the HTTP API to {listen}"))?;
             let url = format!("http://{}", listener.local_addr()?);
             let (gateway, how) = auth.gateway(&url)?;
-            println!("HTTP API        {url}");
-            println!("                {how}");
+            say!("HTTP API        {url}");
+            say!("                {how}");
             // Behind API Gateway as deployed: its authorizer, paths
             // decoded, sizes and the integration timeout enforced.
             // The API function's own clients, under its policy (the
@@ -300,11 +311,11 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         }
         None => None,
     };
-    println!("Ctrl-C stops the pipeline, DynamoDB Local and moto.");
+    say!("Ctrl-C stops the pipeline, DynamoDB Local and moto.");
     lifo_local::interrupted().await;
     // Bounded, as `docker stop` gives 10 s before it kills: runs get
     // STOP_GRACE to end, then they are cut short and their tasks put back.
-    println!(
+    say!(
         "stopping: no new invocations; waiting up to {} s for {} running (Ctrl-C again stops at once)",
         STOP_GRACE.as_secs(),
         pipeline.running()
@@ -327,17 +338,17 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         )
         .await
         {
-            Ok(Ok(n)) => println!(
-                "cut short; put back {n} running task(s): they run again at the next start"
-            ),
-            Ok(Err(e)) => println!(
-                "cut short; putting tasks back failed ({e:#}): their leases end by themselves"
-            ),
-            Err(_) => println!(
-                "cut short; putting tasks back took too long: their leases end by themselves"
-            ),
+            Ok(Ok(n)) => {
+                say!("cut short; put back {n} running task(s): they run again at the next start")
+            }
+            Ok(Err(e)) => {
+                say!("cut short; putting tasks back failed ({e:#}): their leases end by themselves")
+            }
+            Err(_) => {
+                say!("cut short; putting tasks back took too long: their leases end by themselves")
+            }
         }
     }
-    println!("stopped");
+    say!("stopped");
     Ok(())
 }

@@ -3,12 +3,14 @@
 //!
 //! The Lambda functions are thin wrappers around this crate.
 
+pub mod alarm;
 pub mod bounded;
 pub mod config;
 pub mod error;
 pub mod event;
 pub mod expr;
 pub mod fair;
+pub mod fields;
 pub mod groups;
 pub mod heads;
 pub mod lanes;

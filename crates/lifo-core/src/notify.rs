@@ -30,6 +30,25 @@ pub struct Wakeup {
         skip_serializing_if = "Option::is_none"
     )]
     pub previous_trace: Option<String>,
+    /// A rest alarm's ([`crate::alarm`]): epoch ms when the rest it is
+    /// for ends.
+    #[serde(default, rename = "wakeAt", skip_serializing_if = "Option::is_none")]
+    pub wake_at: Option<u64>,
+}
+
+impl Wakeup {
+    /// A wake-up from `source` for `reason`, sent at `at` (epoch ms), for
+    /// every group.
+    pub fn new(source: &str, reason: &str, at: u64) -> Self {
+        Self {
+            source: source.to_owned(),
+            reason: reason.to_owned(),
+            at,
+            group: None,
+            previous_trace: None,
+            wake_at: None,
+        }
+    }
 }
 
 /// Tries of one publish (the first and up to four retries).
@@ -175,13 +194,7 @@ mod tests {
     use aws_smithy_mocks::{RuleMode, mock, mock_client};
 
     fn wakeup() -> Wakeup {
-        Wakeup {
-            source: "trigger".into(),
-            reason: "stream-insert".into(),
-            at: 1,
-            group: None,
-            previous_trace: None,
-        }
+        Wakeup::new("trigger", "stream-insert", 1)
     }
 
     /// An SNS endpoint that answers every publish and keeps the trace

@@ -33,9 +33,8 @@ impl std::str::FromStr for Since {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim();
         if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
-            return u64::try_from(t.timestamp_millis())
-                .map(Self::At)
-                .map_err(|_| format!("{s} is before 1970"));
+            // Since a time before 1970 is since the start: every record.
+            return Ok(Self::At(u64::try_from(t.timestamp_millis()).unwrap_or(0)));
         }
         if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
             return s
@@ -124,10 +123,8 @@ mod tests {
         );
         assert_eq!(at("36600d"), Ok(Since::Ago(MAX_AGO)));
         assert_eq!(Since::Ago(MAX_AGO).epoch_ms(5), 0);
-        assert!(
-            at("1969-12-31T23:59:59Z")
-                .unwrap_err()
-                .ends_with("is before 1970")
-        );
+        // Any time the document's date-time allows: before 1970 is "any time".
+        assert_eq!(at("1969-12-31T23:59:59Z"), Ok(Since::At(0)));
+        assert_eq!(at("0001-01-01T00:00:00+00:00"), Ok(Since::At(0)));
     }
 }

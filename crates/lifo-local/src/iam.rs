@@ -36,6 +36,8 @@ pub struct Policy {
     /// The local table's name and the topics' ARNs, with their logical ids.
     pub table: (String, String),
     pub topics: Vec<(String, String)>,
+    /// The local queues: logical id, URL and ARN.
+    pub queues: Vec<(String, String, String)>,
 }
 
 impl Policy {
@@ -51,7 +53,14 @@ impl Policy {
             allowed: template.function_permissions(function)?,
             table,
             topics,
+            queues: Vec::new(),
         })
+    }
+
+    /// Knows the local queues too (logical id, URL, ARN).
+    pub fn with_queues(mut self, queues: Vec<(String, String, String)>) -> Self {
+        self.queues = queues;
+        self
     }
 
     /// Whether the policy allows `action` on `resource` (a template
@@ -81,6 +90,13 @@ impl Policy {
         if resource == format!("!GetAtt {}.Arn", self.table.0) {
             return table_arn;
         }
+        if let Some((_, _, arn)) = self
+            .queues
+            .iter()
+            .find(|(logical, _, _)| resource == format!("!GetAtt {logical}.Arn"))
+        {
+            return arn.clone();
+        }
         self.topics
             .iter()
             .find(|(logical, _)| resource == format!("!Ref {logical}"))
@@ -92,6 +108,23 @@ impl Policy {
     fn calls(&self, request: &HttpRequest) -> Vec<(String, String)> {
         let table = format!("!GetAtt {}.Arn", self.table.0);
         if let Some(target) = request.headers().get("x-amz-target") {
+            // SQS: the JSON protocol, the queue by its URL.
+            if let Some(op) = target.strip_prefix("AmazonSQS.") {
+                let body: Value = request
+                    .body()
+                    .bytes()
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or(Value::Null);
+                let url = body["QueueUrl"].as_str().unwrap_or_default();
+                let resource = self.queues.iter().find(|(_, u, _)| u == url).map_or_else(
+                    || url.to_owned(),
+                    |(logical, _, _)| format!("!GetAtt {logical}.Arn"),
+                );
+                // A batch needs its single call's action (there is no
+                // sqs:SendMessageBatch action in IAM).
+                let action = op.strip_suffix("Batch").unwrap_or(op);
+                return vec![(format!("sqs:{action}"), resource)];
+            }
             let Some(op) = target.strip_prefix("DynamoDB_20120810.") else {
                 return Vec::new();
             };
@@ -263,6 +296,11 @@ mod tests {
                 "ProcessTopic".into(),
                 "arn:aws:sns:us-east-1:000000000000:ProcessTopic".into(),
             )],
+            queues: vec![(
+                "RestWakeQueue".into(),
+                "http://127.0.0.1:1/000000000000/RestWakeQueue".into(),
+                "arn:aws:sqs:us-east-1:000000000000:RestWakeQueue".into(),
+            )],
         }
     }
 
@@ -305,6 +343,23 @@ mod tests {
         assert_eq!(
             p.calls(&publish),
             [("sns:Publish".to_owned(), "!Ref ProcessTopic".to_owned())]
+        );
+        let mut send = HttpRequest::new(SdkBody::from(
+            serde_json::json!({"QueueUrl": "http://127.0.0.1:1/000000000000/RestWakeQueue"})
+                .to_string(),
+        ));
+        send.headers_mut()
+            .insert("x-amz-target", "AmazonSQS.SendMessageBatch");
+        assert_eq!(
+            p.calls(&send),
+            [(
+                "sqs:SendMessage".to_owned(),
+                "!GetAtt RestWakeQueue.Arn".to_owned()
+            )]
+        );
+        assert_eq!(
+            p.arn("!GetAtt RestWakeQueue.Arn"),
+            "arn:aws:sqs:us-east-1:000000000000:RestWakeQueue"
         );
     }
 

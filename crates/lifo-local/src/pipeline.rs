@@ -9,6 +9,8 @@
 //!   ([`crate::invoke`]: delivery delay, reserved concurrency `ProcessorCount`
 //!   with throttle retries, event age, cold starts) → `process`
 //! - trigger topic (tail calls) → SQS → the same, unreserved → `trigger`
+//! - the rest-wake queue (rest alarms, delayed messages) → its event source
+//!   mapping ([`rest_wake`]) → `trigger`
 //! - the sweep rule (the template's rate) → `trigger`
 
 use crate::aws::AwsTiming;
@@ -43,6 +45,8 @@ pub struct PipelineStats {
     pub scheduler_runs: AtomicUsize,
     pub scheduled_started: AtomicUsize,
     pub sweeps: AtomicUsize,
+    /// Rest alarms delivered to trigger.
+    pub rest_alarms: AtomicUsize,
     /// Tasks shed by expiry (the trigger's `TasksExpired`: the sweep's
     /// reaper, TTL deletions of tasks never shed).
     pub expired: AtomicUsize,
@@ -326,7 +330,21 @@ impl Pipeline {
                 poll: timing.stream_poll,
                 tracer: options.tracer.clone(),
             },
-            trigger,
+            trigger.clone(),
+            stats.clone(),
+            rx.clone(),
+        )));
+        tasks.push(tokio::spawn(rest_wake::poll(
+            stack.sqs.clone(),
+            stack.rest_wake_queue_url.clone(),
+            i32::try_from(
+                stack
+                    .template
+                    .stream_source(crate::stack::TRIGGER_REST_WAKE)?
+                    .batch_size,
+            )
+            .unwrap_or(10),
+            trigger.clone(),
             stats.clone(),
             rx.clone(),
         )));
@@ -575,18 +593,8 @@ async fn subscribe(
         if *rx.borrow() {
             return;
         }
-        let received = tokio::select! {
-            r = sqs.receive_message().queue_url(&url).max_number_of_messages(10).wait_time_seconds(1).send() => r,
-            _ = rx.changed() => return,
-        };
-        let messages = match received {
-            Ok(out) => out.messages.unwrap_or_default(),
-            Err(e) => {
-                stats.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "ReceiveMessage failed");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
+        let Some(messages) = receive(&sqs, &url, 10, &stats, &mut rx).await else {
+            return;
         };
         for m in messages {
             let envelope: Value = m
@@ -598,14 +606,47 @@ async fn subscribe(
                 stats.tail_calls.fetch_add(1, Ordering::Relaxed);
             }
             function.deliver(sns_event_json(&envelope, &url));
-            if let Some(h) = m.receipt_handle() {
-                let _ = sqs
-                    .delete_message()
-                    .queue_url(&url)
-                    .receipt_handle(h)
-                    .send()
-                    .await;
-            }
+            delete(&sqs, &url, std::slice::from_ref(&m)).await;
+        }
+    }
+}
+
+pub mod rest_wake;
+
+/// Deletes `messages` from queue `url` (best effort: one that stays is
+/// delivered again after its visibility timeout, as in AWS).
+async fn delete(sqs: &aws_sdk_sqs::Client, url: &str, messages: &[aws_sdk_sqs::types::Message]) {
+    for h in messages.iter().filter_map(|m| m.receipt_handle()) {
+        let _ = sqs
+            .delete_message()
+            .queue_url(url)
+            .receipt_handle(h)
+            .send()
+            .await;
+    }
+}
+
+/// One long poll (1 s) of queue `url` for up to `max` messages: empty
+/// after a failed ReceiveMessage (counted, then a pause), `None` once the
+/// pipeline stops.
+async fn receive(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    max: i32,
+    stats: &PipelineStats,
+    rx: &mut watch::Receiver<bool>,
+) -> Option<Vec<aws_sdk_sqs::types::Message>> {
+    let received = tokio::select! {
+        r = sqs.receive_message().queue_url(url).max_number_of_messages(max).wait_time_seconds(1).send() => r,
+        _ = rx.changed() => return None,
+    };
+    match received {
+        Ok(out) => Some(out.messages.unwrap_or_default()),
+        Err(e) => {
+            stats.errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(queue = url, error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "ReceiveMessage failed");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Some(Vec::new())
         }
     }
 }

@@ -14,6 +14,8 @@ pub const TABLE: &str = "QueueTable";
 pub const PROCESS_TOPIC: &str = "ProcessTopic";
 pub const TRIGGER_TOPIC: &str = "TriggerTopic";
 pub const TRIGGER_STREAM: &str = "TriggerStreamMapping";
+pub const REST_WAKE_QUEUE: &str = "RestWakeQueue";
+pub const TRIGGER_REST_WAKE: &str = "TriggerRestWakeMapping";
 
 /// Running servers plus the resources created in them.
 pub struct LocalStack {
@@ -30,6 +32,9 @@ pub struct LocalStack {
     /// functions the topics would invoke in AWS.
     pub process_queue_url: String,
     pub trigger_queue_url: String,
+    /// The rest alarms' queue (`RestWakeQueue`), read into trigger as its
+    /// event source mapping does ([`crate::pipeline`]).
+    pub rest_wake_queue_url: String,
     /// Transaction conflicts as AWS answers them (see [`crate::contention`]);
     /// `None` when the options turned them off.
     pub contention: Option<Contention>,
@@ -58,6 +63,36 @@ pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
         .endpoint_url(endpoint)
         .load()
         .await
+}
+
+/// Creates queue `name` with `visibility_timeout` (seconds) in moto: its
+/// URL and ARN.
+async fn create_queue(
+    sqs: &aws_sdk_sqs::Client,
+    name: &str,
+    visibility_timeout: &str,
+) -> Result<(String, String)> {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let url = sqs
+        .create_queue()
+        .queue_name(name)
+        .attributes(QueueAttributeName::VisibilityTimeout, visibility_timeout)
+        .send()
+        .await
+        .with_context(|| format!("creating the queue {name}"))?
+        .queue_url
+        .context("queue URL")?;
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .with_context(|| format!("reading the ARN of {name}"))?
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+        .context("queue ARN")?;
+    Ok((url, arn))
 }
 
 /// How to start a local stack.
@@ -202,28 +237,8 @@ impl LocalStack {
                 .context(format!("creating topic {logical}"))?
                 .topic_arn
                 .context("topic ARN")?;
-            let queue = sqs
-                .create_queue()
-                .queue_name(format!("{logical}-deliveries"))
-                .attributes(
-                    aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
-                    "5",
-                )
-                .send()
-                .await
-                .context(format!("creating the queue for {logical}"))?
-                .queue_url
-                .context("queue URL")?;
-            let queue_arn = sqs
-                .get_queue_attributes()
-                .queue_url(&queue)
-                .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-                .send()
-                .await
-                .context("reading the queue ARN")?
-                .attributes
-                .and_then(|mut a| a.remove(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
-                .context("queue ARN")?;
+            let (queue, queue_arn) =
+                create_queue(&sqs, &format!("{logical}-deliveries"), "5").await?;
             sns.subscribe()
                 .topic_arn(&arn)
                 .protocol("sqs")
@@ -234,6 +249,13 @@ impl LocalStack {
             topic_arn.insert(logical.clone(), arn);
             queue_url.insert(logical, queue);
         }
+        // The rest alarms' queue, as the template declares it.
+        let (rest_wake_queue_url, rest_wake_queue_arn) = create_queue(
+            &sqs,
+            REST_WAKE_QUEUE,
+            &template.queue_property(REST_WAKE_QUEUE, "VisibilityTimeout")?,
+        )
+        .await?;
         let policy_template = match options.iam {
             IamMode::AsDeployed => Some(template.clone()),
             IamMode::Template(t) => Some(*t),
@@ -252,7 +274,12 @@ impl LocalStack {
                     (TABLE.to_owned(), table.clone()),
                     topics.clone(),
                 )
-                .with_context(|| format!("{f}'s policy"))?;
+                .with_context(|| format!("{f}'s policy"))?
+                .with_queues(vec![(
+                    REST_WAKE_QUEUE.to_owned(),
+                    rest_wake_queue_url.clone(),
+                    rest_wake_queue_arn.clone(),
+                )]);
                 policies.insert(f, std::sync::Arc::new(p));
             }
         }
@@ -265,6 +292,7 @@ impl LocalStack {
             trigger_topic_arn: take(&mut topic_arn, TRIGGER_TOPIC)?,
             process_queue_url: take(&mut queue_url, PROCESS_TOPIC)?,
             trigger_queue_url: take(&mut queue_url, TRIGGER_TOPIC)?,
+            rest_wake_queue_url,
             template,
             ddb,
             streams,
@@ -307,6 +335,23 @@ impl LocalStack {
         }
     }
 
+    /// The SQS client `function` calls with (its policy guards it).
+    pub fn sqs_as(&self, function: &str) -> aws_sdk_sqs::Client {
+        match self.policies.get(function) {
+            Some(policy) => {
+                let conf = self.sqs.config().clone();
+                let guard = crate::iam::IamGuard::new(conf.http_client(), policy.clone());
+                aws_sdk_sqs::Client::from_conf(conf.to_builder().http_client(guard).build())
+            }
+            None => self.sqs.clone(),
+        }
+    }
+
+    /// The rest alarm as `function` sets it ([`lifo_core::alarm`]).
+    pub fn rest_alarm_as(&self, function: &str) -> lifo_core::alarm::RestAlarm {
+        lifo_core::alarm::RestAlarm::new(self.sqs_as(function), &self.rest_wake_queue_url)
+    }
+
     /// The trigger handler over this stack: wakes the process topic, and
     /// sweeps `store` (`shards` LIFO shards) on scheduled events.
     pub fn trigger(
@@ -325,6 +370,7 @@ impl LocalStack {
             shard_count: shards,
             max_ttl_seconds,
         })
+        .with_rest_alarm(self.rest_alarm_as(F))
     }
 
     /// scheduler-start over this stack, with the template's defaults for
@@ -381,6 +427,7 @@ impl LocalStack {
             TABLE => Some(self.table.clone()),
             PROCESS_TOPIC => Some(self.process_topic_arn.clone()),
             TRIGGER_TOPIC => Some(self.trigger_topic_arn.clone()),
+            REST_WAKE_QUEUE => Some(self.rest_wake_queue_url.clone()),
             "AWS::StackName" => Some("lifo-local".to_owned()),
             "AWS::Region" => Some("us-east-1".to_owned()),
             _ => None,
@@ -399,6 +446,7 @@ impl LocalStack {
                 ("AWS_SECRET_ACCESS_KEY", "local"),
                 ("AWS_ENDPOINT_URL_DYNAMODB", &self.dynamodb_local.endpoint),
                 ("AWS_ENDPOINT_URL_SNS", &self.moto.endpoint),
+                ("AWS_ENDPOINT_URL_SQS", &self.moto.endpoint),
             ]
             .map(|(k, v)| (k.to_owned(), v.to_owned())),
         );
@@ -420,6 +468,7 @@ impl LocalStack {
             runner,
             config,
         )
+        .with_rest_alarm(self.rest_alarm_as(F))
     }
 
     /// create as the template deploys it: it wakes the processor itself,

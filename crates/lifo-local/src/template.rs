@@ -282,6 +282,21 @@ impl Template {
         })
     }
 
+    /// A property of an `AWS::SQS::Queue`, as a string (an attribute of
+    /// CreateQueue).
+    pub fn queue_property(&self, logical_id: &str, name: &str) -> Result<String> {
+        match self
+            .resource(logical_id)?
+            .pointer(&format!("/Properties/{name}"))
+        {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(Value::Number(n)) => Ok(n.to_string()),
+            other => Err(anyhow!(
+                "{logical_id}.Properties.{name} is {other:?}, not a value"
+            )),
+        }
+    }
+
     /// The routes of the JWT API (`AWS::ApiGatewayV2::Route` with
     /// `AuthorizationType: JWT`), one per method (`GET /{proxy+}` is
     /// `GET`), with the scopes each needs.

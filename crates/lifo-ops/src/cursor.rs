@@ -1,9 +1,11 @@
 //! The opaque cursor of a paged list: where the previous page of a user's
 //! tasks ended (the user index's key), as base64url of a small JSON
-//! document. The server validates it: it must decode, name exactly the
-//! user asked for and hold a well-formed key, or the request is refused
-//! naming `cursor`. A cursor forged for another user is refused; one made
-//! up for the same user can only start that user's list somewhere else.
+//! document. The server validates it: a cursor that is not base64url (or
+//! too long for any key) is a bad request; one that is, but does not
+//! decode, name exactly the user asked for and hold a well-formed key,
+//! names no page of the list (404). Either way `cursor` is named. A cursor
+//! forged for another user is refused; one made up for the same user can
+//! only start that user's list somewhere else.
 
 use crate::OpsError;
 use crate::tasks::MAX_KEY_BYTES;
@@ -32,6 +34,13 @@ fn refused(message: impl Into<String>) -> OpsError {
     OpsError::invalid("cursor", message)
 }
 
+fn no_page(message: impl Into<String>) -> OpsError {
+    OpsError::NamesNothing {
+        field: "cursor".to_owned(),
+        message: message.into(),
+    }
+}
+
 /// The cursor for a page that ended at `key` (the index's
 /// LastEvaluatedKey); `None` when it lacks the index's attributes.
 pub fn encode(key: &Item) -> Option<String> {
@@ -45,23 +54,48 @@ pub fn encode(key: &Item) -> Option<String> {
     Some(base64::encode(json).replace('+', "-").replace('/', "_"))
 }
 
-/// The index key to continue `user`'s list from.
-pub fn decode(cursor: &str, user: &str) -> Result<Item, OpsError> {
+/// Whether `cursor` has a cursor's shape (base64url, at most
+/// [`MAX_CURSOR_LEN`]): a bad request if not.
+pub fn check(cursor: &str) -> Result<(), OpsError> {
     if cursor.len() > MAX_CURSOR_LEN {
         return Err(refused(format!(
             "is {} characters; a cursor is at most {MAX_CURSOR_LEN}",
             cursor.len()
         )));
     }
-    let bytes = base64::decode(cursor.replace('-', "+").replace('_', "/"))
-        .map_err(|_| refused("is not a cursor this API gave out"))?;
-    let p: Position =
-        serde_json::from_slice(&bytes).map_err(|_| refused("is not a cursor this API gave out"))?;
+    let body = cursor.trim_end_matches('=');
+    if body.is_empty()
+        || cursor.len() - body.len() > 2
+        || !body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(refused(
+            "is not base64url (A-Z a-z 0-9 - _, then up to two '=')",
+        ));
+    }
+    Ok(())
+}
+
+/// A cursor of the right shape for a list that cannot exist (a user id no
+/// key can hold): it names no page.
+pub fn no_page_of(cursor: &str) -> Result<(), OpsError> {
+    check(cursor)?;
+    Err(no_page("names no page: no stored user has this id"))
+}
+
+/// The index key to continue `user`'s list from.
+pub fn decode(cursor: &str, user: &str) -> Result<Item, OpsError> {
+    check(cursor)?;
+    let not_ours = || no_page("is not a cursor this API gave out for this list");
+    let bytes =
+        base64::decode(cursor.replace('-', "+").replace('_', "/")).map_err(|_| not_ours())?;
+    let p: Position = serde_json::from_slice(&bytes).map_err(|_| not_ours())?;
     if p.u != user {
-        return Err(refused("was given out for another user's list"));
+        return Err(no_page("was given out for another user's list"));
     }
     if p.t.is_empty() || p.t.len() > MAX_KEY_BYTES {
-        return Err(refused("is not a cursor this API gave out"));
+        return Err(not_ours());
     }
     Ok(Item::from([
         (attr::USER_ID.to_owned(), AttributeValue::S(p.u)),
@@ -96,14 +130,17 @@ mod tests {
     #[test]
     fn a_cursor_for_another_user_or_forged_is_refused_naming_the_cursor() {
         let c = encode(&key("alice", "t1", 1)).unwrap_or_default();
-        for (cursor, user) in [
-            (c.as_str(), "bob"),
-            ("not base64!", "alice"),
-            ("e30", "alice"),
-            (&"A".repeat(MAX_CURSOR_LEN + 1), "alice"),
-        ] {
-            match decode(cursor, user) {
+        // Not a cursor's shape: a bad request.
+        for cursor in ["not base64!", "a===", "", &"A".repeat(MAX_CURSOR_LEN + 1)] {
+            match decode(cursor, "alice") {
                 Err(OpsError::Invalid { field, .. }) => assert_eq!(field, "cursor"),
+                other => panic!("{cursor:?}: {other:?}"),
+            }
+        }
+        // A cursor's shape, but no page of this list: not found.
+        for (cursor, user) in [(c.as_str(), "bob"), ("e30", "alice"), ("AAAA", "alice")] {
+            match decode(cursor, user) {
+                Err(OpsError::NamesNothing { field, .. }) => assert_eq!(field, "cursor"),
                 other => panic!("{cursor:?} for {user}: {other:?}"),
             }
         }

@@ -21,6 +21,10 @@ pub enum OpsError {
         status: lifo_core::TaskStatus,
         deleted_at: u64,
     },
+    /// A well-formed part of the request names nothing there is (a cursor
+    /// this API did not give out for this list); `field` names it.
+    #[error("{field}: {message}")]
+    NamesNothing { field: String, message: String },
     /// The request is malformed; `field` names the part (e.g.
     /// `tasks[3].ttlSeconds`, `cursor`). Nothing was written.
     #[error("invalid request: {field}: {message}")]

@@ -8,7 +8,7 @@
 //! padding): `a/b` is `~YS9i`. No plain id starts with `~`, so the two
 //! forms never meet.
 
-use crate::OpsError;
+use crate::{OpsError, tasks};
 use aws_smithy_types::base64;
 
 /// The first character of an encoded id.
@@ -33,11 +33,41 @@ pub fn encode(id: &str) -> String {
     }
 }
 
-/// The id a path segment names (`field` names it in a refusal).
-pub fn decode(field: &str, segment: &str) -> Result<String, OpsError> {
+/// Longest path segment: `~` and the base64url of a 2,048-byte key.
+pub const MAX_SEGMENT: usize = 1 + (tasks::MAX_KEY_BYTES * 4).div_ceil(3);
+
+/// The id a path segment names: `Ok(None)` when the segment is well formed
+/// but can name no stored id (an encoded one that is not UTF-8 or longer
+/// than any key), which is "not found", not a bad request. A segment that
+/// is neither form is refused, `field` naming it. These are the two
+/// patterns of docs/openapi.yaml's `taskId`.
+pub fn decode(field: &str, segment: &str) -> Result<Option<String>, OpsError> {
     let Some(b64url) = segment.strip_prefix(ENCODED) else {
-        return Ok(segment.to_owned());
+        return plain(field, segment).map(|()| Some(segment.to_owned()));
     };
+    let refused = |why: &str| {
+        OpsError::invalid(
+            field,
+            format!(
+                "{segment:?} starts with '{ENCODED}' but {why}; an encoded id is '{ENCODED}' and the base64url of its bytes"
+            ),
+        )
+    };
+    if b64url.len() % 4 == 1
+        || b64url.is_empty()
+        || !b64url
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(refused("is not base64url"));
+    }
+    if segment.len() > MAX_SEGMENT {
+        return Err(refused(&format!(
+            "is {} characters; no key of at most {} bytes encodes to more than {MAX_SEGMENT}",
+            segment.len(),
+            tasks::MAX_KEY_BYTES
+        )));
+    }
     let mut b64: String = b64url
         .chars()
         .map(|c| match c {
@@ -49,23 +79,45 @@ pub fn decode(field: &str, segment: &str) -> Result<String, OpsError> {
     while !b64.len().is_multiple_of(4) {
         b64.push('=');
     }
-    let refused = |why: &str| {
-        OpsError::invalid(
+    Ok(base64::decode(&b64)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .filter(|id| !id.is_empty() && id.len() <= tasks::MAX_KEY_BYTES))
+}
+
+/// The task a path segment names: [`decode`], where a segment that can
+/// name no stored id is no such task.
+pub fn task(segment: &str) -> Result<String, OpsError> {
+    decode("taskId", segment)?.ok_or_else(|| OpsError::NotFound {
+        task_id: segment.to_owned(),
+    })
+}
+
+/// A plain id as a path names it: 1 to 2,048 of `A-Z a-z 0-9 - _ . : @`,
+/// not only dots.
+fn plain(field: &str, segment: &str) -> Result<(), OpsError> {
+    tasks::check_id(field, segment)?;
+    if let Some(c) = segment
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-_.:@".contains(*c)))
+    {
+        return Err(OpsError::invalid(
             field,
             format!(
-                "{segment:?} starts with '{ENCODED}' but {why}; an encoded id is '{ENCODED}' and the base64url of its bytes"
+                "contains {c:?}: a path names a plain id (A-Z a-z 0-9 - _ . : @) as itself and \
+                 any other as '{ENCODED}' and the base64url of its bytes"
             ),
-        )
-    };
-    if b64url.is_empty()
-        || !b64url
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
-        return Err(refused("is not base64url"));
+        ));
     }
-    let bytes = base64::decode(&b64).map_err(|_| refused("is not base64url"))?;
-    String::from_utf8(bytes).map_err(|_| refused("does not decode to UTF-8"))
+    if segment.bytes().all(|b| b == b'.') {
+        return Err(OpsError::invalid(
+            field,
+            format!(
+                "{segment:?} is only dots; such an id travels as '{ENCODED}' and its base64url"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -98,18 +150,32 @@ mod tests {
                     .all(|b| b.is_ascii_alphanumeric() || b"-_.:@~".contains(&b)),
                 "{seg}"
             );
-            assert_eq!(decode("taskId", &seg).unwrap(), id);
+            assert_eq!(decode("taskId", &seg).unwrap().as_deref(), Some(id));
         }
     }
 
     #[test]
-    fn a_bad_encoded_id_is_refused_naming_its_field() {
-        for seg in ["~", "~a/b", "~!!", "~_w"] {
+    fn a_segment_of_neither_form_is_refused_naming_its_field() {
+        let long = "x".repeat(2049);
+        let too_long = format!("~{}", "A".repeat(MAX_SEGMENT));
+        for seg in [
+            "~", "~a/b", "~!!", "~A", "~AAAAA", "", "sp ace", "J\u{fa}", "..", "a/b", &long,
+            &too_long,
+        ] {
             let e = decode("taskId", seg).unwrap_err();
             assert!(
                 matches!(&e, OpsError::Invalid { field, .. } if field == "taskId"),
                 "{seg}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn a_well_formed_segment_that_can_name_no_key_names_nothing() {
+        // 0xFF is not UTF-8.
+        for seg in ["~_w", "~__8", "~_-8"] {
+            assert_eq!(decode("taskId", seg).unwrap(), None, "{seg}");
+        }
+        assert_eq!(MAX_SEGMENT, 2732);
     }
 }

@@ -84,6 +84,10 @@ pub fn too_large(len: usize) -> Problem {
 /// The body as `T` (a typed request, unknown fields refused), naming the
 /// field that is wrong.
 pub fn typed<T: DeserializeOwned>(value: Value) -> Result<T, Problem> {
+    // serde would read a struct from an array too (`[]` as every field absent).
+    if !value.is_object() {
+        return Err(Problem::invalid("(body)", "must be a JSON object"));
+    }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." {

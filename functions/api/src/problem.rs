@@ -103,6 +103,10 @@ impl From<OpsError> for Problem {
     fn from(e: OpsError) -> Self {
         match e {
             OpsError::NotFound { task_id } => Self::not_found(format!("no task {task_id}")),
+            OpsError::NamesNothing { field, message } => Self {
+                field: Some(field.clone()),
+                ..Self::not_found(format!("{field}: {message}"))
+            },
             e @ OpsError::Gone { .. } => Self::new(
                 StatusCode::GONE,
                 "/problems/gone",

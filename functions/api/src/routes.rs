@@ -10,6 +10,7 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post};
+use lifo_core::fields::{present, whole};
 use lifo_core::since::Since;
 use lifo_core::{Task, now_ms};
 use lifo_ops::Queue;
@@ -158,9 +159,10 @@ async fn create(
     ok(status, &r)
 }
 
-/// The task id a path names (see [`lifo_ops::path_id`]).
+/// The task id a path names (see [`lifo_ops::path_id`]); a well-formed
+/// segment that can name no stored id names no task.
 fn task_id(segment: &str) -> Result<String, Problem> {
-    Ok(lifo_ops::path_id::decode("taskId", segment)?)
+    Ok(lifo_ops::path_id::task(segment)?)
 }
 
 async fn get_task(State(api): Shared, Path(id): Path<String>) -> Answer {
@@ -206,6 +208,7 @@ async fn cancel(State(api): Shared, Path(id): Path<String>) -> Answer {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Reason {
+    #[serde(default, deserialize_with = "present")]
     reason: Option<String>,
 }
 
@@ -246,12 +249,17 @@ async fn redrive_one(
 #[serde(deny_unknown_fields, rename_all = "camelCase", rename = "RetryFailed")]
 struct RedriveFailed {
     /// Failed since: `90s`, `15m`, `1h`, `2d`, an RFC 3339 time or epoch ms.
+    #[serde(default, deserialize_with = "present")]
     since: Option<String>,
+    #[serde(default, deserialize_with = "present")]
     error_prefix: Option<String>,
+    #[serde(default, deserialize_with = "whole")]
     limit: Option<usize>,
+    #[serde(default, deserialize_with = "whole")]
     per_second: Option<u32>,
     #[serde(default)]
     dry_run: bool,
+    #[serde(default, deserialize_with = "present")]
     reason: Option<String>,
 }
 
@@ -280,16 +288,17 @@ async fn redrive_failed(
                 format!("must be 1 to {}", lifo_ops::redrive::MAX_PACE),
             )
         })?;
-    let most = MAX_BULK_SECONDS * per_second.get() as usize;
-    let limit = r.limit.unwrap_or(most.min(lifo_ops::tasks::MAX_LIST));
-    if limit == 0 || (limit > most && !r.dry_run) || limit > lifo_ops::tasks::MAX_LIST {
+    // By default what fits the budget at this pace; more is allowed, and
+    // what the budget leaves undone is listed under `remaining`.
+    let fits = MAX_BULK_SECONDS * per_second.get() as usize;
+    let limit = r.limit.unwrap_or(fits.min(lifo_ops::tasks::MAX_LIST));
+    if limit == 0 || limit > lifo_ops::tasks::MAX_LIST {
         return Err(Problem::invalid(
             "limit",
             format!(
-                "must be 1 to {}: at {per_second} per second a retry must end within \
-                 {MAX_BULK_SECONDS} s (API Gateway's 30 s limit); raise perSecond or use \
-                 `lifo tasks retry --failed`",
-                most.min(lifo_ops::tasks::MAX_LIST)
+                "must be 1 to {} (a bulk retry stops after {MAX_BULK_SECONDS} s, API Gateway's \
+                 30 s limit, and lists what is left; `lifo tasks retry --failed` has no limit)",
+                lifo_ops::tasks::MAX_LIST
             ),
         ));
     }
@@ -343,6 +352,13 @@ async fn user_tasks(
             format!("must be 1 to {MAX_PAGE}, not {limit}"),
         ));
     }
+    let Some(user) = user else {
+        // No stored user has this id: an empty list, and no page of it.
+        if let Some(c) = q.get("cursor") {
+            lifo_ops::cursor::no_page_of(c)?;
+        }
+        return ok(StatusCode::OK, &json!({"items": [], "nextCursor": null}));
+    };
     let page = lifo_ops::tasks::list_user(
         &api.queue,
         &user,

@@ -250,11 +250,8 @@ impl Creator {
                 continue;
             }
             let wakeup = Wakeup {
-                source: "create".into(),
-                reason: "created".into(),
-                at: now_ms(),
                 group,
-                previous_trace: None,
+                ..Wakeup::new("create", "created", now_ms())
             };
             match w.notifier.wake(&wakeup).await {
                 Ok(message_id) => {

@@ -3,31 +3,45 @@
 
 use crate::checks::{check_id, check_key, check_payload, parse_date};
 use crate::{CreateError, Creator, MAX_TASKS_PER_REQUEST, invalid};
+use lifo_core::fields::{present, whole};
 use lifo_core::model::MAX_PAYLOAD_BYTES;
 use lifo_core::{Task, new_task_id};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 
+// Fields as docs/openapi.yaml reads them: present means not null, and an
+// integer may be written 60.0 (`lifo_core::fields`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Request {
+    #[serde(default, deserialize_with = "whole")]
     count: Option<u64>,
+    #[serde(default, deserialize_with = "whole")]
     ttl_seconds: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
     tasks: Option<Vec<TaskSpec>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct TaskSpec {
+    #[serde(default, deserialize_with = "present")]
     task_id: Option<String>,
     payload: Map<String, Value>,
+    #[serde(default, deserialize_with = "whole")]
     ttl_seconds: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
     user_id: Option<String>,
+    #[serde(default, deserialize_with = "present")]
     due_date: Option<String>,
+    #[serde(default, deserialize_with = "whole")]
     due_in_days: Option<u32>,
+    #[serde(default, deserialize_with = "present")]
     supersede_key: Option<String>,
+    #[serde(default, deserialize_with = "present")]
     priority: Option<String>,
+    #[serde(default, deserialize_with = "present")]
     tenant: Option<String>,
 }
 

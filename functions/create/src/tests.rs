@@ -73,7 +73,7 @@ async fn bad_input_names_the_field_and_writes_nothing() {
         ),
         (
             json!({"count": "3"}),
-            "invalid request: count: invalid type: string \"3\", expected u64",
+            "invalid request: count: invalid type: string \"3\", expected a whole number",
         ),
         (
             json!({"count": 2, "tasks": []}),
@@ -105,7 +105,7 @@ async fn bad_input_names_the_field_and_writes_nothing() {
         ),
         (
             json!({"tasks": [{"payload": {}, "ttlSeconds": -5}]}),
-            "invalid request: tasks[0].ttlSeconds: invalid value: integer `-5`, expected u64",
+            "invalid request: tasks[0].ttlSeconds: invalid value: integer `-5`, expected a non-negative whole number",
         ),
         (
             json!({"tasks": [{"taskId": "", "payload": {}}]}),
@@ -331,7 +331,7 @@ async fn scheduling_input_is_validated() {
         ),
         (
             json!({"tasks": [{"payload": {}, "dueInDays": -1}]}),
-            "invalid request: tasks[0].dueInDays: invalid value: integer `-1`, expected u32",
+            "invalid request: tasks[0].dueInDays: invalid value: integer `-1`, expected a non-negative whole number",
         ),
         (
             json!({"tasks": [{"payload": {}, "dueInDays": 3, "dueDate": "2030-01-01"}]}),

@@ -143,6 +143,15 @@ impl LoopState {
 
     /// The first rest of a task this invocation put back that ends after
     /// `now_ms` (earlier ones are forgotten: their tasks are claimable).
+    /// Every rest this invocation started that ends after `now_ms`,
+    /// earliest first.
+    pub fn rest_ends_after(&self, now_ms: u64) -> Vec<u64> {
+        self.rest_ends
+            .range(now_ms.saturating_add(1)..)
+            .copied()
+            .collect()
+    }
+
     pub fn next_rest_end(&mut self, now_ms: u64) -> Option<u64> {
         self.rest_ends = self.rest_ends.split_off(&now_ms.saturating_add(1));
         self.rest_ends.first().copied()

@@ -23,6 +23,7 @@ pub use serve::{serve, serve_with};
 
 use claims::{ClaimContext, Handled, LoopState};
 use finish::FinishPolicy;
+use lifo_core::alarm::{MAX_REST_SLEEP, RestAlarm};
 use lifo_core::groups;
 use lifo_core::heads::{HeadsPolicy, ShardHeads};
 use lifo_core::{Notifier, NotifyError, Store, StoreError, Wakeup, now_ms};
@@ -74,6 +75,9 @@ pub struct Wake {
     /// The X-Ray trace of the invocation before this one in the tail-call
     /// loop (each starts its own).
     pub previous_trace: Option<String>,
+    /// The latest rest end a rest alarm among the wake-ups named (epoch
+    /// ms): the invocation looks until then ([`lifo_core::alarm`]).
+    pub wake_at: Option<u64>,
 }
 
 impl Wake {
@@ -83,6 +87,7 @@ impl Wake {
             records: 1,
             groups: Vec::new(),
             previous_trace: None,
+            wake_at: None,
         }
     }
 
@@ -101,11 +106,13 @@ impl Wake {
             serde_json::from_value(event).map_err(|e| ProcessError::Malformed(e.to_string()))?;
         let mut groups = Vec::new();
         let mut previous_trace = None;
+        let mut wake_at: Option<u64> = None;
         for r in &sns.records {
             let w = serde_json::from_str::<Wakeup>(&r.sns.message).ok();
             if previous_trace.is_none() {
                 previous_trace = w.as_ref().and_then(|w| w.previous_trace.clone());
             }
+            wake_at = wake_at.max(w.as_ref().and_then(|w| w.wake_at));
             if let Some(g) = w.and_then(|w| w.group)
                 && !groups.contains(&g)
             {
@@ -116,6 +123,7 @@ impl Wake {
             records: sns.records.len(),
             groups,
             previous_trace,
+            wake_at,
         })
     }
 }
@@ -139,6 +147,9 @@ impl From<ProcessError> for lambda_runtime::Diagnostic {
 pub struct Processor<R> {
     store: Store,
     tail: Notifier,
+    /// Wakes the queue when a rest this invocation started ends after it
+    /// ([`lifo_core::alarm`]); without it, the sweep does (within a minute).
+    alarm: Option<RestAlarm>,
     runner: Arc<R>,
     config: ProcessConfig,
     /// The downstream's rate limit (this processor's share), per shard
@@ -167,10 +178,17 @@ impl<R: TaskRunner> Processor<R> {
             store,
             // Each invocation of the tail-call loop starts its own trace.
             tail: tail.starting_new_traces(),
+            alarm: None,
             runner,
             config,
             limiters: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// With the rest alarm (`REST_WAKE_QUEUE_URL`).
+    pub fn with_rest_alarm(mut self, alarm: RestAlarm) -> Self {
+        self.alarm = Some(alarm);
+        self
     }
 
     pub fn store(&self) -> &Store {
@@ -325,6 +343,10 @@ impl<R: TaskRunner> Processor<R> {
         }
         let mut running: JoinSet<Handled> = JoinSet::new();
         let mut state = LoopState::new();
+        // Woken by a rest alarm: its rests end by `wake_at`; look until then.
+        if let Some(at) = wake.wake_at.filter(|at| *at > now_ms()) {
+            state.rest_ends.insert(at);
+        }
         let outcome = self
             .claim_loop(
                 &mut report,
@@ -338,6 +360,9 @@ impl<R: TaskRunner> Processor<R> {
         // Whatever happened, finish what was claimed.
         claims::drain(&mut state, &mut report, &mut running).await;
         let failure = state.failure.take();
+        // The rests this invocation started that are still running: the
+        // rest alarms', if it ends without a tail call.
+        let rest_ends = state.rest_ends_after(now_ms());
         state.finish(&mut report);
         let outcome = outcome.and_then(|()| failure.map_or(Ok(()), Err));
         // A tail call only after claiming something (as in model/lifo.pml):
@@ -359,13 +384,16 @@ impl<R: TaskRunner> Processor<R> {
         // (a failed invocation's successes are still successes).
         let result: Result<(), ProcessError> = async {
             outcome?;
-            if tail? {
+            let tail = tail?;
+            if !tail && report.stop != StopReason::Paused {
+                self.set_rest_alarms(&rest_ends, &mut report, assignment.group.map(|(g, _)| g))
+                    .await;
+            }
+            if tail {
                 let wakeup = Wakeup {
-                    source: "process".into(),
-                    reason: "tail-call".into(),
-                    at: now_ms(),
                     group: assignment.group.map(|(g, _)| g),
                     previous_trace: lifo_core::xray::current().map(|t| t.root.to_string()),
+                    ..Wakeup::new("process", "tail-call", now_ms())
                 };
                 self.tail.wake(&wakeup).await?;
                 report.tail_call = true;
@@ -402,10 +430,57 @@ impl<R: TaskRunner> Processor<R> {
             shed = report.shed,
             stop = ?report.stop,
             tailCall = report.tail_call,
+            restAlarms = report.rest_alarms,
             elapsedMs = report.elapsed_ms,
             error = result.as_ref().err().map(|e| lifo_core::error::chain(e)),
         );
         result.map(|()| report)
+    }
+
+    /// Sets the rest alarms for `rest_ends` (epoch ms, earliest first), the
+    /// rests this invocation started that are still running: one per
+    /// cluster ([`lifo_core::alarm::clusters`]). A failure is logged, not
+    /// the invocation's: the sweep still finds the tasks within a minute.
+    async fn set_rest_alarms(
+        &self,
+        rest_ends: &[u64],
+        report: &mut ProcessReport,
+        group: Option<u32>,
+    ) {
+        let Some(alarm) = &self.alarm else {
+            return;
+        };
+        let now = now_ms();
+        // Each cluster's alarm comes at its first end and names its last.
+        let alarms: Vec<(u64, Wakeup)> = lifo_core::alarm::clusters(rest_ends.iter().copied())
+            .into_iter()
+            .filter(|(_, last)| *last > now)
+            .map(|(first, last)| {
+                let wakeup = Wakeup {
+                    group,
+                    wake_at: Some(last),
+                    ..Wakeup::new("process", "rest-end", now)
+                };
+                (first, wakeup)
+            })
+            .collect();
+        let Some((first_at, _)) = alarms.first() else {
+            return;
+        };
+        match alarm.set_all(&alarms, now).await {
+            Ok(n) => {
+                report.rest_alarms = n;
+                tracing::info!(
+                    event = "process.rest_alarms",
+                    alarms = n,
+                    firstAt = first_at,
+                    group
+                );
+            }
+            Err(e) => {
+                tracing::warn!(event = "process.rest_alarm_failed", alarms = alarms.len(), error = %lifo_core::error::Chain(&e));
+            }
+        }
     }
 
     /// Takes one start from `limiter`: `Ok` (or no limit), or how long until
@@ -547,16 +622,22 @@ impl<R: TaskRunner> Processor<R> {
                     // longer (a task announced a moment ago may not be in
                     // the index yet), then end.
                     if last_work.elapsed() >= self.config.linger {
-                        // A task this invocation put back comes back within
-                        // its budget: sleep until its rest ends (no polling),
-                        // rather than end and leave it to the next sweep.
-                        // Its reads then come a second apart, so new work
-                        // is not held back by the wait.
+                        // A task this invocation put back comes back in a
+                        // moment (the rest alarm's precision; without an
+                        // alarm, within the budget): sleep until its rest
+                        // ends, reading again each second so new work is
+                        // not held back. A later rest end is the alarm's,
+                        // set when the invocation ends.
                         let now = now_ms();
+                        let longest = if self.alarm.is_some() {
+                            MAX_REST_SLEEP
+                        } else {
+                            stop_claiming_at.saturating_duration_since(Instant::now())
+                        };
                         let wait = state
                             .next_rest_end(now)
                             .map(|at| Duration::from_millis(at - now + REST_END_MARGIN_MS))
-                            .filter(|w| Instant::now() + *w < stop_claiming_at);
+                            .filter(|w| *w <= longest && Instant::now() + *w < stop_claiming_at);
                         let Some(wait) = wait else {
                             report.stop = StopReason::Empty;
                             return Ok(());

@@ -57,6 +57,8 @@ pub struct ProcessReport {
     pub shed: usize,
     pub stop: StopReason,
     pub tail_call: bool,
+    /// Rest alarms set at the end ([`lifo_core::alarm`]).
+    pub rest_alarms: usize,
     pub elapsed_ms: u64,
     /// Age at start (ms) of each claimed task, for the AgeAtStartMs metric.
     #[serde(skip)]
@@ -80,6 +82,7 @@ impl ProcessReport {
             .count("TasksExpired", self.shed)
             .count("TasksSuperseded", self.superseded)
             .count("TailCalls", usize::from(self.tail_call))
+            .count("RestAlarms", self.rest_alarms)
             .values(
                 "AgeAtStartMs",
                 lifo_core::metrics::Unit::Milliseconds,

@@ -29,7 +29,8 @@
 use crate::runner::TaskRunner;
 use crate::{ProcessConfig, Processor, Wake};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use lifo_core::config::{ConfigError, Env};
+use lifo_core::alarm::RestAlarm;
+use lifo_core::config::{ConfigError, Env, Source};
 use lifo_core::event::RawEvent;
 use lifo_core::{Notifier, Store, xray};
 use std::sync::Arc;
@@ -58,7 +59,10 @@ where
         xray::sns(&aws, &config.trigger_topic_arn),
         &config.trigger_topic_arn,
     );
-    let processor = Processor::new(store, tail, runner, config);
+    let mut processor = Processor::new(store, tail, runner, config);
+    if let Some(url) = Env.get("REST_WAKE_QUEUE_URL").filter(|u| !u.is_empty()) {
+        processor = processor.with_rest_alarm(RestAlarm::new(xray::sqs(&aws, &url), url));
+    }
     let processor = &processor;
     let tracer = &xray::Tracer::from_env();
     lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {

@@ -244,11 +244,8 @@ impl Scheduler {
             };
             for group in groups {
                 let wakeup = Wakeup {
-                    source: "scheduler-start".into(),
-                    reason: "due-tasks".into(),
-                    at: now_ms(),
                     group,
-                    previous_trace: None,
+                    ..Wakeup::new("scheduler-start", "due-tasks", now_ms())
                 };
                 self.wake.wake(&wakeup).await?;
             }

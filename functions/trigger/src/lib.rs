@@ -7,6 +7,10 @@
 //!   inserts of claimable tasks), with partial batch responses: a malformed
 //!   record is reported on its own, never panicked on;
 //! - by the trigger topic (tail calls from `process`);
+//! - by the rest-wake queue (SQS): a rest alarm ([`lifo_core::alarm`])
+//!   that `process` set when it ended with a task still resting. A message
+//!   that came early (SQS delays one by 15 minutes at most) sets the alarm
+//!   again for the rest of the rest; any other wakes the processor;
 //! - by the safety sweep (EventBridge, every minute): first the reaper
 //!   sheds what expired at the oldest end of each shard (so no reader pays
 //!   for it again, and `TasksExpired` counts it in the minute it happens),
@@ -20,6 +24,7 @@
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::sns::SnsEvent;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use lifo_core::alarm::{AlarmError, MAX_REST_SLEEP, RestAlarm};
 use lifo_core::config::{self, ConfigError, Source};
 use lifo_core::expr::attr;
 use lifo_core::{Notifier, NotifyError, Store, StoreError, Wakeup, now_ms};
@@ -39,6 +44,8 @@ pub enum TriggerError {
     Publish(#[from] NotifyError),
     #[error("sweep query failed")]
     Sweep(#[from] StoreError),
+    #[error(transparent)]
+    Alarm(#[from] AlarmError),
 }
 
 impl From<TriggerError> for lambda_runtime::Diagnostic {
@@ -47,6 +54,7 @@ impl From<TriggerError> for lambda_runtime::Diagnostic {
             TriggerError::Unrecognised(_) | TriggerError::Malformed { .. } => "MalformedEvent",
             TriggerError::Publish(_) => "PublishFailed",
             TriggerError::Sweep(_) => "SweepFailed",
+            TriggerError::Alarm(_) => "AlarmFailed",
         };
         lambda_runtime::Diagnostic {
             error_type: error_type.into(),
@@ -105,6 +113,8 @@ impl Sweep {
 pub struct Trigger {
     notifier: Notifier,
     sweep: Option<Sweep>,
+    /// Sets a long rest's alarm again (`REST_WAKE_QUEUE_URL`).
+    alarm: Option<RestAlarm>,
     /// Processors (`PROCESSOR_COUNT`): with more than one, a wake-up names
     /// the shard group that has work, one wake-up per group.
     processors: u32,
@@ -118,6 +128,8 @@ struct Groups {
     named: std::collections::BTreeSet<u32>,
     /// The trace of the process invocation that tail-called.
     previous_trace: Option<String>,
+    /// Rest alarms: the latest rest end they named.
+    wake_at: Option<u64>,
 }
 
 /// What invoked the trigger: the table stream, an SNS tail call, or the
@@ -125,6 +137,8 @@ struct Groups {
 enum Invocation {
     Stream(Vec<Value>),
     Sns(SnsEvent),
+    /// The rest-wake queue's messages.
+    Sqs(Vec<Value>),
     Schedule,
 }
 
@@ -147,14 +161,18 @@ fn classify(event: Value) -> Result<Invocation, TriggerError> {
             Some(Value::Array(records)) => Ok(Invocation::Stream(records.clone())),
             _ => Err(TriggerError::Malformed { source_name: "DynamoDB stream", message: "Records is not an array".into() }),
         },
+        Some("aws:sqs") => match event.get("Records") {
+            Some(Value::Array(records)) => Ok(Invocation::Sqs(records.clone())),
+            _ => Err(TriggerError::Malformed { source_name: "SQS", message: "Records is not an array".into() }),
+        },
         Some("aws:sns") => serde_json::from_value(event)
             .map(Invocation::Sns)
             .map_err(|e| TriggerError::Malformed { source_name: "SNS", message: e.to_string() }),
         Some(other) => Err(TriggerError::Unrecognised(format!(
-            "Records[0] has event source {other:?}; expected aws:dynamodb or aws:sns"
+            "Records[0] has event source {other:?}; expected aws:dynamodb, aws:sns or aws:sqs"
         ))),
         None => Err(TriggerError::Unrecognised(
-            "expected a Records array whose first record has eventSource aws:dynamodb or EventSource aws:sns, \
+            "expected a Records array whose first record has eventSource aws:dynamodb or aws:sqs or EventSource aws:sns, \
              or an EventBridge event with source aws.events"
                 .into(),
         )),
@@ -190,8 +208,15 @@ impl Trigger {
         Self {
             notifier,
             sweep: None,
+            alarm: None,
             processors: 1,
         }
+    }
+
+    /// Sets again the alarm of a rest longer than SQS's 15-minute delay.
+    pub fn with_rest_alarm(mut self, alarm: RestAlarm) -> Self {
+        self.alarm = Some(alarm);
+        self
     }
 
     /// With `processors` processors (each wake-up then names a group).
@@ -259,8 +284,59 @@ impl Trigger {
                 }
                 Ok(outcome)
             }
+            Invocation::Sqs(records) => self.rest_alarms(records).await,
             Invocation::Schedule => self.sweep().await,
         }
+    }
+
+    /// Rest alarms that went off: a wake-up for each group whose rest has
+    /// ended (or ends within [`MAX_REST_SLEEP`], which the processor waits
+    /// out); the alarm set again for a rest that ends later. A message that
+    /// is not a wake-up is logged and dropped (it would not read better
+    /// later); a failed publish or alarm fails the batch, which SQS then
+    /// delivers again.
+    async fn rest_alarms(&self, records: Vec<Value>) -> Result<TriggerOutcome, TriggerError> {
+        let mut outcome = TriggerOutcome::default();
+        let mut groups = Groups::default();
+        let now = now_ms();
+        let soon = now + MAX_REST_SLEEP.as_millis() as u64;
+        for (i, r) in records.iter().enumerate() {
+            let wakeup = r
+                .get("body")
+                .and_then(Value::as_str)
+                .and_then(|b| serde_json::from_str::<Wakeup>(b).ok());
+            let Some(wakeup) = wakeup else {
+                tracing::warn!(event = "rest_alarm.malformed", record = i, messageId = ?r.get("messageId"));
+                outcome.ignored += 1;
+                continue;
+            };
+            match (&self.alarm, wakeup.wake_at) {
+                (Some(alarm), Some(at)) if at > soon => {
+                    let delay = alarm.set(&wakeup, now).await?;
+                    tracing::info!(
+                        event = "rest_alarm.set_again",
+                        wakeAt = at,
+                        delayS = delay.as_secs()
+                    );
+                    outcome.ignored += 1;
+                }
+                _ => {
+                    outcome.signals += 1;
+                    groups.wake_at = groups.wake_at.max(wakeup.wake_at);
+                    match wakeup.group {
+                        Some(g) => {
+                            groups.named.insert(g);
+                        }
+                        None => groups.all = true,
+                    }
+                }
+            }
+        }
+        if outcome.signals > 0 {
+            self.publish("rest-end", outcome.signals, &groups).await?;
+            outcome.published = true;
+        }
+        Ok(outcome)
     }
 
     async fn stream(&self, records: Vec<Value>) -> Result<TriggerOutcome, TriggerError> {
@@ -397,6 +473,7 @@ impl Trigger {
                 .map(|(shard, _)| lifo_core::groups::group_of(shard as u32, self.processors))
                 .collect(),
             previous_trace: None,
+            wake_at: None,
         };
         let mut outcome = TriggerOutcome {
             signals: usize::from(depth > 0),
@@ -455,11 +532,10 @@ impl Trigger {
         };
         for group in targets {
             let wakeup = Wakeup {
-                source: "trigger".into(),
-                reason: reason.into(),
-                at: now_ms(),
                 group,
                 previous_trace: groups.previous_trace.clone(),
+                wake_at: groups.wake_at,
+                ..Wakeup::new("trigger", reason, now_ms())
             };
             let message_id = self.notifier.wake(&wakeup).await?;
             tracing::info!(

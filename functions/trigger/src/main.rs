@@ -3,7 +3,8 @@
 #![recursion_limit = "256"]
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use lifo_core::config::{Env, required};
+use lifo_core::alarm::RestAlarm;
+use lifo_core::config::{Env, Source, required};
 use lifo_core::event::RawEvent;
 use lifo_core::{Notifier, Store, xray};
 use trigger::{Sweep, Trigger};
@@ -19,9 +20,12 @@ async fn main() -> Result<(), Error> {
     let table = required(&Env, "TABLE_NAME")?;
     let aws = aws_config::load_from_env().await;
     let store = Store::new(xray::dynamodb(&aws, &table), table);
-    let trigger = Trigger::new(Notifier::new(xray::sns(&aws, &topic), topic))
+    let mut trigger = Trigger::new(Notifier::new(xray::sns(&aws, &topic), topic))
         .with_sweep(Sweep::from_source(store, &Env)?)
         .with_processors(lifo_core::config::processor_count(&Env)?);
+    if let Some(url) = Env.get("REST_WAKE_QUEUE_URL").filter(|u| !u.is_empty()) {
+        trigger = trigger.with_rest_alarm(RestAlarm::new(xray::sqs(&aws, &url), url));
+    }
     let trigger = &trigger;
     let tracer = &xray::Tracer::from_env();
     lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {

@@ -434,3 +434,53 @@ async fn with_three_processors_each_wakeup_names_the_group_with_work() {
         .unwrap();
     assert_eq!(groups_of(&sent), vec![None]);
 }
+
+/// A rest alarm that went off: the processor is woken (the fixture's rest
+/// ended long ago).
+#[tokio::test]
+async fn a_rest_alarm_wakes_the_processor() {
+    let rule = ok_publish();
+    let out = trigger(&rule)
+        .handle_outcome(fixture("trigger-rest-alarm.json"))
+        .await
+        .unwrap();
+    assert_eq!((out.signals, out.published), (1, true));
+    assert_eq!(rule.num_calls(), 1);
+}
+
+/// SQS delays a message by 15 minutes at most: an alarm for a longer rest
+/// arrives early, and is set again for what is left instead of waking
+/// anyone; a message that is not a wake-up wakes nobody.
+#[tokio::test]
+async fn an_early_alarm_is_set_again_and_a_stranger_is_dropped() {
+    let mut event = fixture("trigger-rest-alarm.json");
+    let far = lifo_core::now_ms() + 3_600_000;
+    let body =
+        json!({"source": "process", "reason": "rest-end", "at": 1, "wakeAt": far, "group": 2});
+    event["Records"][0]["body"] = json!(body.to_string());
+    let stranger = {
+        let mut r = event["Records"][0].clone();
+        r["body"] = json!("hello");
+        r
+    };
+    event["Records"].as_array_mut().unwrap().push(stranger);
+    let sent = mock!(aws_sdk_sqs::Client::send_message)
+        .match_requests(move |r| {
+            r.delay_seconds() == Some(900)
+                && r.message_body().is_some_and(|b| {
+                    serde_json::from_str::<Wakeup>(b)
+                        .is_ok_and(|w| w.wake_at == Some(far) && w.group == Some(2))
+                })
+        })
+        .then_output(|| aws_sdk_sqs::operation::send_message::SendMessageOutput::builder().build());
+    let sqs = mock_client!(aws_sdk_sqs, RuleMode::Sequential, [&sent]);
+    let rule = ok_publish();
+    let out = trigger(&rule)
+        .with_rest_alarm(RestAlarm::new(sqs, "q"))
+        .handle_outcome(event)
+        .await
+        .unwrap();
+    assert_eq!((out.signals, out.ignored, out.published), (0, 2, false));
+    assert_eq!(sent.num_calls(), 1);
+    assert_eq!(rule.num_calls(), 0);
+}

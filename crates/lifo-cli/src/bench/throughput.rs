@@ -150,6 +150,7 @@ async fn processors(config: Config, tasks: usize) -> anyhow::Result<Measured> {
                 records: 1,
                 groups: vec![g as u32],
                 previous_trace: None,
+                wake_at: None,
             };
             p.handle(&wake, SystemTime::now() + Duration::from_secs(900))
                 .await

@@ -73,7 +73,7 @@ pub async fn redrive(
     Path(id): Path<String>,
     Form(f): Form<ActionForm>,
 ) -> Response {
-    let id = match lifo_ops::path_id::decode("taskId", &id) {
+    let id = match lifo_ops::path_id::task(&id) {
         Ok(id) => id,
         Err(e) => return PageError(e).into_response(),
     };
@@ -86,7 +86,7 @@ pub async fn delete(
     Path(id): Path<String>,
     Form(f): Form<ActionForm>,
 ) -> Response {
-    let id = match lifo_ops::path_id::decode("taskId", &id) {
+    let id = match lifo_ops::path_id::task(&id) {
         Ok(id) => id,
         Err(e) => return PageError(e).into_response(),
     };
@@ -105,7 +105,7 @@ pub async fn cancel(
     Path(id): Path<String>,
     Form(f): Form<ActionForm>,
 ) -> Response {
-    let id = match lifo_ops::path_id::decode("taskId", &id) {
+    let id = match lifo_ops::path_id::task(&id) {
         Ok(id) => id,
         Err(e) => return PageError(e).into_response(),
     };

@@ -105,7 +105,7 @@ impl From<lifo_core::StoreError> for PageError {
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let status = match &self.0 {
-            OpsError::NotFound { .. } => StatusCode::NOT_FOUND,
+            OpsError::NotFound { .. } | OpsError::NamesNothing { .. } => StatusCode::NOT_FOUND,
             OpsError::Gone { .. } => StatusCode::GONE,
             OpsError::Conflict(_) => StatusCode::CONFLICT,
             OpsError::Contended(_) => StatusCode::SERVICE_UNAVAILABLE,

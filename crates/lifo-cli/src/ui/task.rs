@@ -14,7 +14,7 @@ pub async fn task(
     Query(q): Query<Notice>,
 ) -> Result<Markup, PageError> {
     let now = now_ms();
-    let id = lifo_ops::path_id::decode("taskId", &id)?;
+    let id = lifo_ops::path_id::task(&id)?;
     let t = lifo_ops::tasks::get(&c.queue, &id).await?;
     let path = task_path(&t.task_id);
     let shed = t.expires_at * 1000 <= now

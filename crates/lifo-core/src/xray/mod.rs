@@ -346,6 +346,15 @@ pub fn sns(conf: impl Into<aws_sdk_sns::config::Builder>, topic_arn: &str) -> aw
     )
 }
 
+/// An SQS client whose calls are subsegments (on `queue_url`).
+pub fn sqs(conf: impl Into<aws_sdk_sqs::config::Builder>, queue_url: &str) -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::from_conf(
+        conf.into()
+            .interceptor(SdkSubsegments::sqs(queue_url))
+            .build(),
+    )
+}
+
 /// Runs one invocation's handler under its trace (`xray_trace_id`, the
 /// runtime's `_X_AMZN_TRACE_ID`): subsegments when it is sampled and a
 /// daemon is configured, nothing otherwise.

@@ -39,6 +39,13 @@ impl SdkSubsegments {
         }
     }
 
+    pub fn sqs(queue_url: &str) -> Self {
+        Self {
+            service: "SQS",
+            resource: Some(("queue_url", queue_url.to_owned())),
+        }
+    }
+
     pub fn lambda(function: &str) -> Self {
         Self {
             service: "Lambda",

@@ -95,6 +95,10 @@ fn every_function_gets_only_what_it_uses() {
                 ("dynamodb:GetShardIterator", "!GetAtt QueueTable.StreamArn"),
                 ("dynamodb:ListStreams", "*"),
                 ("sqs:SendMessage", "!GetAtt DeadLetterQueue.Arn"),
+                ("sqs:ReceiveMessage", "!GetAtt RestWakeQueue.Arn"),
+                ("sqs:DeleteMessage", "!GetAtt RestWakeQueue.Arn"),
+                ("sqs:GetQueueAttributes", "!GetAtt RestWakeQueue.Arn"),
+                ("sqs:SendMessage", "!GetAtt RestWakeQueue.Arn"),
             ]),
         ),
         (
@@ -107,6 +111,7 @@ fn every_function_gets_only_what_it_uses() {
                 ("dynamodb:UpdateItem", table),
                 ("dynamodb:GetItem", table),
                 ("sns:Publish", "!Ref TriggerTopic"),
+                ("sqs:SendMessage", "!GetAtt RestWakeQueue.Arn"),
                 (
                     "lambda:InvokeFunction",
                     "(if IsLambdaRunner) !Ref WorkerFunctionArn",

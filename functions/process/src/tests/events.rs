@@ -30,6 +30,23 @@ fn a_wakeup_that_names_a_group_is_read() {
             records: 1,
             groups: vec![2],
             previous_trace: None,
+            wake_at: None,
         }
     );
+}
+
+/// Woken by rest alarms (through trigger), the invocation looks until the
+/// latest rest end they named.
+#[test]
+fn a_rest_alarms_wakeup_names_when_its_rests_end() {
+    let mut event: serde_json::Value =
+        serde_json::from_str(include_str!("../../../../events/process-wakeup.json")).unwrap();
+    let record = event["Records"][0].clone();
+    event["Records"][0]["Sns"]["Message"] =
+        serde_json::json!(r#"{"source":"trigger","reason":"rest-end","at":1,"wakeAt":5000}"#);
+    let mut second = record;
+    second["Sns"]["Message"] =
+        serde_json::json!(r#"{"source":"trigger","reason":"rest-end","at":1,"wakeAt":7000}"#);
+    event["Records"].as_array_mut().unwrap().push(second);
+    assert_eq!(Wake::parse(event).unwrap().wake_at, Some(7000));
 }
