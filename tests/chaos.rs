@@ -19,7 +19,8 @@ use aws_smithy_runtime_api::client::interceptors::context::BeforeDeserialization
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::ConfigBag;
-use lifo_core::{Notifier, Store, Task, TaskStatus};
+use lifo_core::{Store, Task, TaskStatus};
+use lifo_lambda::Notifier;
 use lifo_tests::Harness;
 use process::runner::{RunOutcome, TaskRunner};
 use process::{ProcessConfig, Processor};
@@ -166,7 +167,7 @@ async fn worker(p: Arc<Processor<Witness>>, counts: Arc<Counts>, stop: Arc<Atomi
         counts.invocations.fetch_add(1, Ordering::Relaxed);
         // Short invocations: leases (deadline + margin) expire within seconds.
         let deadline = SystemTime::now() + Duration::from_millis(1500);
-        let wake = process::Wake::one();
+        let wake = process::Wakeups::one();
         let run = p.handle(&wake, deadline);
         let result = if fastrand::bool() {
             tokio::time::timeout(Duration::from_millis(fastrand::u64(1..600)), run).await
@@ -389,11 +390,11 @@ async fn chaos(processors: u32, workers: usize) {
         .collect();
     // A producer writing newer tasks of the keys while they run, through
     // the faults: a write whose answer is lost is sent again (same id).
-    let producer = create::Creator::new(
+    let producer = lifo_ops::create::Creator::new(
         Store::new(ddb.clone(), &h.stack.table),
-        create::CreateConfig {
+        lifo_ops::create::CreateConfig {
             shard_count: 4,
-            ..create::CreateConfig::new(h.stack.table.clone())
+            ..lifo_ops::create::CreateConfig::new(h.stack.table.clone())
         },
     );
     let updates: Vec<(String, String)> = (0..UPDATES)

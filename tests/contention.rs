@@ -49,7 +49,7 @@ async fn a_task_held_through_every_resend_is_skipped_and_the_processor_goes_on()
     let held = contention(&h).hold("held");
     let p = h.processor(2, Duration::ZERO, Duration::from_secs(3));
     let report = p
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .expect("a conflict is contention, not an error of the invocation");
     assert_eq!(report.claimed, ["free"]);
@@ -82,7 +82,7 @@ async fn a_task_held_through_every_resend_is_skipped_and_the_processor_goes_on()
     drop(held);
     let report = h
         .processor(2, Duration::ZERO, Duration::from_secs(3))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(

@@ -3,7 +3,7 @@
 //! when its tail call cannot be published or its last read fails. Before,
 //! those paths returned before the metrics and the end line.
 
-use lifo_core::Notifier;
+use lifo_lambda::Notifier;
 use lifo_tests::{Harness, deadline};
 use process::ProcessConfig;
 use process::runner::SimulatedRunner;
@@ -66,7 +66,7 @@ async fn a_failed_tail_call_still_logs_the_end_with_what_ran() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
     let e = p
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .expect_err("the tail call cannot be published");
     assert!(

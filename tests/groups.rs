@@ -6,7 +6,7 @@
 use lifo_core::{Task, TaskStatus, groups};
 use lifo_tests::{Harness, deadline};
 use process::runner::{RunOutcome, TaskRunner};
-use process::{ProcessConfig, Processor, StopReason, Wake};
+use process::{ProcessConfig, Processor, StopReason, Wakeups};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
@@ -71,7 +71,7 @@ async fn three_processors_split_the_shards_and_the_runner_between_them() {
     let runs = procs.iter().enumerate().map(|(g, p)| {
         let p = p.clone();
         tokio::spawn(async move {
-            let wake = Wake {
+            let wake = Wakeups {
                 records: 1,
                 groups: vec![g as u32],
                 previous_trace: None,
@@ -130,7 +130,7 @@ async fn a_held_group_is_left_alone_and_a_dead_ones_taken_over_after_its_lease()
         );
     }
     let p = processor(&h, Arc::new(Shared::default()));
-    let wake = Wake {
+    let wake = Wakeups {
         records: 1,
         groups: vec![1],
         previous_trace: None,

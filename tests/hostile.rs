@@ -8,8 +8,9 @@ use aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemOutput;
 use aws_sdk_dynamodb::operation::put_item::PutItemOutput;
 use aws_sdk_sns::operation::publish::PublishOutput;
 use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
-use create::{CreateConfig, CreateError, Creator};
-use lifo_core::{Candidate, Notifier, Store, Task};
+use lifo_core::{Candidate, Store, Task};
+use lifo_lambda::Notifier;
+use lifo_ops::create::{CreateConfig, CreateError, Creator};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use std::sync::OnceLock;
@@ -72,7 +73,7 @@ fn run_all(event: Value) {
             );
         }
         let _ = trigger.handle(event.clone()).await;
-        let _ = process::Wake::parse(event.clone());
+        let _ = process::Wakeups::parse(event.clone());
     });
     // task items: any map that parses must round-trip
     if let Value::Object(m) = &event

@@ -25,7 +25,7 @@ async fn higher_lanes_drain_first_newest_first_within_each() {
     }
     let report = h
         .processor(1, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -54,7 +54,7 @@ async fn a_redrive_and_a_scheduled_start_keep_the_lane() {
         .unwrap();
     let failing = h.processor_custom(SimulatedRunner::new(1, Duration::ZERO, 1.0, 0.0), 1);
     failing
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     let now = now_ms();

@@ -83,3 +83,38 @@ fn every_path_the_layout_names_exists() {
         );
     }
 }
+
+/// The house's table (docs/development.md): each crate's role is one
+/// sentence, and each crate of the workspace has its row (its layer is
+/// checked by tests/architecture.rs).
+#[test]
+fn each_crate_has_a_role_of_one_sentence() {
+    let doc = std::fs::read_to_string(root().join("docs/development.md")).expect("development.md");
+    let house = doc
+        .split("\n## The house\n")
+        .nth(1)
+        .expect("a house section");
+    let house = house.split("\n## ").next().unwrap_or("");
+    let mut rows = Vec::new();
+    for line in house.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (dir, role) = (cells[1].trim_matches('`'), cells[3]);
+        assert!(
+            root().join(dir).join("Cargo.toml").exists(),
+            "{dir} is no crate"
+        );
+        assert!(role.ends_with('.'), "{dir}: {role}");
+        let body = &role[..role.len() - 1];
+        assert!(
+            !body.contains(". ") && !body.contains("; "),
+            "{dir}'s role is more than one sentence: {role}"
+        );
+        rows.push(dir.to_owned());
+    }
+    for group in ["crates", "functions"] {
+        for dir in folders(group) {
+            assert!(rows.contains(&dir), "{dir} has no row in the house's table");
+        }
+    }
+    assert!(rows.contains(&"tests".to_owned()));
+}

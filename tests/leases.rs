@@ -34,7 +34,7 @@ async fn an_expired_lease_is_reclaimed_and_the_stale_finish_is_rejected() {
     // While the lease runs, nobody can claim it.
     let early = h
         .processor(1, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert!(early.claimed.is_empty());
@@ -42,7 +42,7 @@ async fn an_expired_lease_is_reclaimed_and_the_stale_finish_is_rejected() {
     tokio::time::sleep(Duration::from_millis(2_100)).await;
     let report = h
         .processor(1, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -94,7 +94,7 @@ async fn a_poison_task_ends_failure_after_max_attempts_with_the_last_error() {
         h.process_config(),
     );
     let report = failing
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!((report.retried_after_error, report.failed), (2, 1));
@@ -152,7 +152,10 @@ async fn retry_later_does_not_burn_an_attempt() {
     // as the sweep would wake it.
     let (mut retried, mut succeeded) = (0, 0);
     for _ in 0..20 {
-        let report = p.handle(&process::Wake::one(), deadline()).await.unwrap();
+        let report = p
+            .handle(&process::Wakeups::one(), deadline())
+            .await
+            .unwrap();
         retried += report.retried;
         succeeded += report.succeeded;
         if succeeded > 0 {
@@ -173,7 +176,7 @@ async fn retry_later_does_not_burn_an_attempt() {
     for pair in h.windows(2) {
         if pair[0].status == TaskStatus::Pending && pair[1].status == TaskStatus::Taken {
             assert!(
-                pair[1].at - pair[0].at >= lifo_core::rest::MIN_BUSY_REST.as_millis() as u64,
+                pair[1].at - pair[0].at >= process::select::rest::MIN_BUSY_REST.as_millis() as u64,
                 "{h:?}"
             );
         }
@@ -194,7 +197,7 @@ async fn a_task_whose_leases_keep_expiring_is_abandoned_after_max_attempts() {
     tokio::time::sleep(Duration::from_millis(5)).await;
     let report = h
         .processor(1, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!((report.abandoned, report.claimed.len()), (1, 0));

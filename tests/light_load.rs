@@ -31,7 +31,7 @@ async fn idle_reads_leave_the_burst_for_the_tasks_that_come() {
     ));
     let run = {
         let p = p.clone();
-        tokio::spawn(async move { p.handle(&process::Wake::one(), deadline()).await })
+        tokio::spawn(async move { p.handle(&process::Wakeups::one(), deadline()).await })
     };
     // A quiet spell: about 30 empty reads.
     tokio::time::sleep(Duration::from_millis(1500)).await;

@@ -56,7 +56,7 @@ async fn a_failed_task_is_found_without_a_scan_and_redriven_as_new_work() {
     // A downstream that fails every run, one attempt: both end FAILURE.
     let failing = h.processor_custom(SimulatedRunner::new(2, Duration::ZERO, 1.0, 0.0), 1);
     let report = failing
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.failed, 2);
@@ -125,7 +125,10 @@ async fn a_failed_task_is_found_without_a_scan_and_redriven_as_new_work() {
 
     // It runs first, as new work.
     let ok = h.processor(1, Duration::ZERO, Duration::from_secs(5));
-    let report = ok.handle(&process::Wake::one(), deadline()).await.unwrap();
+    let report = ok
+        .handle(&process::Wakeups::one(), deadline())
+        .await
+        .unwrap();
     assert_eq!(report.claimed, vec!["doomed", "newer"]);
     assert_eq!(
         h.store.get("doomed").await.unwrap().unwrap().task_status,
@@ -162,7 +165,7 @@ async fn a_redrive_racing_a_late_finish_of_a_stale_claim_commits_once() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     let p = h.processor_custom(SimulatedRunner::new(1, Duration::ZERO, 0.0, 0.0), 1);
     assert_eq!(
-        p.handle(&process::Wake::one(), deadline())
+        p.handle(&process::Wakeups::one(), deadline())
             .await
             .unwrap()
             .abandoned,
@@ -180,7 +183,7 @@ async fn a_redrive_racing_a_late_finish_of_a_stale_claim_commits_once() {
     // The redriven life runs and commits once; the stale worker still can't.
     let p = h.processor(1, Duration::ZERO, Duration::from_secs(5));
     assert_eq!(
-        p.handle(&process::Wake::one(), deadline())
+        p.handle(&process::Wakeups::one(), deadline())
             .await
             .unwrap()
             .succeeded,
@@ -289,7 +292,10 @@ async fn a_shed_task_is_redriven_and_a_claimable_one_is_not() {
     assert_eq!(revived.shed_at, None, "out of the shed index");
     assert!(revived.claimable_at.is_some(), "back in the LIFO index");
     let p = h.processor(3, Duration::ZERO, Duration::from_secs(5));
-    let report = p.handle(&process::Wake::one(), deadline()).await.unwrap();
+    let report = p
+        .handle(&process::Wakeups::one(), deadline())
+        .await
+        .unwrap();
     assert_eq!(report.claimed, vec!["reaped", "shed", "fresh"]);
 }
 
@@ -311,7 +317,7 @@ async fn the_failure_path_costs_one_write_unit_more_and_success_none() {
         meter.spent(Op::Finish).units,
     );
     assert_eq!(
-        p.handle(&process::Wake::one(), deadline())
+        p.handle(&process::Wakeups::one(), deadline())
             .await
             .unwrap()
             .failed,
@@ -354,7 +360,10 @@ async fn pause_and_resume_are_read_back() {
         serde_json::json!([{"taskId": "waits", "payload": {"n": 1}}]),
     )
     .await;
-    let report = p.handle(&process::Wake::one(), deadline()).await.unwrap();
+    let report = p
+        .handle(&process::Wakeups::one(), deadline())
+        .await
+        .unwrap();
     assert_eq!(report.stop, process::StopReason::Paused);
     assert!(report.claimed.is_empty());
     assert!(
@@ -365,7 +374,7 @@ async fn pause_and_resume_are_read_back() {
             .paused
     );
     assert_eq!(
-        p.handle(&process::Wake::one(), deadline())
+        p.handle(&process::Wakeups::one(), deadline())
             .await
             .unwrap()
             .succeeded,

@@ -35,7 +35,7 @@ impl TaskRunner for Seen {
 fn config(h: &Harness) -> process::ProcessConfig {
     process::ProcessConfig {
         linger: Duration::ZERO,
-        rest: lifo_core::rest::RestPolicy::default(),
+        rest: process::select::rest::RestPolicy::default(),
         ..process::ProcessConfig::new(h.stack.table.clone(), h.stack.trigger_topic_arn.clone())
     }
 }
@@ -61,9 +61,9 @@ async fn run(
         })
         .collect();
     let store = h.stack.store();
-    let creator = create::Creator::new(
+    let creator = lifo_ops::create::Creator::new(
         store.clone(),
-        create::CreateConfig::new(h.stack.table.clone()),
+        lifo_ops::create::CreateConfig::new(h.stack.table.clone()),
     );
     let tasks: Vec<Value> = payloads
         .iter()
@@ -73,7 +73,10 @@ async fn run(
     creator.handle(json!({ "tasks": tasks })).await.unwrap();
     let seen = Arc::new(Seen::default());
     let p = h.stack.processor(store.clone(), seen.clone(), config(h));
-    let report = p.handle(&process::Wake::one(), deadline()).await.unwrap();
+    let report = p
+        .handle(&process::Wakeups::one(), deadline())
+        .await
+        .unwrap();
     assert_eq!(report.succeeded, n, "{bytes} B");
     let m = store.meter();
     let writes = m.spent(Op::Put).units + m.spent(Op::Claim).units + m.spent(Op::Finish).units;
@@ -179,7 +182,9 @@ async fn a_payload_lives_and_leaves_with_its_task() {
             ..config(&h)
         },
     );
-    p.handle(&process::Wake::one(), deadline()).await.unwrap();
+    p.handle(&process::Wakeups::one(), deadline())
+        .await
+        .unwrap();
     let t = h.store.get_item("gone").await.unwrap().unwrap();
     assert_eq!(t.task_status, TaskStatus::Failure);
     assert_eq!(

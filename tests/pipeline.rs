@@ -109,7 +109,7 @@ async fn two_processors_racing_finish_each_task_exactly_once() {
         Duration::from_millis(5),
         Duration::from_secs(30),
     );
-    let wake = process::Wake::one();
+    let wake = process::Wakeups::one();
     let (ra, rb) = tokio::join!(a.handle(&wake, deadline()), b.handle(&wake, deadline()));
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     let sa: HashSet<&String> = ra.claimed.iter().collect();
@@ -169,7 +169,7 @@ async fn expired_tasks_are_never_claimed() {
     }
     let report = h
         .processor(2, Duration::from_millis(5), Duration::from_secs(10))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     let claimed: HashSet<&str> = report.claimed.iter().map(String::as_str).collect();
@@ -279,7 +279,10 @@ async fn claim_order(order: lifo_core::Order) -> (Vec<Task>, Vec<String>) {
             ..p.config().clone()
         },
     );
-    let report = p.handle(&process::Wake::one(), deadline()).await.unwrap();
+    let report = p
+        .handle(&process::Wakeups::one(), deadline())
+        .await
+        .unwrap();
     (tasks, report.claimed)
 }
 
@@ -336,7 +339,7 @@ impl process::runner::TaskRunner for InsertsMidRun {
 }
 
 /// The LIFO guarantee with the shard heads kept in memory
-/// (`lifo_core::heads`): a task that becomes claimable while process runs
+/// (`process::select::heads`): a task that becomes claimable while process runs
 /// is passed over by at most one refill (`refresh_claims` candidates) plus
 /// the claims already in flight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -366,13 +369,16 @@ async fn a_task_created_mid_run_is_claimed_within_one_refill() {
     let p = h.processor(4, Duration::ZERO, Duration::from_secs(60));
     let config = p.config().clone();
     let p = h.stack.processor(h.store.clone(), runner.clone(), config);
-    let report = p.handle(&process::Wake::one(), deadline()).await.unwrap();
+    let report = p
+        .handle(&process::Wakeups::one(), deadline())
+        .await
+        .unwrap();
     assert_eq!(report.succeeded, 201);
     let newest = runner.inserted.lock().unwrap().clone().expect("inserted");
     let position = report.claimed.iter().position(|id| *id == newest).unwrap();
     // When run 30 started, at least 30 claims had been sent; the policy of
     // 8 shards and 4 in flight re-reads after 16 candidates.
-    let policy = lifo_core::heads::HeadsPolicy::new(SHARDS as usize, 4);
+    let policy = process::select::heads::HeadsPolicy::new(SHARDS as usize, 4);
     let passed_over = position.saturating_sub(runner.at);
     assert!(
         passed_over <= policy.refresh_claims + 4,
@@ -396,7 +402,7 @@ async fn fixtures_run_through_their_handlers_and_budget_overruns_tail_call() {
         "trigger-rest-alarm.json",
     ] {
         let out = h.trigger().handle_outcome(fixture(name)).await.unwrap();
-        assert!(out.published, "{name}");
+        assert_eq!(out.wakeups, 1, "{name}");
     }
     let received = h
         .stack
@@ -414,7 +420,7 @@ async fn fixtures_run_through_their_handlers_and_budget_overruns_tail_call() {
     );
 
     // The process fixture on an empty queue: nothing to do, no tail call.
-    let wakeups = process::Wake::parse(fixture("process-wakeup.json")).unwrap();
+    let wakeups = process::Wakeups::parse(fixture("process-wakeup.json")).unwrap();
     let report = h
         .processor(1, Duration::ZERO, Duration::from_secs(5))
         .handle(&wakeups, deadline())
@@ -429,7 +435,7 @@ async fn fixtures_run_through_their_handlers_and_budget_overruns_tail_call() {
         .unwrap();
     let report = h
         .processor(1, Duration::from_millis(50), Duration::from_millis(300))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.stop, StopReason::Budget);
@@ -455,9 +461,9 @@ async fn fixtures_run_through_their_handlers_and_budget_overruns_tail_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deepest_and_largest_payloads_create_accepts_are_stored() {
     let h = Harness::start(1).await;
-    // create::MAX_PAYLOAD_DEPTH levels of maps, and numbers at the range ends.
+    // lifo_ops::create::MAX_PAYLOAD_DEPTH levels of maps, and numbers at the range ends.
     let mut deep = serde_json::json!({"small": 1e-130, "big": 9.99e125, "neg": -1e125});
-    for _ in 1..create::MAX_PAYLOAD_DEPTH {
+    for _ in 1..lifo_ops::create::MAX_PAYLOAD_DEPTH {
         deep = serde_json::json!({ "a": deep });
     }
     let big = "x".repeat(lifo_core::model::MAX_PAYLOAD_BYTES - 20);

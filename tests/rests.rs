@@ -31,7 +31,7 @@ async fn failing(h: &Harness, base: Duration) -> lifo_local::Pipeline {
         Arc::new(SimulatedRunner::new(3, Duration::from_millis(50), 1.0, 0.0)),
         ProcessConfig {
             max_attempts: 3,
-            rest: lifo_core::rest::RestPolicy { base },
+            rest: process::select::rest::RestPolicy { base },
             time_budget: Duration::from_secs(budget),
             ..h.process_config()
         },

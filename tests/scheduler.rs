@@ -28,7 +28,7 @@ async fn scheduled_tasks_are_not_claimable_before_they_are_started() {
     let ids = schedule(&h, "u1", 2, 5).await;
     let report = h
         .processor(4, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert!(
@@ -53,7 +53,7 @@ async fn scheduled_tasks_are_not_claimable_before_they_are_started() {
     assert_eq!((due.started, due.woke_processor), (5, true));
     let report = h
         .processor(8, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.succeeded, 5);
@@ -180,7 +180,7 @@ async fn a_users_history_lists_every_task_newest_first() {
     );
     assert_eq!(
         failing
-            .handle(&process::Wake::one(), deadline())
+            .handle(&process::Wakeups::one(), deadline())
             .await
             .unwrap()
             .failed,
@@ -189,7 +189,7 @@ async fn a_users_history_lists_every_task_newest_first() {
     created.push(create(serde_json::json!({"userId": "1234", "payload": {"kind": "runs"}})).await);
     assert_eq!(
         h.processor(1, Duration::ZERO, Duration::from_secs(5))
-            .handle(&process::Wake::one(), deadline())
+            .handle(&process::Wakeups::one(), deadline())
             .await
             .unwrap()
             .succeeded,
@@ -216,7 +216,7 @@ async fn a_users_history_lists_every_task_newest_first() {
     tokio::time::sleep(Duration::from_millis(2100)).await; // "expires" expires unrun
     let later = h
         .processor(1, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert!(

@@ -45,7 +45,10 @@ async fn drain(h: &Harness, live: usize, tag: &str) -> (f64, usize) {
     let p = h.processor_on(h.stack.store(), 3, Duration::ZERO, Duration::from_secs(5));
     let (mut succeeded, mut shed) = (0, 0);
     for _ in 0..20 {
-        let report = p.handle(&process::Wake::one(), deadline()).await.unwrap();
+        let report = p
+            .handle(&process::Wakeups::one(), deadline())
+            .await
+            .unwrap();
         succeeded += report.succeeded;
         shed += report.shed;
         if succeeded >= live {

@@ -9,7 +9,7 @@ use process::runner::SimulatedRunner;
 use serde_json::json;
 use std::time::Duration;
 
-async fn create(h: &Harness, tasks: serde_json::Value) -> create::CreateResponse {
+async fn create(h: &Harness, tasks: serde_json::Value) -> lifo_ops::create::CreateResponse {
     h.creator().handle(json!({ "tasks": tasks })).await.unwrap()
 }
 
@@ -65,7 +65,7 @@ async fn a_newer_task_supersedes_the_pending_one_and_only_the_newest_runs() {
 
     let report = h
         .processor(4, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     let mut claimed = report.claimed.clone();
@@ -182,7 +182,7 @@ async fn a_claim_before_the_newer_write_runs_once_and_is_never_started_again() {
 
     let report = h
         .processor(2, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     let mut claimed = report.claimed.clone();
@@ -209,7 +209,8 @@ async fn a_marked_claim_ends_superseded_instead_of_starting_again() {
         SimulatedRunner::new(1, Duration::from_millis(1_500), 1.0, 0.0),
         3,
     );
-    let run = tokio::spawn(async move { failing.handle(&process::Wake::one(), deadline()).await });
+    let run =
+        tokio::spawn(async move { failing.handle(&process::Wakeups::one(), deadline()).await });
     h.wait_for("busy is claimed", Duration::from_secs(10), |t| {
         t.iter()
             .any(|t| t.task_id == "busy" && t.task_status == TaskStatus::Taken)
@@ -242,7 +243,7 @@ async fn a_marked_claim_ends_superseded_instead_of_starting_again() {
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     let report = h
         .processor(4, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.superseded, 1, "{report:?}");
@@ -296,11 +297,11 @@ async fn a_keyed_write_costs_a_transaction_and_a_plain_task_still_six_units() {
     // A new key (no earlier task), then the same keys again (each write
     // supersedes the previous task).
     let keyed = h.store.with_fresh_meter();
-    let c = create::Creator::new(
+    let c = lifo_ops::create::Creator::new(
         keyed.clone(),
-        create::CreateConfig {
+        lifo_ops::create::CreateConfig {
             shard_count: 1,
-            ..create::CreateConfig::new(h.stack.table.clone())
+            ..lifo_ops::create::CreateConfig::new(h.stack.table.clone())
         },
     );
     let batch = |round: usize| -> Vec<serde_json::Value> {

@@ -4,9 +4,10 @@
 
 pub use lifo_core::testing::{deadline, fixture, fixture_path, fixture_text};
 
-use create::{CreateConfig, Creator};
-use lifo_core::{Notifier, Store, Task, TaskStatus};
+use lifo_core::{Store, Task, TaskStatus};
+use lifo_lambda::Notifier;
 use lifo_local::LocalStack;
+use lifo_ops::create::{CreateConfig, Creator};
 use process::runner::SimulatedRunner;
 use process::{ProcessConfig, Processor};
 use std::sync::Arc;
@@ -30,6 +31,15 @@ impl Harness {
     /// [`Harness::start`] with the stack's options (for example transaction
     /// conflicts at a rate).
     pub async fn start_with(shards: u32, options: lifo_local::stack::StackOptions) -> Self {
+        // `LIFO_TEST_LOG=process=info,trigger=info cargo test …` shows the
+        // functions' JSON log lines (as Logs Insights would) on stderr.
+        if let Ok(filter) = std::env::var("LIFO_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .json()
+                .try_init();
+        }
         let stack = LocalStack::start_with(options)
             .await
             .expect("local stack starts (run `make tools` first)");
@@ -77,7 +87,7 @@ impl Harness {
 
     /// process's settings in these tests: the template's, over this stack's
     /// shards, with short margins and polls, no linger, and the rest after
-    /// a failure [`RestPolicy::default`](lifo_core::rest::RestPolicy).
+    /// a failure [`RestPolicy::default`](process::select::rest::RestPolicy).
     /// A test sets what it is about with `..h.process_config()`.
     pub fn process_config(&self) -> ProcessConfig {
         ProcessConfig {
@@ -88,7 +98,7 @@ impl Harness {
             idle_poll: Duration::from_millis(50),
             linger: Duration::ZERO,
             pause_poll: Duration::from_millis(500),
-            rest: lifo_core::rest::RestPolicy::default(),
+            rest: process::select::rest::RestPolicy::default(),
             lease_margin: Duration::from_millis(500),
             ..ProcessConfig::new(
                 self.stack.table.clone(),
@@ -255,7 +265,7 @@ impl Harness {
             Duration::from_secs(10),
         );
         let report = p
-            .handle(&process::Wake::one(), deadline())
+            .handle(&process::Wakeups::one(), deadline())
             .await
             .expect("process");
         assert_eq!(report.succeeded, n, "every task ran");

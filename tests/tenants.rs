@@ -48,7 +48,7 @@ async fn a_flooding_tenant_gets_its_share_and_the_others_start_first() {
     let h = Harness::start(1).await;
     flood(&h).await;
     let report = processor(&h, true)
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.succeeded, 33);
@@ -71,7 +71,7 @@ async fn without_the_share_the_newest_of_any_tenant_starts_first() {
     let h = Harness::start(1).await;
     flood(&h).await;
     let report = processor(&h, false)
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.succeeded, 33);

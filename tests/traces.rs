@@ -9,8 +9,9 @@
 //! The daemon here is as strict as X-Ray: a document over 64 KB, a trace
 //! over 500 KB, or more than 50 annotations in a trace fail the test.
 
-use lifo_core::xray::{self, Trace, Tracer};
-use lifo_core::{Notifier, Op, Store, TaskStatus};
+use lifo_core::{Op, Store, TaskStatus};
+use lifo_lambda::Notifier;
+use lifo_lambda::xray::{self, Trace, Tracer};
 use lifo_tests::{Harness, deadline};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -221,7 +222,7 @@ async fn drain(
 ) -> process::ProcessReport {
     xray::invocation(tracer, Some(&header(ROOT, sampled)), async {
         processor
-            .handle(&process::Wake::one(), deadline())
+            .handle(&process::Wakeups::one(), deadline())
             .await
             .unwrap()
     })
@@ -240,9 +241,9 @@ async fn a_sampled_invocation_leaves_one_nested_trace_with_every_task_annotated(
     // Created under a sampled trace of its own, with create's clients as its
     // main builds them: its write is a subsegment, and the tasks carry it.
     let conf = lifo_local::stack::sdk_config(&h.stack.dynamodb_local.endpoint).await;
-    let creator = create::Creator::new(
+    let creator = lifo_ops::create::Creator::new(
         Store::new(xray::dynamodb(&conf, &h.stack.table), &h.stack.table),
-        create::CreateConfig::new(h.stack.table.clone()),
+        lifo_ops::create::CreateConfig::new(h.stack.table.clone()),
     );
     xray::invocation(&tracer, Some(&header(CREATE_ROOT, true)), async {
         creator
@@ -377,7 +378,7 @@ async fn unsampled_sends_nothing_and_a_missing_daemon_changes_no_outcome() {
     assert!(trace.is_some());
     let report = xray::scope(trace, async {
         processor
-            .handle(&process::Wake::one(), deadline())
+            .handle(&process::Wakeups::one(), deadline())
             .await
             .unwrap()
     })
@@ -507,7 +508,7 @@ async fn a_thousand_tasks_in_one_invocation_stay_within_x_rays_limits() {
     let processor = h.processor_on(store, 32, Duration::ZERO, Duration::from_secs(60));
     let report = xray::invocation(&tracer, Some(&header(ROOT, true)), async {
         processor
-            .handle(&process::Wake::one(), deadline())
+            .handle(&process::Wakeups::one(), deadline())
             .await
             .unwrap()
     })

@@ -4,12 +4,12 @@
 //! the pipeline on DynamoDB Local + moto; and the rest a failed task takes
 //! before each retry.
 
-use lifo_core::rest::RestPolicy;
 use lifo_core::{HistoryEntry, Task, TaskStatus};
 use lifo_local::lambda_api::{LambdaApi, python_handler};
 use lifo_local::{Pipeline, PipelineOptions};
 use lifo_tests::Harness;
 use process::runner::{LambdaRunner, RunOutcome, TaskRunner};
+use process::select::rest::RestPolicy;
 use process::{ProcessConfig, Processor};
 use std::sync::Arc;
 use std::time::Duration;

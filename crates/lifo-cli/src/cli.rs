@@ -7,9 +7,9 @@ use crate::error::CliError;
 use crate::print;
 use clap::{Parser, Subcommand};
 use lifo_core::now_ms;
-use lifo_core::since::Since;
 use lifo_ops::Queue;
 use lifo_ops::redrive::{Redrive, Selection};
+use lifo_ops::since::Since;
 use lifo_ops::tasks::{BatchReport, FailedFilter};
 use serde_json::{Value, json};
 use std::num::NonZeroU32;
@@ -320,7 +320,7 @@ async fn tasks(cmd: &TasksCommand, q: &Queue, as_json: bool) -> Result<String, C
     Ok(match cmd {
         TasksCommand::Create { file, count } => {
             let request = create_request(file.as_deref(), *count)?;
-            let r = lifo_ops::create::create(q, request).await?;
+            let r = q.create(request).await?;
             out(print::json(&r), print::created(&r))
         }
         TasksCommand::Get { id } => {
@@ -452,7 +452,7 @@ fn create_request(file: Option<&std::path::Path>, count: Option<u64>) -> Result<
             let size = std::fs::metadata(path)
                 .map_err(|e| CliError::Other(format!("reading {}: {e}", path.display())))?
                 .len();
-            create::check_request_size(usize::try_from(size).unwrap_or(usize::MAX))
+            lifo_ops::create::check_request_size(usize::try_from(size).unwrap_or(usize::MAX))
                 .map_err(|e| CliError::Other(e.to_string()))?;
             let text = std::fs::read_to_string(path)
                 .map_err(|e| CliError::Other(format!("reading {}: {e}", path.display())))?;

@@ -3,9 +3,9 @@
 //! stack, its CreateFunction as the producer.
 
 use crate::error::CliError;
-use create::CreateResponse;
 use lifo_core::Store;
-use lifo_core::bounded::{AWS_ANSWER_LIMIT, BoundedAnswers};
+use lifo_lambda::bounded::{AWS_ANSWER_LIMIT, BoundedAnswers};
+use lifo_ops::create::CreateResponse;
 use lifo_ops::queue::BoxFuture;
 use lifo_ops::{OpsError, Produce, Queue, Settings};
 use serde_json::Value;

@@ -186,7 +186,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
     // (RUNNER, RUNNER_MAX_CONCURRENCY, RUNNER_LATENCY_MS, WORKER_FUNCTION_ARN
     // with AWS_ENDPOINT_URL_LAMBDA, …).
     let aws = aws_config::load_from_env().await;
-    let runner = Arc::new(AnyRunner::from_source(&lifo_core::config::Env, &aws)?);
+    let runner = Arc::new(AnyRunner::from_source(&lifo_lambda::config::Env, &aws)?);
     let processor = Arc::new(stack.processor(
         store.clone(),
         runner,
@@ -194,7 +194,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
             shard_count: shards,
             max_ttl_seconds: max_ttl,
             rate_limit: options.rate_limit,
-            rest: lifo_core::rest::RestPolicy {
+            rest: process::select::rest::RestPolicy {
                 base: options.retry_backoff,
             },
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())

@@ -101,7 +101,7 @@ impl SimulateArgs {
             budget: Duration::from_secs(budget),
             seed: self.seed,
             rate_limit: self.pacing.rate_limit(),
-            rest: lifo_core::rest::RestPolicy {
+            rest: process::select::rest::RestPolicy {
                 base: Duration::from_secs(self.pacing.retry_backoff),
             },
             through_create: self.producer == Producer::Create,

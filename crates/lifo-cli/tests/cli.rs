@@ -60,7 +60,7 @@ async fn admin_commands_against_the_local_stack() {
     );
 
     h.processor(1, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     let got = lifo(&h, &["tasks", "get", "run-me"]).await.unwrap();
@@ -335,7 +335,7 @@ async fn create_against_a_stack_invokes_its_create_function() {
                 match creator.handle(event).await {
                     Ok(out) => Reply::Ok(serde_json::to_value(out).unwrap_or_default()),
                     Err(e) => {
-                        let d: lambda_runtime::Diagnostic = e.into();
+                        let d: lambda_runtime::Diagnostic = create::Failure(e).into();
                         Reply::FunctionError {
                             handled: true,
                             error_type: d.error_type,
@@ -382,7 +382,7 @@ async fn create_against_a_stack_invokes_its_create_function() {
 }
 
 /// An endpoint that answers 200 and then never stops: `lifo` reads at
-/// most `lifo_core::bounded::AWS_ANSWER_LIMIT` bytes of it (8 MB) per
+/// most `lifo_lambda::bounded::AWS_ANSWER_LIMIT` bytes of it (8 MB) per
 /// answer, fails with a one-line error, and its memory stays bounded
 /// (peak RSS from /proc while it runs).
 #[test]

@@ -5,7 +5,7 @@
 //! answer with its own error type and a message that says what is wrong.
 //! `make test` builds the debug binaries first (`cargo build --bins`).
 
-use lifo_core::event::{MAX_EVENT_DEPTH, nested_json};
+use lifo_lambda::event::{MAX_EVENT_DEPTH, nested_json};
 use lifo_local::runtime_api::{Answer, RuntimeApi, lambda_env, offline_function_env};
 use std::path::PathBuf;
 use std::process::Stdio;

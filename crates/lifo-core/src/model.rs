@@ -13,6 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 /// Longest producer-supplied task id.
 pub const MAX_TASK_ID_LEN: usize = 128;
+/// Longest key DynamoDB holds (a partition key of up to 2,048 bytes): any
+/// id a task stored by any producer may have.
+pub const MAX_KEY_BYTES: usize = 2048;
 /// History entries kept on an item (oldest dropped first), so items stay small.
 pub const MAX_HISTORY: usize = 12;
 

@@ -1,11 +1,10 @@
 //! What every crate's tests share (the `test-util` feature): fixtures from
 //! `events/`, a deadline far enough away for any test invocation, and SDK
-//! mocks of the queue's own items and of SNS.
+//! mocks of the queue's own items (SNS's are `lifo_lambda::testing`'s).
 
 use crate::store::CONTROL_ID;
 use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_sns::operation::publish::PublishOutput;
 use aws_smithy_mocks::{Rule, mock};
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
@@ -44,13 +43,4 @@ pub fn control_read(paused: bool) -> GetItemOutput {
 /// Every read of the control item answers [`control_read`].
 pub fn control(paused: bool) -> Rule {
     mock!(aws_sdk_dynamodb::Client::get_item).then_output(move || control_read(paused))
-}
-
-/// SNS accepting every publish (message id `m`).
-pub fn publish() -> Rule {
-    mock!(aws_sdk_sns::Client::publish)
-        .sequence()
-        .output(|| PublishOutput::builder().message_id("m").build())
-        .repeatedly()
-        .build()
 }

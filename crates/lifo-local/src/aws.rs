@@ -5,11 +5,24 @@
 //! old). Every value the local pipeline models is here, with the AWS page
 //! it comes from; a value AWS does not document is marked **guess**.
 //!
+//! And the account, region and credentials the local stack stands for.
+//!
 //! What the template decides (batch size, batching window, sweep rate,
 //! timeouts, reserved concurrency, event age) is read from template.yaml
 //! by [`crate::pipeline`], never written here.
 
+use aws_credential_types::Credentials;
 use std::time::Duration;
+
+/// The region and account the local stack's ARNs name.
+pub const REGION: &str = "us-east-1";
+pub const ACCOUNT: &str = "000000000000";
+
+/// The local stack's credentials: every local client signs with them, and
+/// the local API Gateway ([`crate::api_gateway`]) knows them.
+pub fn credentials() -> Credentials {
+    Credentials::new("local", "local", None, None, "lifo-local")
+}
 
 /// The modelled timings. [`AwsTiming::default`] is AWS; a test may shorten
 /// them through [`AwsTiming::fast`], explicitly.

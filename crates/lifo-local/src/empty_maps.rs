@@ -35,7 +35,7 @@ impl Intercept for EmptyMaps {
         _components: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        lifo_core::bounded::map_body(context, |inner| {
+        lifo_lambda::bounded::map_body(context, |inner| {
             SdkBody::from_body_1_x(Rewritten {
                 inner,
                 read: Vec::new(),

@@ -23,7 +23,7 @@ use aws_smithy_types::body::SdkBody;
 use serde_json::Value;
 use std::sync::Arc;
 
-use crate::stack::{ACCOUNT, REGION};
+use crate::aws::{ACCOUNT, REGION};
 
 /// One function's policy, and how to name what it calls.
 #[derive(Debug)]

@@ -9,7 +9,8 @@
 //! no warm instance pays a cold start.
 
 use crate::aws::AwsTiming;
-use crate::pipeline::PipelineStats;
+use crate::pipeline::stats::PipelineStats;
+pub use crate::template::AsyncConfig;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::atomic::Ordering;
@@ -21,20 +22,6 @@ use tokio::task::JoinSet;
 /// A function's handler: the event in, `Err` with the error's text for a
 /// function error.
 pub type Handler = Arc<dyn Fn(Value) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
-
-/// How the template configures the function's asynchronous invocations.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AsyncConfig {
-    /// Reserved concurrency (`None`: unreserved, never throttled here).
-    pub reserved: Option<usize>,
-    /// `MaximumEventAgeInSeconds`.
-    pub max_event_age: Duration,
-    /// `MaximumRetryAttempts` (function errors).
-    pub max_retries: u32,
-    /// Whether failed or aged-out events go to an on-failure destination
-    /// (the dead-letter queue).
-    pub on_failure: bool,
-}
 
 /// One function behind Lambda's asynchronous queue.
 pub struct AsyncFunction {

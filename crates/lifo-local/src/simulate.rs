@@ -8,9 +8,9 @@ use crate::report::{Observer, Report, percentile};
 use crate::{LocalStack, Pipeline, PipelineOptions};
 use anyhow::Result;
 use anyhow::{Context, anyhow};
-use create::{CreateConfig, Creator, MAX_TASKS_PER_REQUEST};
 use lifo_core::store::Op;
 use lifo_core::{Order, Store, now_ms};
+use lifo_ops::create::{CreateConfig, Creator, MAX_TASKS_PER_REQUEST};
 use process::ProcessConfig;
 use process::runner::SimulatedRunner;
 use std::sync::Arc;
@@ -40,7 +40,7 @@ pub struct Workload {
     /// The downstream's rate limit (`RunnerMaxPerSecond`), if any.
     pub rate_limit: Option<process::RateLimit>,
     /// Rests before retries (`RetryBackoffSeconds`).
-    pub rest: lifo_core::rest::RestPolicy,
+    pub rest: process::select::rest::RestPolicy,
     /// Tasks arrive through create, which wakes the processor itself (as
     /// deployed); `false`: written to the table directly, so only the
     /// stream wakes it (a producer that bypasses create).
@@ -457,7 +457,7 @@ mod tests {
             budget: Duration::from_secs(10),
             seed,
             rate_limit: None,
-            rest: lifo_core::rest::RestPolicy::default(),
+            rest: process::select::rest::RestPolicy::default(),
             through_create: true,
             linger: None,
             fair_share: true,

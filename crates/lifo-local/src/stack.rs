@@ -5,7 +5,6 @@ use crate::servers::{self, Server, Tools};
 use crate::template::Template;
 use anyhow::{Context, Result};
 use aws_config::BehaviorVersion;
-use aws_sdk_dynamodb::config::Credentials;
 use aws_sdk_dynamodb::types::TimeToLiveSpecification;
 use std::time::Duration;
 
@@ -45,15 +44,7 @@ pub struct LocalStack {
     pub moto: Server,
 }
 
-/// The region and account the local stack's ARNs name.
-pub const REGION: &str = "us-east-1";
-pub const ACCOUNT: &str = "000000000000";
-
-/// The local stack's credentials: every local client signs with them, and
-/// the local API Gateway ([`crate::api_gateway`]) knows them.
-pub fn credentials() -> Credentials {
-    Credentials::new("local", "local", None, None, "lifo-local")
-}
+pub use crate::aws::{ACCOUNT, REGION, credentials};
 
 /// SDK configuration for a local endpoint ([`REGION`], [`credentials`]).
 pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
@@ -347,9 +338,9 @@ impl LocalStack {
         }
     }
 
-    /// The rest alarm as `function` sets it ([`lifo_core::alarm`]).
-    pub fn rest_alarm_as(&self, function: &str) -> lifo_core::alarm::RestAlarm {
-        lifo_core::alarm::RestAlarm::new(self.sqs_as(function), &self.rest_wake_queue_url)
+    /// The rest alarm as `function` sets it ([`lifo_lambda::alarm`]).
+    pub fn rest_alarm_as(&self, function: &str) -> lifo_lambda::alarm::RestAlarm {
+        lifo_lambda::alarm::RestAlarm::new(self.sqs_as(function), &self.rest_wake_queue_url)
     }
 
     /// The trigger handler over this stack: wakes the process topic, and
@@ -361,7 +352,7 @@ impl LocalStack {
         max_ttl_seconds: u64,
     ) -> trigger::Trigger {
         const F: &str = "TriggerFunction";
-        trigger::Trigger::new(lifo_core::Notifier::new(
+        trigger::Trigger::new(lifo_lambda::Notifier::new(
             self.sns_as(F),
             &self.process_topic_arn,
         ))
@@ -385,7 +376,7 @@ impl LocalStack {
         const F: &str = "SchedulerStartFunction";
         Ok(scheduler_start::Scheduler::new(
             self.store_as(F, &store),
-            lifo_core::Notifier::new(self.sns_as(F), &self.process_topic_arn),
+            lifo_lambda::Notifier::new(self.sns_as(F), &self.process_topic_arn),
             scheduler_start::SchedulerConfig {
                 table_name: self.table.clone(),
                 process_topic_arn: self.process_topic_arn.clone(),
@@ -464,7 +455,7 @@ impl LocalStack {
         const F: &str = "ProcessFunction";
         process::Processor::new(
             self.store_as(F, &store),
-            lifo_core::Notifier::new(self.sns_as(F), &self.trigger_topic_arn),
+            lifo_lambda::Notifier::new(self.sns_as(F), &self.trigger_topic_arn),
             runner,
             config,
         )
@@ -476,9 +467,9 @@ impl LocalStack {
     pub fn creator(
         &self,
         store: lifo_core::Store,
-        config: create::CreateConfig,
+        config: lifo_ops::create::CreateConfig,
         processors: u32,
-    ) -> create::Creator {
+    ) -> lifo_ops::create::Creator {
         self.creator_as("CreateFunction", store, config, processors)
     }
 
@@ -488,14 +479,14 @@ impl LocalStack {
         &self,
         function: &str,
         store: lifo_core::Store,
-        config: create::CreateConfig,
+        config: lifo_ops::create::CreateConfig,
         processors: u32,
-    ) -> create::Creator {
-        create::Creator::new(self.store_as(function, &store), config).with_wakeups(
-            create::Wakeups {
-                notifier: lifo_core::Notifier::new(self.sns_as(function), &self.process_topic_arn),
+    ) -> lifo_ops::create::Creator {
+        lifo_ops::create::Creator::new(self.store_as(function, &store), config).with_wakeups(
+            lifo_lambda::notify::Fanout::new(
+                lifo_lambda::Notifier::new(self.sns_as(function), &self.process_topic_arn),
                 processors,
-            },
+            ),
         )
     }
 

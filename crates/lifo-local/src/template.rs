@@ -188,6 +188,20 @@ impl TableDef {
     }
 }
 
+/// How the template configures the function's asynchronous invocations.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AsyncConfig {
+    /// Reserved concurrency (`None`: unreserved, never throttled here).
+    pub reserved: Option<usize>,
+    /// `MaximumEventAgeInSeconds`.
+    pub max_event_age: Duration,
+    /// `MaximumRetryAttempts` (function errors).
+    pub max_retries: u32,
+    /// Whether failed or aged-out events go to an on-failure destination
+    /// (the dead-letter queue).
+    pub on_failure: bool,
+}
+
 /// An event source mapping of a function, as the template declares it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamSource {
@@ -298,8 +312,8 @@ impl Template {
     }
 
     /// The routes of the JWT API (`AWS::ApiGatewayV2::Route` with
-    /// `AuthorizationType: JWT`), one per method (`GET /{proxy+}` is
-    /// `GET`), with the scopes each needs.
+    /// `AuthorizationType: JWT`): each route key (`GET /{proxy+}`) with the
+    /// scopes it needs.
     pub fn jwt_routes(&self) -> Result<Vec<(String, Vec<String>)>> {
         let mut routes = Vec::new();
         for (id, r) in self
@@ -334,7 +348,7 @@ impl Template {
         if routes.is_empty() {
             bail!("template.yaml has no route with AuthorizationType JWT");
         }
-        Ok(crate::api_gateway::jwt::routes_by_method(&routes))
+        Ok(routes)
     }
 
     /// A parameter's default value, as a string.
@@ -427,7 +441,7 @@ impl Template {
 
     /// How Lambda invokes `function` asynchronously: its reserved
     /// concurrency and its EventInvokeConfig.
-    pub fn async_config(&self, function: &str) -> Result<crate::invoke::AsyncConfig> {
+    pub fn async_config(&self, function: &str) -> Result<AsyncConfig> {
         let props = self
             .resource(function)?
             .get("Properties")
@@ -442,7 +456,7 @@ impl Template {
                 .and_then(|c| c.get(k))
                 .map_or(Ok(default), |v| self.number(v))
         };
-        Ok(crate::invoke::AsyncConfig {
+        Ok(AsyncConfig {
             reserved,
             // Lambda's defaults: 6 hours, 2 retries.
             max_event_age: Duration::from_secs(field("MaximumEventAgeInSeconds", 21_600)?),

@@ -8,10 +8,10 @@
 //! only start that user's list somewhere else.
 
 use crate::OpsError;
-use crate::tasks::MAX_KEY_BYTES;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_types::base64;
 use lifo_core::expr::attr;
+use lifo_core::model::MAX_KEY_BYTES;
 use lifo_core::store::Item;
 use serde::{Deserialize, Serialize};
 

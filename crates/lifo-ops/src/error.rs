@@ -86,12 +86,3 @@ impl From<CancelError> for OpsError {
         }
     }
 }
-
-impl From<create::CreateError> for OpsError {
-    fn from(e: create::CreateError) -> Self {
-        match e {
-            create::CreateError::Invalid { field, message } => Self::Invalid { field, message },
-            create::CreateError::Store(e) => Self::Store(e),
-        }
-    }
-}

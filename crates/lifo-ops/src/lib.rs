@@ -7,9 +7,11 @@ pub mod control;
 pub mod create;
 pub mod cursor;
 pub mod error;
+pub mod fields;
 pub mod path_id;
 pub mod queue;
 pub mod redrive;
+pub mod since;
 pub mod stats;
 pub mod tasks;
 

@@ -16,7 +16,7 @@ pub const ENCODED: char = '~';
 
 /// The path segment that names `id`.
 pub fn encode(id: &str) -> String {
-    if create::check_id(id).is_ok() {
+    if crate::create::check_id(id).is_ok() {
         id.to_owned()
     } else {
         let b64 = base64::encode(id.as_bytes());

@@ -2,7 +2,7 @@
 //! are created on it.
 
 use crate::OpsError;
-use create::CreateResponse;
+use crate::create::CreateResponse;
 use lifo_core::Store;
 use serde_json::Value;
 use std::future::Future;
@@ -48,7 +48,7 @@ pub trait Produce: std::fmt::Debug + Send + Sync {
 }
 
 /// Create's own code against the table (validation, limits, wake-ups).
-impl Produce for create::Creator {
+impl Produce for crate::create::Creator {
     fn create(&self, request: Value) -> BoxFuture<'_, Result<CreateResponse, OpsError>> {
         Box::pin(async move { Ok(self.handle(request).await?) })
     }
@@ -66,12 +66,21 @@ impl Queue {
     /// A queue whose tasks are created by create's own code on `store`
     /// with `settings` (no wake-ups: the stream wakes the processor).
     pub fn new(store: Store, settings: Settings) -> Self {
-        let creator = create::Creator::new(store.clone(), create_config(&store, &settings));
+        let creator = crate::create::Creator::new(store.clone(), create_config(&store, &settings));
         Self {
             store,
             settings,
             producer: Arc::new(creator),
         }
+    }
+
+    /// Writes `request` through the queue's producer, whole or not at all
+    /// (create's rules). Its size is checked where its bytes are: by the
+    /// API on the body's length, by the CLI on the file's, and by create
+    /// itself (in process, or in the function a stack's producer invokes);
+    /// not here again.
+    pub async fn create(&self, request: Value) -> Result<CreateResponse, OpsError> {
+        self.producer.create(request).await
     }
 
     /// The same queue with another producer.
@@ -82,13 +91,13 @@ impl Queue {
 }
 
 /// Create's configuration for `settings`.
-pub fn create_config(store: &Store, s: &Settings) -> create::CreateConfig {
-    create::CreateConfig {
+pub fn create_config(store: &Store, s: &Settings) -> crate::create::CreateConfig {
+    crate::create::CreateConfig {
         shard_count: s.shards,
         due_shard_count: s.due_shards,
         max_ttl_seconds: s.max_ttl_seconds,
         default_ttl_seconds: s.task_ttl_seconds.min(s.max_ttl_seconds),
         retention_seconds: s.retention_seconds,
-        ..create::CreateConfig::new(store.table())
+        ..crate::create::CreateConfig::new(store.table())
     }
 }

@@ -10,11 +10,10 @@ pub const MAX_LIST: usize = 10_000;
 /// Tasks read per index page of a user's list.
 const USER_PAGE: usize = 100;
 
-/// Longest key DynamoDB holds (a partition key of up to 2,048 bytes).
-pub const MAX_KEY_BYTES: usize = 2048;
+pub use lifo_core::model::MAX_KEY_BYTES;
 
 /// An id of a task that may already be in the table. New ids keep
-/// create's rules ([`create::check_id`]); an operator must still reach a
+/// create's rules ([`crate::create::check_id`]); an operator must still reach a
 /// task that an older version, a migration or a producer writing straight
 /// to the table gave any id (`a/b`, `sp ace`, `..`, 1,500 characters), so
 /// this takes any key DynamoDB can hold. The queue's own items (`#…`) are

@@ -42,11 +42,11 @@ pub fn json(headers: &HeaderMap, body: &Bytes, empty_ok: bool) -> Result<Value, 
     }
     let text = std::str::from_utf8(body)
         .map_err(|e| Problem::invalid("(body)", format!("not UTF-8: {e}")))?;
-    lifo_core::event::parse_str(text).map_err(|e| match e {
-        lifo_core::event::EventError::DuplicateKey { ref path, .. } => {
+    lifo_lambda::event::parse_str(text).map_err(|e| match e {
+        lifo_lambda::event::EventError::DuplicateKey { ref path, .. } => {
             Problem::invalid(path.clone(), e.to_string())
         }
-        lifo_core::event::EventError::Syntax(inner) => {
+        lifo_lambda::event::EventError::Syntax(inner) => {
             Problem::invalid("(body)", format!("not valid JSON: {inner}"))
         }
         e => Problem::invalid("(body)", e.to_string()),

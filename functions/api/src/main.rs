@@ -2,16 +2,17 @@
 //! environment, then the router under `lambda_http`.
 
 use api::{Api, router};
-use create::{CreateConfig, Creator, Wakeups};
-use lifo_core::config::{Env, Source};
-use lifo_core::{Notifier, Store, xray};
+use lifo_core::Store;
+use lifo_lambda::config::{Env, Source};
+use lifo_lambda::{Notifier, xray};
+use lifo_ops::create::{CreateConfig, Creator};
 use lifo_ops::{Queue, Settings};
 use std::sync::Arc;
 
 // One thread, as the other functions: one event at a time per sandbox.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
-    lifo_core::logging::init();
+    lifo_lambda::logging::init();
     let config = CreateConfig::from_source(&Env)?;
     let aws = aws_config::load_from_env().await;
     let store = Store::new(xray::dynamodb(&aws, &config.table_name), &config.table_name);
@@ -25,10 +26,10 @@ async fn main() -> Result<(), lambda_http::Error> {
     // Tasks created over the API wake the processor as create's do.
     let mut creator = Creator::new(store.clone(), config);
     if let Some(topic) = Env.get("PROCESS_TOPIC_ARN").filter(|t| !t.is_empty()) {
-        creator = creator.with_wakeups(Wakeups {
-            notifier: Notifier::new(xray::sns(&aws, &topic), topic),
-            processors: lifo_core::config::processor_count(&Env)?,
-        });
+        creator = creator.with_wakeups(lifo_lambda::notify::Fanout::new(
+            Notifier::new(xray::sns(&aws, &topic), topic),
+            lifo_lambda::config::processor_count(&Env)?,
+        ));
     }
     let queue = Queue::new(store, settings).with_producer(Arc::new(creator));
     let tracer = xray::Tracer::from_env();

@@ -10,11 +10,11 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post};
-use lifo_core::fields::{present, whole};
-use lifo_core::since::Since;
 use lifo_core::{Task, now_ms};
 use lifo_ops::Queue;
+use lifo_ops::fields::{present, whole};
 use lifo_ops::redrive::{Redrive, Selection};
+use lifo_ops::since::Since;
 use lifo_ops::tasks::FailedFilter;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -150,7 +150,7 @@ async fn create(
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Answer {
     let request = body::json(&headers, &bytes(body)?, false)?;
-    let r = lifo_ops::create::create(&api.queue, request).await?;
+    let r = api.queue.create(request).await?;
     let status = if r.created.is_empty() {
         StatusCode::OK
     } else {

@@ -110,7 +110,7 @@ async fn create_read_retry_cancel_and_delete_over_http() {
     // A and b fail (a downstream that fails every run, one attempt).
     let failing = h.processor_custom(SimulatedRunner::new(2, Duration::ZERO, 1.0, 0.0), 1);
     let report = failing
-        .handle(&process::Wake::one(), deadline())
+        .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.failed, 2);
@@ -953,7 +953,7 @@ async fn every_refusal_names_its_field_and_unknown_parameters_are_refused_everyw
     );
     let deep = format!(
         r#"{{"tasks": [{{"payload": {}}}]}}"#,
-        lifo_core::event::nested_json(1000)
+        lifo_lambda::event::nested_json(1000)
     );
     let (st, p) = s
         .raw("POST", "/tasks", "application/json", deep.into_bytes())

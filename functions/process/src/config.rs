@@ -1,8 +1,8 @@
 //! Settings of the process function, from its environment.
 
+use crate::select::rest::RestPolicy;
 use lifo_core::Order;
-use lifo_core::config::{self, ConfigError, Source};
-use lifo_core::rest::RestPolicy;
+use lifo_lambda::config::{self, ConfigError, Source};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -52,7 +52,7 @@ pub struct ProcessConfig {
     pub order: Order,
     /// A fair share per tenant (`FAIR_SHARE`, default on): when several
     /// tenants have work, those served less lately go first, and one past
-    /// its share of the rate limit last ([`lifo_core::fair`]).
+    /// its share of the rate limit last ([`crate::select::fair`]).
     pub fair_share: bool,
 }
 

@@ -3,8 +3,8 @@
 
 use crate::report::Finished;
 use crate::runner::{RunOutcome, TaskRunner};
+use crate::select::rest::RestPolicy;
 use lifo_core::error::Chain;
-use lifo_core::rest::RestPolicy;
 use lifo_core::{Move, Step, Store, StoreError, Task, TaskStatus, Transition, now_ms};
 use std::sync::Arc;
 
@@ -21,10 +21,10 @@ pub(crate) struct FinishPolicy {
 /// The run, as an X-Ray subsegment `run` (flagged by its outcome) when
 /// the invocation is sampled; the runner's own calls hang under it.
 async fn run_traced<R: TaskRunner>(runner: &R, task: &Task) -> RunOutcome {
-    let Some(mut segment) = lifo_core::xray::Subsegment::start("run") else {
+    let Some(mut segment) = lifo_lambda::xray::Subsegment::start("run") else {
         return runner.run(task).await;
     };
-    let outcome = lifo_core::xray::scope(Some(segment.as_parent()), runner.run(task)).await;
+    let outcome = lifo_lambda::xray::scope(Some(segment.as_parent()), runner.run(task)).await;
     if let Some(flag) = outcome.xray_flag() {
         segment.flag(flag);
     }

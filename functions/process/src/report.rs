@@ -57,7 +57,7 @@ pub struct ProcessReport {
     pub shed: usize,
     pub stop: StopReason,
     pub tail_call: bool,
-    /// Rest alarms set at the end ([`lifo_core::alarm`]).
+    /// Rest alarms set at the end ([`lifo_lambda::alarm`]).
     pub rest_alarms: usize,
     pub elapsed_ms: u64,
     /// Age at start (ms) of each claimed task, for the AgeAtStartMs metric.
@@ -67,9 +67,9 @@ pub struct ProcessReport {
 
 impl ProcessReport {
     /// The invocation's metrics (EMF).
-    pub fn metrics(&self) -> lifo_core::metrics::Metrics {
+    pub fn metrics(&self) -> lifo_lambda::metrics::Metrics {
         let ages: Vec<f64> = self.ages_ms.iter().map(|a| *a as f64).collect();
-        lifo_core::metrics::Metrics::new()
+        lifo_lambda::metrics::Metrics::new()
             .cold_start()
             .count("TasksClaimed", self.claimed.len())
             .count("TasksSucceeded", self.succeeded)
@@ -85,7 +85,7 @@ impl ProcessReport {
             .count("RestAlarms", self.rest_alarms)
             .values(
                 "AgeAtStartMs",
-                lifo_core::metrics::Unit::Milliseconds,
+                lifo_lambda::metrics::Unit::Milliseconds,
                 &ages,
             )
     }

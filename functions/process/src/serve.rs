@@ -27,12 +27,13 @@
 //! ```
 
 use crate::runner::TaskRunner;
-use crate::{ProcessConfig, Processor, Wake};
+use crate::{ProcessConfig, Processor, Wakeups};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use lifo_core::alarm::RestAlarm;
-use lifo_core::config::{ConfigError, Env, Source};
-use lifo_core::event::RawEvent;
-use lifo_core::{Notifier, Store, xray};
+use lifo_core::Store;
+use lifo_lambda::alarm::RestAlarm;
+use lifo_lambda::config::{ConfigError, Env, Source};
+use lifo_lambda::event::RawEvent;
+use lifo_lambda::{Notifier, xray};
 use std::sync::Arc;
 
 /// Serves `runner` as the process function: JSON logs, settings from the
@@ -49,7 +50,7 @@ where
     R: TaskRunner,
     F: FnOnce(&Env, &aws_config::SdkConfig) -> Result<R, ConfigError>,
 {
-    lifo_core::logging::init();
+    lifo_lambda::logging::init();
     let config = ProcessConfig::from_source(&Env)?;
     let aws = aws_config::load_from_env().await;
     let runner = Arc::new(make_runner(&Env, &aws)?);
@@ -66,7 +67,7 @@ where
     let processor = &processor;
     let tracer = &xray::Tracer::from_env();
     lambda_runtime::run(service_fn(move |event: LambdaEvent<RawEvent>| async move {
-        let wake = Wake::parse_raw(&event.payload)?;
+        let wake = Wakeups::parse_raw(&event.payload)?;
         let trace = event.context.xray_trace_id.as_deref();
         // Boxed: the handler's future is deep, and a runner's own main
         // should not need a raised recursion limit to hold it.

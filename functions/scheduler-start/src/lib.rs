@@ -14,10 +14,12 @@
 
 use chrono::{Days, NaiveDate};
 use futures::{StreamExt, TryStreamExt, stream};
-use lifo_core::config::{self, ConfigError, Source};
 use lifo_core::model::due_key;
 use lifo_core::store::Item;
-use lifo_core::{Notifier, NotifyError, Store, StoreError, Wakeup, now_ms};
+use lifo_core::{Store, StoreError, now_ms};
+use lifo_lambda::config::{self, ConfigError, Source};
+use lifo_lambda::notify::Fanout;
+use lifo_lambda::{Notifier, NotifyError, Wakeup};
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -105,6 +107,9 @@ pub struct StartReport {
     /// The deadline came first: the rest stays SCHEDULED for the next run.
     pub stopped_early: bool,
     pub woke_processor: bool,
+    /// Wake-ups published: one per shard group (the `WakeupsPublished`
+    /// metric).
+    pub wakeups: usize,
     pub elapsed_ms: u64,
 }
 
@@ -143,7 +148,8 @@ pub fn run_date(event: &Value) -> Result<NaiveDate, SchedulerError> {
 #[derive(Debug, Clone)]
 pub struct Scheduler {
     store: Store,
-    wake: Notifier,
+    /// The process topic, one wake-up per shard group.
+    wake: Fanout,
     config: SchedulerConfig,
 }
 
@@ -160,7 +166,7 @@ impl Scheduler {
     pub fn new(store: Store, wake: Notifier, config: SchedulerConfig) -> Self {
         Self {
             store,
-            wake,
+            wake: Fanout::new(wake, config.processors),
             config,
         }
     }
@@ -175,7 +181,7 @@ impl Scheduler {
         event: &serde_json::value::RawValue,
         deadline: SystemTime,
     ) -> Result<StartReport, SchedulerError> {
-        let event = lifo_core::event::parse(event)
+        let event = lifo_lambda::event::parse(event)
             .map_err(|e| SchedulerError::Invalid(format!("the event is {e}")))?;
         self.handle(event, deadline).await
     }
@@ -233,24 +239,14 @@ impl Scheduler {
         .await?;
 
         let started = counters.started.load(Ordering::Relaxed);
-        let mut woke_processor = false;
-        if started > 0 {
-            // One wake-up per shard group (the tasks are spread over all).
-            let processors = self.config.processors.max(1);
-            let groups: Vec<Option<u32>> = if processors == 1 {
-                vec![None]
-            } else {
-                (0..processors).map(Some).collect()
-            };
-            for group in groups {
-                let wakeup = Wakeup {
-                    group,
-                    ..Wakeup::new("scheduler-start", "due-tasks", now_ms())
-                };
-                self.wake.wake(&wakeup).await?;
-            }
-            woke_processor = true;
-        }
+        // One wake-up per shard group (the tasks are spread over all).
+        let wakeups = if started > 0 {
+            let wakeup = Wakeup::new("scheduler-start", "due-tasks", now_ms());
+            let every = self.wake.targets(true, &Default::default());
+            self.wake.wake_all(&wakeup, &every).await?
+        } else {
+            0
+        };
         let report = StartReport {
             run_date: date.format("%Y-%m-%d").to_string(),
             dates,
@@ -261,13 +257,14 @@ impl Scheduler {
             errors: counters.errors.load(Ordering::Relaxed),
             throttle_retries: counters.throttle_retries.load(Ordering::Relaxed),
             stopped_early: stopped_early.load(Ordering::Relaxed),
-            woke_processor,
+            woke_processor: wakeups > 0,
+            wakeups,
             elapsed_ms: began.elapsed().as_millis() as u64,
         };
-        lifo_core::metrics::Metrics::new()
+        lifo_lambda::metrics::Metrics::new()
             .cold_start()
             .count("TasksStarted", report.started)
-            .count("WakeupsPublished", usize::from(report.woke_processor))
+            .count("WakeupsPublished", report.wakeups)
             .emit();
         tracing::info!(event = "scheduler.end", runDate = %report.run_date, started = report.started,
             skipped = report.skipped, errors = report.errors, stoppedEarly = report.stopped_early,

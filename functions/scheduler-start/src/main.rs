@@ -1,9 +1,10 @@
 //! Lambda entry point of `scheduler-start`: set up tracing and clients, run the handler.
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use lifo_core::config::Env;
-use lifo_core::event::RawEvent;
-use lifo_core::{Notifier, Store, xray};
+use lifo_core::Store;
+use lifo_lambda::config::Env;
+use lifo_lambda::event::RawEvent;
+use lifo_lambda::{Notifier, xray};
 use scheduler_start::{Scheduler, SchedulerConfig};
 
 // One thread: Lambda runs one event at a time per sandbox with at most one
@@ -12,7 +13,7 @@ use scheduler_start::{Scheduler, SchedulerConfig};
 // `lifo bench --only process`; not measured for this function.)
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    lifo_core::logging::init();
+    lifo_lambda::logging::init();
     let config = SchedulerConfig::from_source(&Env)?;
     let aws = aws_config::load_from_env().await;
     let store = Store::new(xray::dynamodb(&aws, &config.table_name), &config.table_name);

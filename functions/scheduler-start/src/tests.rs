@@ -5,7 +5,7 @@ use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::error::ConditionalCheckFailedException;
 use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
-use lifo_core::testing::publish;
+use lifo_lambda::testing::publish;
 use serde_json::json;
 use std::collections::HashMap;
 

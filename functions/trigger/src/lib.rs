@@ -7,7 +7,7 @@
 //!   inserts of claimable tasks), with partial batch responses: a malformed
 //!   record is reported on its own, never panicked on;
 //! - by the trigger topic (tail calls from `process`);
-//! - by the rest-wake queue (SQS): a rest alarm ([`lifo_core::alarm`])
+//! - by the rest-wake queue (SQS): a rest alarm ([`lifo_lambda::alarm`])
 //!   that `process` set when it ended with a task still resting. A message
 //!   that came early (SQS delays one by 15 minutes at most) sets the alarm
 //!   again for the rest of the rest; any other wakes the processor;
@@ -24,10 +24,12 @@
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::sns::SnsEvent;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
-use lifo_core::alarm::{AlarmError, MAX_REST_SLEEP, RestAlarm};
-use lifo_core::config::{self, ConfigError, Source};
 use lifo_core::expr::attr;
-use lifo_core::{Notifier, NotifyError, Store, StoreError, Wakeup, now_ms};
+use lifo_core::{Store, StoreError, now_ms};
+use lifo_lambda::alarm::{AlarmError, MAX_REST_SLEEP, RestAlarm};
+use lifo_lambda::config::{self, ConfigError, Source};
+use lifo_lambda::notify::Fanout;
+use lifo_lambda::{Notifier, NotifyError, Wakeup};
 use serde_json::Value;
 
 /// Why an invocation failed.
@@ -74,8 +76,9 @@ pub struct TriggerOutcome {
     /// Sequence numbers of stream records reported as failed (malformed,
     /// or not acknowledged because the publish failed).
     pub failed_items: Vec<String>,
-    /// Whether a wake-up was published.
-    pub published: bool,
+    /// Wakeups-ups published: one, or one per shard group with work when more
+    /// than one processor claims (the `WakeupsPublished` metric).
+    pub wakeups: usize,
     /// Tasks shed by expiry: by the sweep's reaper, or (a task no reader
     /// shed) seen deleted by TTL without having started.
     pub expired: usize,
@@ -111,13 +114,11 @@ impl Sweep {
 /// The trigger function's handler.
 #[derive(Debug, Clone)]
 pub struct Trigger {
-    notifier: Notifier,
+    /// The process topic, one wake-up per shard group with work.
+    fanout: Fanout,
     sweep: Option<Sweep>,
     /// Sets a long rest's alarm again (`REST_WAKE_QUEUE_URL`).
     alarm: Option<RestAlarm>,
-    /// Processors (`PROCESSOR_COUNT`): with more than one, a wake-up names
-    /// the shard group that has work, one wake-up per group.
-    processors: u32,
 }
 
 /// Which shard groups a wake-up is for.
@@ -206,10 +207,9 @@ fn failure(sequence_number: String) -> DynamoDbBatchItemFailure {
 impl Trigger {
     pub fn new(notifier: Notifier) -> Self {
         Self {
-            notifier,
+            fanout: Fanout::new(notifier, 1),
             sweep: None,
             alarm: None,
-            processors: 1,
         }
     }
 
@@ -221,7 +221,7 @@ impl Trigger {
 
     /// With `processors` processors (each wake-up then names a group).
     pub fn with_processors(mut self, processors: u32) -> Self {
-        self.processors = processors.max(1);
+        self.fanout = Fanout::new(self.fanout.notifier.clone(), processors);
         self
     }
 
@@ -236,7 +236,7 @@ impl Trigger {
         &self,
         event: &serde_json::value::RawValue,
     ) -> Result<DynamoDbEventResponse, TriggerError> {
-        let event = lifo_core::event::parse(event).map_err(|e| TriggerError::Malformed {
+        let event = lifo_lambda::event::parse(event).map_err(|e| TriggerError::Malformed {
             source_name: "invocation",
             message: format!("the event is {e}"),
         })?;
@@ -279,8 +279,7 @@ impl Trigger {
                     }
                 }
                 if outcome.signals > 0 {
-                    self.publish("tail-call", outcome.signals, &groups).await?;
-                    outcome.published = true;
+                    outcome.wakeups = self.publish("tail-call", &groups).await?;
                 }
                 Ok(outcome)
             }
@@ -333,8 +332,7 @@ impl Trigger {
             }
         }
         if outcome.signals > 0 {
-            self.publish("rest-end", outcome.signals, &groups).await?;
-            outcome.published = true;
+            outcome.wakeups = self.publish("rest-end", &groups).await?;
         }
         Ok(outcome)
     }
@@ -379,9 +377,10 @@ impl Trigger {
                     match r.change.new_image.get(attr::SHARD) {
                         Some(serde_dynamo::AttributeValue::N(n)) => match n.parse::<u32>() {
                             Ok(shard) => {
-                                groups
-                                    .named
-                                    .insert(lifo_core::groups::group_of(shard, self.processors));
+                                groups.named.insert(lifo_core::groups::group_of(
+                                    shard,
+                                    self.fanout.processors,
+                                ));
                             }
                             Err(_) => groups.all = true,
                         },
@@ -409,11 +408,8 @@ impl Trigger {
             }
         }
         if outcome.signals > 0 {
-            match self
-                .publish("stream-insert", outcome.signals, &groups)
-                .await
-            {
-                Ok(()) => outcome.published = true,
+            match self.publish("stream-insert", &groups).await {
+                Ok(n) => outcome.wakeups = n,
                 // Not acknowledged: Lambda retries from the first of them.
                 Err(e) if !signal_sequence_numbers.is_empty() => {
                     tracing::error!(event = "wakeup.publish_failed", error = %lifo_core::error::Chain(&e), "reporting the batch's signals as failed so Lambda retries them");
@@ -470,7 +466,7 @@ impl Trigger {
                 .iter()
                 .enumerate()
                 .filter(|(_, n)| **n > 0)
-                .map(|(shard, _)| lifo_core::groups::group_of(shard as u32, self.processors))
+                .map(|(shard, _)| lifo_core::groups::group_of(shard as u32, self.fanout.processors))
                 .collect(),
             previous_trace: None,
             wake_at: None,
@@ -483,14 +479,13 @@ impl Trigger {
             ..TriggerOutcome::default()
         };
         if depth > 0 && !paused {
-            self.publish("sweep", 1, &groups).await?;
-            outcome.published = true;
+            outcome.wakeups = self.publish("sweep", &groups).await?;
         }
         tracing::info!(
             event = "sweep.end",
             depth = outcome.depth,
             paused,
-            published = outcome.published
+            wakeups = outcome.wakeups
         );
         Ok(outcome)
     }
@@ -499,9 +494,9 @@ impl Trigger {
     /// (what [`Trigger::handle`] does, returning what was done).
     pub async fn measured(&self, event: Value) -> Result<TriggerOutcome, TriggerError> {
         let outcome = self.handle_outcome(event).await?;
-        let metrics = lifo_core::metrics::Metrics::new()
+        let metrics = lifo_lambda::metrics::Metrics::new()
             .cold_start()
-            .count("WakeupsPublished", usize::from(outcome.published))
+            .count("WakeupsPublished", outcome.wakeups)
             .count("TasksExpired", outcome.expired);
         let metrics = match outcome.depth {
             Some(depth) => metrics.count("QueueDepth", depth),
@@ -516,38 +511,15 @@ impl Trigger {
     }
 
     /// One wake-up, or with more than one processor one per group named
-    /// (every group for `all`).
-    async fn publish(
-        &self,
-        reason: &'static str,
-        signals: usize,
-        groups: &Groups,
-    ) -> Result<(), NotifyError> {
-        let targets: Vec<Option<u32>> = if self.processors <= 1 {
-            vec![None]
-        } else if groups.all {
-            (0..self.processors).map(Some).collect()
-        } else {
-            groups.named.iter().copied().map(Some).collect()
+    /// (every group for `all`); how many were published.
+    async fn publish(&self, reason: &'static str, groups: &Groups) -> Result<usize, NotifyError> {
+        let wakeup = Wakeup {
+            previous_trace: groups.previous_trace.clone(),
+            wake_at: groups.wake_at,
+            ..Wakeup::new("trigger", reason, now_ms())
         };
-        for group in targets {
-            let wakeup = Wakeup {
-                group,
-                previous_trace: groups.previous_trace.clone(),
-                wake_at: groups.wake_at,
-                ..Wakeup::new("trigger", reason, now_ms())
-            };
-            let message_id = self.notifier.wake(&wakeup).await?;
-            tracing::info!(
-                event = "wakeup.published",
-                reason,
-                signals,
-                group,
-                messageId = message_id,
-                "woke the processor"
-            );
-        }
-        Ok(())
+        let targets = self.fanout.targets(groups.all, &groups.named);
+        self.fanout.wake_all(&wakeup, &targets).await
     }
 }
 

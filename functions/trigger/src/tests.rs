@@ -52,7 +52,7 @@ async fn stream_fixture_publishes_one_wakeup() {
         .handle_outcome(fixture("trigger-stream-insert.json"))
         .await
         .unwrap();
-    assert_eq!((out.signals, out.ignored, out.published), (2, 0, true));
+    assert_eq!((out.signals, out.ignored, out.wakeups > 0), (2, 0, true));
     assert!(out.failed_items.is_empty());
     assert_eq!(rule.num_calls(), 1);
 }
@@ -64,7 +64,7 @@ async fn tail_call_fixture_publishes_one_wakeup() {
         .handle_outcome(fixture("trigger-tail-call.json"))
         .await
         .unwrap();
-    assert_eq!((out.signals, out.published), (1, true));
+    assert_eq!((out.signals, out.wakeups > 0), (1, true));
     assert_eq!(rule.num_calls(), 1);
 }
 
@@ -78,7 +78,7 @@ async fn modify_and_unclaimable_inserts_do_not_wake() {
         .remove("claimableAt");
     let rule = ok_publish();
     let out = trigger(&rule).handle_outcome(event).await.unwrap();
-    assert_eq!((out.signals, out.ignored, out.published), (0, 2, false));
+    assert_eq!((out.signals, out.ignored, out.wakeups > 0), (0, 2, false));
     assert_eq!(rule.num_calls(), 0);
 }
 
@@ -108,11 +108,11 @@ async fn a_failed_publish_reports_the_signals_for_retry() {
     let expected = sequence_numbers(&event);
     let rule = failing_publish();
     let out = trigger(&rule).handle_outcome(event).await.unwrap();
-    assert!(!out.published);
+    assert_eq!(out.wakeups, 0);
     assert_eq!(out.failed_items, expected);
     assert_eq!(
         rule.num_calls(),
-        lifo_core::notify::PUBLISH_ATTEMPTS as usize,
+        lifo_lambda::notify::PUBLISH_ATTEMPTS as usize,
         "publish is retried (by the SDK's policy) before giving up"
     );
 }
@@ -171,7 +171,7 @@ async fn the_sweep_wakes_only_when_claimable_tasks_exist() {
         .handle_outcome(scheduled())
         .await
         .unwrap();
-    assert_eq!((out.signals, out.published), (0, false));
+    assert_eq!((out.signals, out.wakeups > 0), (0, false));
     assert_eq!(empty.num_calls(), 2, "one COUNT query per shard");
     assert_eq!(rule.num_calls(), 0);
 
@@ -184,7 +184,7 @@ async fn the_sweep_wakes_only_when_claimable_tasks_exist() {
         .await
         .unwrap();
     assert_eq!(
-        (out.signals, out.published, out.depth, out.paused),
+        (out.signals, out.wakeups > 0, out.depth, out.paused),
         (1, true, Some(14), Some(false)),
         "depth sums the shards"
     );
@@ -270,7 +270,7 @@ async fn the_sweep_sheds_what_expired_at_the_oldest_end_and_counts_it() {
         5,
         "shard 0's other two bands, and shard 1's three"
     );
-    assert_eq!((out.depth, out.published), (Some(2), true));
+    assert_eq!((out.depth, out.wakeups > 0), (Some(2), true));
 }
 
 #[tokio::test]
@@ -317,7 +317,7 @@ async fn ttl_deletions_of_never_started_tasks_count_as_expired() {
     }
     let rule = ok_publish();
     let out = trigger(&rule).handle_outcome(event).await.unwrap();
-    assert_eq!((out.expired, out.ignored, out.published), (1, 1, false));
+    assert_eq!((out.expired, out.ignored, out.wakeups > 0), (1, 1, false));
     assert_eq!(rule.num_calls(), 0);
 }
 
@@ -331,7 +331,7 @@ async fn a_paused_queue_is_counted_but_not_woken_by_the_sweep() {
         .await
         .unwrap();
     assert_eq!(
-        (out.published, out.depth, out.paused),
+        (out.wakeups > 0, out.depth, out.paused),
         (false, Some(6), Some(true))
     );
     assert_eq!(rule.num_calls(), 0);
@@ -355,7 +355,7 @@ async fn resume_and_nudges_wake_the_processor_and_a_pause_does_not() {
         .handle_outcome(json!({"Records": [control_record(false)]}))
         .await
         .unwrap();
-    assert_eq!((out.signals, out.published), (1, true));
+    assert_eq!((out.signals, out.wakeups > 0), (1, true));
     assert_eq!(rule.num_calls(), 1);
 
     let rule = ok_publish();
@@ -363,7 +363,7 @@ async fn resume_and_nudges_wake_the_processor_and_a_pause_does_not() {
         .handle_outcome(json!({"Records": [control_record(true)]}))
         .await
         .unwrap();
-    assert_eq!((out.signals, out.ignored, out.published), (0, 1, false));
+    assert_eq!((out.signals, out.ignored, out.wakeups > 0), (0, 1, false));
     assert_eq!(rule.num_calls(), 0);
 }
 
@@ -444,7 +444,7 @@ async fn a_rest_alarm_wakes_the_processor() {
         .handle_outcome(fixture("trigger-rest-alarm.json"))
         .await
         .unwrap();
-    assert_eq!((out.signals, out.published), (1, true));
+    assert_eq!((out.signals, out.wakeups > 0), (1, true));
     assert_eq!(rule.num_calls(), 1);
 }
 
@@ -480,7 +480,21 @@ async fn an_early_alarm_is_set_again_and_a_stranger_is_dropped() {
         .handle_outcome(event)
         .await
         .unwrap();
-    assert_eq!((out.signals, out.ignored, out.published), (0, 2, false));
+    assert_eq!((out.signals, out.ignored, out.wakeups > 0), (0, 2, false));
     assert_eq!(sent.num_calls(), 1);
     assert_eq!(rule.num_calls(), 0);
+}
+
+/// `WakeupsPublished` counts messages, as create's does: a tail call for
+/// every group with three processors is three wake-ups (it counted one).
+#[tokio::test]
+async fn wakeups_published_counts_each_group_s_message() {
+    let rule = ok_publish();
+    let out = trigger(&rule)
+        .with_processors(3)
+        .handle_outcome(fixture("trigger-tail-call.json"))
+        .await
+        .unwrap();
+    assert_eq!((out.signals, out.wakeups), (1, 3));
+    assert_eq!(rule.num_calls(), 3);
 }

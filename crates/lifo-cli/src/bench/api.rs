@@ -33,11 +33,9 @@ pub(super) async fn api_latency() -> anyhow::Result<Report> {
     let mut out = Report::default();
     let stack = LocalStack::start().await?;
     let queue = Queue::new(stack.store(), Settings::default());
-    lifo_ops::create::create(
-        &queue,
-        json!({"tasks": [{"taskId": "probe", "payload": payload(0)}]}),
-    )
-    .await?;
+    queue
+        .create(json!({"tasks": [{"taskId": "probe", "payload": payload(0)}]}))
+        .await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let app = api::router(Arc::new(api::Api {
@@ -84,7 +82,7 @@ pub(super) async fn api_latency() -> anyhow::Result<Report> {
         get_http.push(send("GET", "/tasks/probe", None).await?);
         let direct = json!({"tasks": [{"taskId": format!("d-{i}"), "payload": payload(i)}]});
         let started = Instant::now();
-        lifo_ops::create::create(&queue, direct).await?;
+        queue.create(direct).await?;
         post_direct.push(started.elapsed());
         let over = json!({"tasks": [{"taskId": format!("h-{i}"), "payload": payload(i)}]});
         post_http.push(send("POST", "/tasks", Some(over)).await?);

@@ -22,7 +22,7 @@ pub(super) fn overload(duration: Duration, ttl_seconds: u64) -> Workload {
         budget: Duration::from_secs(10),
         seed: 1,
         rate_limit: None,
-        rest: lifo_core::rest::RestPolicy::default(),
+        rest: process::select::rest::RestPolicy::default(),
         through_create: true,
         linger: None,
         latency_jitter: 0.0,

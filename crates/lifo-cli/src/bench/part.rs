@@ -203,7 +203,7 @@ pub(super) async fn drain(
         )),
         config(process::ProcessConfig {
             time_budget: std::time::Duration::from_secs(30),
-            rest: lifo_core::rest::RestPolicy::default(),
+            rest: process::select::rest::RestPolicy::default(),
             ..process::ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         }),
     );
@@ -211,7 +211,7 @@ pub(super) async fn drain(
     for _ in 0..10 {
         let deadline = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
         succeeded += processor
-            .handle(&process::Wake::one(), deadline)
+            .handle(&process::Wakeups::one(), deadline)
             .await?
             .succeeded;
         if succeeded >= want {

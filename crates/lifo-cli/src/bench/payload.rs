@@ -7,9 +7,9 @@
 //! for the task's moves plus ⌈payload / 1 KB⌉ to store the payload once.
 
 use super::part::{BenchArgs, Line, Report};
-use create::{CreateConfig, Creator};
 use lifo_core::store::{Op, PayloadPolicy};
 use lifo_local::LocalStack;
+use lifo_ops::create::{CreateConfig, Creator};
 use process::ProcessConfig;
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@ use lifo_core::{Move, Op, Order, Step, Store, Task, TaskStatus, now_ms};
 use lifo_local::LocalStack;
 use lifo_local::latency::LatencyProxy;
 use process::runner::SimulatedRunner;
-use process::{ProcessConfig, Processor, Wake};
+use process::{ProcessConfig, Processor, Wakeups};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -146,7 +146,7 @@ async fn processors(config: Config, tasks: usize) -> anyhow::Result<Measured> {
     let runs = procs.iter().enumerate().map(|(g, p)| {
         let p = p.clone();
         async move {
-            let wake = Wake {
+            let wake = Wakeups {
                 records: 1,
                 groups: vec![g as u32],
                 previous_trace: None,

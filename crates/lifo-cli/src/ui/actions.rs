@@ -9,9 +9,9 @@ use super::pages::{MAX_REDRIVE_FAILED, task_path};
 use axum::extract::{Form, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use lifo_core::since::Since;
 use lifo_ops::OpsError;
 use lifo_ops::redrive::{Redrive, Selection};
+use lifo_ops::since::Since;
 use lifo_ops::tasks::FailedFilter;
 use serde::Deserialize;
 

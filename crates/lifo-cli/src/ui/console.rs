@@ -7,7 +7,7 @@ use crate::connect::Connection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use lifo_core::bounded::{AWS_ANSWER_LIMIT, BoundedAnswers};
+use lifo_lambda::bounded::{AWS_ANSWER_LIMIT, BoundedAnswers};
 use lifo_ops::{OpsError, Queue};
 use maud::{DOCTYPE, html};
 use std::net::SocketAddr;

@@ -1,11 +1,13 @@
-//! The claim query: the first claimable tasks across shards, in LIFO (or,
-//! for comparison runs, FIFO) order.
+//! The claim read: the head of each shard of the claimable index, newest
+//! first (or, for comparison runs, oldest first), shedding on its way what
+//! expired. One order across the shards is the claim policy's to make
+//! (process's `select::heads`).
 
 use super::error::classify;
 use super::shed::sheddable;
 use super::{Item, Op, Store, StoreError};
 use crate::expr::{self, LIFO_INDEX};
-use crate::order::{Candidate, Order, merge};
+use crate::order::{Candidate, Order};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 
 /// Most pages one shard's claim read takes: past them the head is cut
@@ -14,41 +16,13 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 pub const CLAIM_READ_PAGES: usize = 8;
 
 impl Store {
-    /// The first `want` claimable, unexpired tasks across shards
-    /// `0..shard_count` in `order`: newest first for [`Order::Lifo`]. Each
-    /// shard is queried in that order in parallel and the answers are merged
-    /// (k-way), so the order holds across shards. `horizon_ms`: nothing that
-    /// became claimable at or before it can still be alive (see
-    /// [`expr::claimable`]).
-    pub async fn claimable(
-        &self,
-        order: Order,
-        shard_count: u32,
-        want: usize,
-        now_ms: u64,
-        horizon_ms: u64,
-    ) -> Result<Vec<Candidate>, StoreError> {
-        if want == 0 {
-            return Ok(Vec::new());
-        }
-        let shards: Vec<u32> = (0..shard_count.max(1)).collect();
-        let per_shard = self
-            .claimable_heads(order, &shards, want, now_ms, horizon_ms)
-            .await?;
-        Ok(merge(
-            per_shard.into_iter().map(|(head, _)| head).collect(),
-            want,
-            order,
-        ))
-    }
-
     /// The head of each of `shards` (in that order): its first `page`
     /// claimable tasks in `order`, and whether that is all it holds. One
     /// query per shard, in parallel (more only when the page held entries
     /// that are not claimable now). Expired entries met on the way are shed
     /// before the next page is read ([`Store::shed`]), so no read meets
     /// them again; at most [`CLAIM_READ_PAGES`] pages per shard, after
-    /// which the head counts as cut short. See [`crate::heads`].
+    /// which the head counts as cut short.
     pub async fn claimable_heads(
         &self,
         order: Order,

@@ -19,6 +19,7 @@ use super::{Item, Op, Store, StoreError};
 use crate::expr::{self, LIFO_INDEX, Move, SHED_INDEX, Step};
 use crate::model::TaskStatus;
 use crate::order::Candidate;
+use crate::state::may_shed;
 use futures::StreamExt;
 
 /// Entries per page of the reaper's read (index entries are ≈ 100 bytes:
@@ -57,10 +58,20 @@ impl std::ops::AddAssign for Reaped {
     }
 }
 
-/// True when the index entry `c` may be shed at `now_ms`: past its expiry
-/// and held by no live lease.
+/// True when the index entry `c` may be shed at `now_ms`: the state
+/// machine's [`may_shed`] (the one the proptests and model/lifo.pml check)
+/// for the entry's status (TAKEN when it carries a lease), expiry and lease.
 pub fn sheddable(c: &Candidate, now_ms: u64) -> bool {
-    c.expires_at <= now_ms / 1000 && c.lease_until.is_none_or(|l| l < now_ms)
+    let status = if c.lease_until.is_some() {
+        TaskStatus::Taken
+    } else {
+        TaskStatus::Pending
+    };
+    may_shed(
+        status,
+        c.expires_at <= now_ms / 1000,
+        c.lease_until.is_some_and(|l| l >= now_ms),
+    )
 }
 
 impl Store {

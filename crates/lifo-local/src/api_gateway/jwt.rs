@@ -108,7 +108,7 @@ impl JwtAuthorizer {
             issuer: issuer.issuer.clone(),
             audiences: vec![issuer.audience.clone()],
             keys: issuer.jwks(),
-            routes: template.jwt_routes()?,
+            routes: routes_by_method(&template.jwt_routes()?),
         })
     }
 

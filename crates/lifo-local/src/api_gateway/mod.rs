@@ -166,7 +166,7 @@ impl ApiGateway {
                 let mut authorizer = ApiGatewayRequestAuthorizer::default();
                 let mut iam_ctx = ApiGatewayRequestAuthorizerIamDescription::default();
                 iam_ctx.access_key = Some(caller.access_key);
-                iam_ctx.account_id = Some(crate::stack::ACCOUNT.to_owned());
+                iam_ctx.account_id = Some(crate::aws::ACCOUNT.to_owned());
                 iam_ctx.user_arn = Some(caller.user_arn);
                 authorizer.iam = Some(iam_ctx);
                 let req = Request::from_parts(parts, Body::from(bytes));
@@ -203,7 +203,7 @@ impl ApiGateway {
 /// holding `authorizer`, where `lambda_http` puts it.
 fn with_context(mut req: Request, authorizer: ApiGatewayRequestAuthorizer) -> Request {
     let mut ctx = ApiGatewayV2httpRequestContext::default();
-    ctx.account_id = Some(crate::stack::ACCOUNT.to_owned());
+    ctx.account_id = Some(crate::aws::ACCOUNT.to_owned());
     ctx.stage = Some("$default".to_owned());
     ctx.authorizer = Some(authorizer);
     req.extensions_mut()

@@ -60,14 +60,14 @@ impl IamAuthorizer {
     }
 
     /// The local stack's API: the local stack's own credentials
-    /// ([`crate::stack::credentials`]) in its region.
+    /// ([`crate::aws::credentials`]) in its region.
     pub fn local() -> Self {
-        Self::new(crate::stack::REGION).with_key(crate::stack::credentials(), "local")
+        Self::new(crate::aws::REGION).with_key(crate::aws::credentials(), "local")
     }
 
     /// Knows `credentials` too, as the IAM user `user`.
     pub fn with_key(mut self, credentials: Credentials, user: &str) -> Self {
-        let arn = format!("arn:aws:iam::{}:user/{user}", crate::stack::ACCOUNT);
+        let arn = format!("arn:aws:iam::{}:user/{user}", crate::aws::ACCOUNT);
         self.keys
             .insert(credentials.access_key_id().to_owned(), (credentials, arn));
         self
@@ -359,7 +359,7 @@ mod tests {
             &extra,
             body,
             credentials,
-            crate::stack::REGION,
+            crate::aws::REGION,
             time,
         )
         .unwrap();
@@ -381,8 +381,7 @@ mod tests {
     fn a_request_signed_with_a_known_key_passes_and_names_its_caller() {
         let iam = IamAuthorizer::local();
         let now = SystemTime::now();
-        let (m, u, h) =
-            signed_request("POST", URL, b"{\"a\":1}", &crate::stack::credentials(), now);
+        let (m, u, h) = signed_request("POST", URL, b"{\"a\":1}", &crate::aws::credentials(), now);
         let caller = iam.verify(&m, &u, &h, b"{\"a\":1}", now).unwrap();
         assert_eq!(caller.access_key, "local");
         assert_eq!(caller.user_arn, "arn:aws:iam::000000000000:user/local");
@@ -392,7 +391,7 @@ mod tests {
     fn every_change_to_a_signed_request_is_refused_as_api_gateway_refuses_it() {
         let iam = IamAuthorizer::local();
         let now = SystemTime::now();
-        let creds = crate::stack::credentials();
+        let creds = crate::aws::credentials();
         let body = b"{\"a\":1}";
         let (m, u, h) = signed_request("POST", URL, body, &creds, now);
         let refuse = |m: &Method, u: &Uri, h: &HeaderMap, b: &[u8], at: SystemTime| {
@@ -431,7 +430,7 @@ mod tests {
     fn a_signature_for_another_region_or_service_or_day_is_refused_by_its_scope() {
         let iam = IamAuthorizer::local();
         let now = SystemTime::now();
-        let (m, u, h) = signed_request("GET", URL, b"", &crate::stack::credentials(), now);
+        let (m, u, h) = signed_request("GET", URL, b"", &crate::aws::credentials(), now);
         let auth = h["authorization"].to_str().unwrap().to_owned();
         let with = |from: &str, to: &str| {
             let mut h = h.clone();
@@ -477,7 +476,7 @@ mod tests {
         let iam = IamAuthorizer::local();
         let now = SystemTime::now();
         let url = "http://127.0.0.1:8080/tasks/~YS9i/history";
-        let (m, u, h) = signed_request("GET", url, b"", &crate::stack::credentials(), now);
+        let (m, u, h) = signed_request("GET", url, b"", &crate::aws::credentials(), now);
         iam.verify(&m, &u, &h, b"", now).unwrap();
         let decoded: Uri = "/tasks/a/b/history".parse().unwrap();
         assert!(iam.verify(&m, &decoded, &h, b"", now).is_err());

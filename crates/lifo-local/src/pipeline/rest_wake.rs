@@ -27,7 +27,7 @@ pub fn sqs_event_json(messages: &[aws_sdk_sqs::types::Message], queue_arn: &str)
                 "md5OfBody": m.md5_of_body().unwrap_or_default(),
                 "eventSource": "aws:sqs",
                 "eventSourceARN": queue_arn,
-                "awsRegion": crate::stack::REGION,
+                "awsRegion": crate::aws::REGION,
             })
         })
         .collect();
@@ -45,15 +45,16 @@ pub(super) async fn poll(
 ) {
     let arn = format!(
         "arn:aws:sqs:{}:{}:{}",
-        crate::stack::REGION,
-        crate::stack::ACCOUNT,
+        crate::aws::REGION,
+        crate::aws::ACCOUNT,
         url.rsplit('/').next().unwrap_or_default()
     );
     loop {
         if *rx.borrow() {
             return;
         }
-        let Some(messages) = super::receive(&sqs, &url, batch_size, &stats, &mut rx).await else {
+        let Some(messages) = super::sqs::receive(&sqs, &url, batch_size, &stats, &mut rx).await
+        else {
             return;
         };
         if messages.is_empty() {
@@ -66,7 +67,7 @@ pub(super) async fn poll(
         match trigger.measured(sqs_event_json(&messages, &arn)).await {
             Ok(outcome) => {
                 stats.expired.fetch_add(outcome.expired, Ordering::Relaxed);
-                super::delete(&sqs, &url, &messages).await;
+                super::sqs::delete(&sqs, &url, &messages).await;
             }
             Err(e) => {
                 stats.errors.fetch_add(1, Ordering::Relaxed);

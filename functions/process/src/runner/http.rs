@@ -8,7 +8,7 @@
 
 use super::{RunOutcome, TaskRunner};
 use lifo_core::Task;
-use lifo_core::config::ConfigError;
+use lifo_lambda::config::ConfigError;
 use std::time::{Duration, SystemTime};
 
 /// Most bytes of an answer's body read (the start of an error body goes
@@ -115,7 +115,7 @@ fn shown(s: &str) -> String {
 /// The rest a `Retry-After` value asks for: delay-seconds (a fraction is
 /// accepted), or an HTTP date (a past date asks for none). `None` for a
 /// value that is neither, or negative: the queue's own rest applies. The
-/// floor and the cap are the rest policy's ([`lifo_core::rest`]).
+/// floor and the cap are the rest policy's ([`crate::select::rest`]).
 pub fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let v = value.trim();
     if let Ok(s) = v.parse::<f64>() {
@@ -136,7 +136,7 @@ impl TaskRunner for HttpRunner {
 
     async fn run(&self, task: &Task) -> RunOutcome {
         // One X-Ray subsegment per call (`remote`), flagged by the outcome.
-        let mut segment = lifo_core::xray::Subsegment::start(&self.host);
+        let mut segment = lifo_lambda::xray::Subsegment::start(&self.host);
         if let Some(s) = &mut segment {
             s.namespace("remote").field(
                 "http",

@@ -115,8 +115,8 @@ impl LambdaRunner {
     ) -> Self {
         let conf = aws_sdk_lambda::config::Builder::from(config)
             .retry_config(aws_sdk_lambda::config::retry::RetryConfig::disabled())
-            .interceptor(lifo_core::bounded::BoundedAnswers::new(ANSWER_LIMIT))
-            .interceptor(lifo_core::xray::SdkSubsegments::lambda(&function))
+            .interceptor(lifo_lambda::bounded::BoundedAnswers::new(ANSWER_LIMIT))
+            .interceptor(lifo_lambda::xray::SdkSubsegments::lambda(&function))
             .timeout_config(
                 aws_sdk_lambda::config::timeout::TimeoutConfig::builder()
                     .operation_timeout(timeout)
@@ -293,7 +293,7 @@ impl LambdaRunner {
         };
         let status = r.raw().status().as_u16();
         let function_error = r.raw().headers().get("x-amz-function-error");
-        let why = if lifo_core::bounded::is_over_limit(e) {
+        let why = if lifo_lambda::bounded::is_over_limit(e) {
             format!(
                 "its answer is over {} KB and was not read",
                 ANSWER_LIMIT / 1024
@@ -305,7 +305,7 @@ impl LambdaRunner {
             (200, Some(kind)) => RunOutcome::Failure(snippet(&format!("{kind} error; {why}"))),
             // The worker returned: whatever its result says past the
             // bound, it is not a retry-later answer (those are small).
-            (200, None) if lifo_core::bounded::is_over_limit(e) => RunOutcome::Success,
+            (200, None) if lifo_lambda::bounded::is_over_limit(e) => RunOutcome::Success,
             (200, None) => RunOutcome::Failure(snippet(&format!("the worker ran, but {why}"))),
             (status, _) => by_status(status, format!("Lambda answered HTTP {status}; {why}")),
         }

@@ -15,7 +15,7 @@ pub use lambda::{LambdaRunner, WorkerRequest};
 pub use simulated::SimulatedRunner;
 
 use lifo_core::Task;
-use lifo_core::config::{self, ConfigError, Source};
+use lifo_lambda::config::{self, ConfigError, Source};
 use std::future::Future;
 use std::time::Duration;
 

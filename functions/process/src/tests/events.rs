@@ -10,8 +10,8 @@ fn the_wakeup_fixture_parses_and_garbage_is_an_error() {
     );
     let event: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    assert_eq!(Wake::parse(event).unwrap().records, 1);
-    let err = Wake::parse(serde_json::json!({"Records": [{"Sns": 3}]})).unwrap_err();
+    assert_eq!(Wakeups::parse(event).unwrap().records, 1);
+    let err = Wakeups::parse(serde_json::json!({"Records": [{"Sns": 3}]})).unwrap_err();
     assert!(
         err.to_string().starts_with("malformed SNS event: "),
         "{err}"
@@ -25,8 +25,8 @@ fn a_wakeup_that_names_a_group_is_read() {
     event["Records"][0]["Sns"]["Message"] =
         serde_json::json!(r#"{"source":"trigger","reason":"sweep","at":1,"group":2}"#);
     assert_eq!(
-        Wake::parse(event).unwrap(),
-        Wake {
+        Wakeups::parse(event).unwrap(),
+        Wakeups {
             records: 1,
             groups: vec![2],
             previous_trace: None,
@@ -48,5 +48,5 @@ fn a_rest_alarms_wakeup_names_when_its_rests_end() {
     second["Sns"]["Message"] =
         serde_json::json!(r#"{"source":"trigger","reason":"rest-end","at":1,"wakeAt":7000}"#);
     event["Records"].as_array_mut().unwrap().push(second);
-    assert_eq!(Wake::parse(event).unwrap().wake_at, Some(7000));
+    assert_eq!(Wakeups::parse(event).unwrap().wake_at, Some(7000));
 }

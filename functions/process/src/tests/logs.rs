@@ -42,7 +42,7 @@ async fn log_lines_are_json_with_the_documented_fields_and_metrics_are_valid_emf
     let (claim, finish) = updates();
     let sns = publish();
     let report = processor(&[&query, &claim, &finish], &sns, Duration::from_secs(10))
-        .handle(&crate::Wake::one(), deadline())
+        .handle(&crate::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.succeeded, 1);

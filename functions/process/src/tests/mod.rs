@@ -6,9 +6,14 @@ use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::error::{ConditionalCheckFailedException, InternalServerError};
 use aws_smithy_mocks::{MockResponse, Rule, RuleMode, mock, mock_client};
-use lifo_core::testing::{control, control_read, deadline, publish};
+use lifo_core::testing::{control, control_read, deadline};
+use lifo_core::{Store, StoreError, now_ms};
 use lifo_core::{Task, TaskStatus};
+use lifo_lambda::Notifier;
+use lifo_lambda::testing::publish;
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 mod events;
 mod logs;
@@ -124,7 +129,7 @@ fn processor_with(
         idle_poll: Duration::from_millis(10),
         linger: Duration::ZERO,
         pause_poll: Duration::from_millis(20),
-        rest: lifo_core::rest::RestPolicy::default(),
+        rest: crate::select::rest::RestPolicy::default(),
         rate_limit: None,
         processors: 1,
         max_attempts: 3,
@@ -147,7 +152,7 @@ async fn claims_newest_runs_and_stops_on_an_empty_queue() {
     let (claim, finish) = updates();
     let sns = publish();
     let report = processor(&[&query, &claim, &finish], &sns, Duration::from_secs(10))
-        .handle(&crate::Wake::one(), deadline())
+        .handle(&crate::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.claimed, vec!["b", "a"]);
@@ -179,7 +184,7 @@ async fn a_lost_claim_is_a_conflict_not_an_error() {
     });
     let sns = publish();
     let report = processor(&[&query, &lost], &sns, Duration::from_secs(10))
-        .handle(&crate::Wake::one(), deadline())
+        .handle(&crate::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -210,7 +215,7 @@ async fn items_with_unknown_status_are_skipped_not_retried_forever() {
     });
     let sns = publish();
     let report = processor(&[&query, &odd], &sns, Duration::from_secs(10))
-        .handle(&crate::Wake::one(), deadline())
+        .handle(&crate::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -275,7 +280,7 @@ async fn an_expired_lease_is_reclaimed_while_attempts_remain_and_abandoned_after
         &sns,
         Duration::from_secs(10),
     )
-    .handle(&crate::Wake::one(), deadline())
+    .handle(&crate::Wakeups::one(), deadline())
     .await
     .unwrap();
     assert_eq!(report.claimed, vec!["again"]);
@@ -304,7 +309,7 @@ async fn a_stale_finish_is_rejected_and_counted() {
         });
     let sns = publish();
     let report = processor(&[&query, &claim, &newer], &sns, Duration::from_secs(10))
-        .handle(&crate::Wake::one(), deadline())
+        .handle(&crate::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!((report.succeeded, report.stale_rejected), (0, 1));
@@ -320,7 +325,7 @@ async fn a_failed_query_is_an_error_not_an_empty_queue() {
     });
     let sns = publish();
     let err = processor(&[&query], &sns, Duration::from_secs(10))
-        .handle(&crate::Wake::one(), deadline())
+        .handle(&crate::Wakeups::one(), deadline())
         .await
         .unwrap_err();
     assert!(
@@ -347,7 +352,7 @@ async fn work_left_at_the_end_of_the_budget_is_tail_called() {
     let (claim, finish) = updates();
     let sns = publish();
     let report = processor(&[&query, &claim, &finish], &sns, Duration::from_millis(60))
-        .handle(&crate::Wake::one(), deadline())
+        .handle(&crate::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(report.stop, StopReason::Budget);
@@ -371,7 +376,7 @@ async fn never_claims_past_the_deadline() {
     // processor-errors alarm fires.
     let err = processor(&[&query], &sns, Duration::from_secs(60))
         .handle(
-            &crate::Wake::one(),
+            &crate::Wakeups::one(),
             SystemTime::now() + Duration::from_millis(5),
         )
         .await
@@ -408,7 +413,7 @@ async fn the_claims_of_one_refill_carry_one_start_time() {
     let (_, finish) = updates();
     let sns = publish();
     let report = processor(&[&query, &claim, &finish], &sns, Duration::from_secs(10))
-        .handle(&crate::Wake::one(), deadline())
+        .handle(&crate::Wakeups::one(), deadline())
         .await
         .unwrap();
     // Two slots, two tasks: one refill.
@@ -456,7 +461,7 @@ async fn a_claim_whose_answer_was_lost_is_run_only_if_it_names_this_invocation()
     let ours = lost_answer(None);
     let sns = publish();
     let report = processor(&[&query, &ours, &finish], &sns, Duration::from_secs(10))
-        .handle(&crate::Wake::one(), deadline())
+        .handle(&crate::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -469,7 +474,7 @@ async fn a_claim_whose_answer_was_lost_is_run_only_if_it_names_this_invocation()
     let (_, finish) = updates();
     let theirs = lost_answer(Some("process-other"));
     let report = processor(&[&query, &theirs, &finish], &sns, Duration::from_secs(10))
-        .handle(&crate::Wake::one(), deadline())
+        .handle(&crate::Wakeups::one(), deadline())
         .await
         .unwrap();
     assert_eq!(

@@ -13,7 +13,7 @@ async fn a_paused_queue_claims_nothing_and_makes_no_tail_call() {
         &sns,
         Duration::from_secs(10),
     )
-    .handle(&crate::Wake::one(), deadline())
+    .handle(&crate::Wakeups::one(), deadline())
     .await
     .unwrap();
     assert_eq!(report.stop, StopReason::Paused);
@@ -53,7 +53,7 @@ async fn a_pause_seen_mid_invocation_stops_claiming_and_finishes_what_runs() {
         &sns,
         Duration::from_secs(10),
     )
-    .handle(&crate::Wake::one(), deadline())
+    .handle(&crate::Wakeups::one(), deadline())
     .await
     .unwrap();
     assert_eq!(report.stop, StopReason::Paused);

@@ -28,14 +28,15 @@
 //! (the empty name).
 //!
 //! The LIFO guarantee that remains: within a tenant, exactly what the
-//! heads give ([`crate::heads`]); across the tenants of a lane, a newer
+//! heads give ([`super::heads`]); across the tenants of a lane, a newer
 //! task is passed over only for a tenant under the top, or because its own
 //! tenant is past its share of the rate. What it costs, once tasks with a
 //! tenant are seen (a queue without tenants pays nothing): the tenant's
 //! name in each index entry, and reads of [`PAGE`] entries per shard,
 //! again after [`MIN_AGE`] ([`policy`]).
 
-use crate::order::Order;
+use super::heads::ShardHeads;
+use lifo_core::{Candidate, Order, now_ms};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
@@ -52,8 +53,8 @@ pub const MIN_AGE: Duration = Duration::from_millis(20);
 /// The heads' policy once tasks with a tenant are seen: reads of [`PAGE`]
 /// entries per shard, again after [`MIN_AGE`]. A queue whose tasks have no
 /// tenant keeps `base` and pays nothing for the fair share.
-pub fn policy(base: crate::heads::HeadsPolicy) -> crate::heads::HeadsPolicy {
-    crate::heads::HeadsPolicy {
+pub fn policy(base: super::heads::HeadsPolicy) -> super::heads::HeadsPolicy {
+    super::heads::HeadsPolicy {
         page: base.page.max(PAGE),
         min_age: MIN_AGE,
         ..base
@@ -62,11 +63,6 @@ pub fn policy(base: crate::heads::HeadsPolicy) -> crate::heads::HeadsPolicy {
 
 /// How far back service counts.
 pub const WINDOW: Duration = Duration::from_secs(10);
-
-/// The tenant name of a task or candidate (none: the empty name).
-pub fn tenant_of(tenant: Option<&str>) -> &str {
-    tenant.unwrap_or("")
-}
 
 /// What one invocation's tenants have running and were served lately.
 #[derive(Debug, Clone, Default)]
@@ -211,7 +207,7 @@ impl Shares {
             Order::Lifo => k.saturating_neg(),
             Order::Fifo => k,
         };
-        let lane = first(crate::lanes::Lane::of_key(key).shift());
+        let lane = first(lifo_core::lanes::Lane::of_key(key).shift());
         let served = self.served.get(tenant).copied().unwrap_or(0);
         let last = self.last_second.get(tenant).copied().unwrap_or(0);
         let over_rate = self.per_second.is_some_and(|s| last >= s);
@@ -221,7 +217,7 @@ impl Shares {
             (lane, 2, served, 0, first(key))
         } else if below_top {
             let last = self.last_start_ms.get(tenant).copied().unwrap_or(0);
-            let since = i64::try_from(crate::lanes::at_ms(key).max(last)).unwrap_or(i64::MAX);
+            let since = i64::try_from(lifo_core::lanes::at_ms(key).max(last)).unwrap_or(i64::MAX);
             (lane, 0, since, served, first(key))
         } else {
             (lane, 1, served, 0, first(key))
@@ -241,10 +237,51 @@ impl Shares {
     }
 }
 
+/// Up to `want` candidates of `heads` by the fair share: each free slot
+/// goes to the waiting tenant that [`Shares::pick`] names, and takes that
+/// tenant's first candidate in the claim order (its newest).
+pub fn take(
+    heads: &mut ShardHeads,
+    want: usize,
+    exclude: &HashSet<String>,
+    ledger: &mut Ledger,
+) -> Vec<Candidate> {
+    let mut taken = exclude.clone();
+    let mut waiting = heads.tenant_heads(&taken);
+    let mut shares = ledger.shares(waiting.keys().map(String::as_str), now_ms());
+    let mut out: Vec<Candidate> = Vec::with_capacity(want);
+    // Tenants whose first candidate sits behind a cut-short shard's end.
+    let mut blocked: HashSet<String> = HashSet::new();
+    while out.len() < want {
+        let next = shares.pick(
+            waiting
+                .iter()
+                .filter(|(t, _)| !blocked.contains(*t))
+                .map(|(t, key)| (t.as_str(), *key)),
+        );
+        let Some(tenant) = next.map(str::to_owned) else {
+            break;
+        };
+        let got = heads.take_by(1, &taken, |c| c.tenant_name() == tenant);
+        match got.into_iter().next() {
+            Some(c) => {
+                shares.book(&tenant);
+                taken.insert(c.task_id.clone());
+                out.push(c);
+                waiting = heads.tenant_heads(&taken);
+            }
+            None => {
+                blocked.insert(tenant);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lanes::Lane;
+    use lifo_core::lanes::Lane;
 
     /// The wall clock of the tests' rounds, epoch ms.
     const NOW: u64 = 1_764_547_200_000;
@@ -399,6 +436,5 @@ mod tests {
             ("b", Lane::Normal.key(NOW - 10)),
         ];
         assert_eq!(s.pick(heads), Some("b"));
-        assert_eq!(tenant_of(None), "");
     }
 }

@@ -37,7 +37,7 @@
 //! its shard was last read, which is at most `refresh_claims` candidates
 //! and one second ago. So never more than one refill's worth out of order.
 
-use crate::order::{Candidate, Order};
+use lifo_core::{Candidate, Order};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -247,7 +247,7 @@ impl ShardHeads {
             .flat_map(|h| &h.items)
             .filter(|c| !exclude.contains(&c.task_id))
         {
-            let tenant = crate::fair::tenant_of(c.tenant.as_deref());
+            let tenant = c.tenant_name();
             match out.get_mut(tenant) {
                 Some(first) if before(self.order, c, first) => *first = c,
                 Some(_) => {}
@@ -332,7 +332,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn c(id: &str, at: i64) -> Candidate {
-        crate::order::tests::c(id, 0, at)
+        Candidate::pending(id, 0, at)
     }
 
     #[test]

@@ -143,7 +143,7 @@ pub fn retention_seconds(src: &impl Source) -> Result<u64, ConfigError> {
     parsed(
         src,
         "RETENTION_SECONDS",
-        crate::model::DEFAULT_RETENTION_SECONDS,
+        lifo_core::model::DEFAULT_RETENTION_SECONDS,
         0..=31_536_000,
     )
 }
@@ -206,7 +206,7 @@ mod tests {
 
     #[test]
     fn selection_order_parses_or_names_the_variable() {
-        use crate::Order;
+        use lifo_core::Order;
         let s = src(&[("SELECTION_ORDER", "FIFO"), ("BAD", "newest")]);
         assert_eq!(value(&s, "SELECTION_ORDER", Order::Lifo), Ok(Order::Fifo));
         assert_eq!(value(&s, "ABSENT", Order::Lifo), Ok(Order::Lifo));

@@ -420,10 +420,9 @@ async fn create_wakes_the_processor_once_per_call_and_marks_its_tasks() {
         .build();
     let ddb = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&announced]);
     let sns = mock_client!(aws_sdk_sns, RuleMode::MatchAny, [&publish]);
-    let c = Creator::new(Store::new(ddb, "t"), config()).with_wakeups(Wakeups {
-        notifier: lifo_core::Notifier::new(sns, "arn:process"),
-        processors: 1,
-    });
+    let c = Creator::new(Store::new(ddb, "t"), config()).with_wakeups(
+        lifo_lambda::notify::Fanout::new(lifo_lambda::Notifier::new(sns, "arn:process"), 1),
+    );
     let first = c
         .handle(json!({"tasks": [{"payload": {"n": 1}}, {"payload": {"n": 2}, "dueInDays": 3}]}))
         .await
@@ -449,13 +448,13 @@ async fn create_wakes_the_processor_once_per_call_and_marks_its_tasks() {
         ),
         config(),
     )
-    .with_wakeups(Wakeups {
-        notifier: lifo_core::Notifier::new(
+    .with_wakeups(lifo_lambda::notify::Fanout::new(
+        lifo_lambda::Notifier::new(
             mock_client!(aws_sdk_sns, RuleMode::MatchAny, [&publish]),
             "arn:process",
         ),
-        processors: 1,
-    });
+        1,
+    ));
     quiet
         .handle(json!({"tasks": [{"payload": {"n": 1}, "dueInDays": 2}]}))
         .await

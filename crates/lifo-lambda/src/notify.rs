@@ -1,10 +1,13 @@
-//! Wake-ups: one small SNS message that says "there may be work".
+//! Wakeups-ups: one small SNS message that says "there may be work", and
+//! the one fan-out of them ([`Fanout`]): a wake-up per shard group with
+//! work when more than one processor claims.
 
-use crate::error::BoxError;
 use aws_sdk_sns::Client;
 use aws_sdk_sns::config::retry::RetryConfig;
 use aws_sdk_sns::error::ProvideErrorMetadata;
+use lifo_core::error::BoxError;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// The body of a wake-up message. Receivers do not depend on it (any message
@@ -187,6 +190,73 @@ impl Notifier {
     }
 }
 
+/// Publishes wake-ups to the process topic: one per shard group with work
+/// when `processors` (`PROCESSOR_COUNT`) is more than one, each naming its
+/// group; else one naming none. create, trigger and scheduler-start wake
+/// the processor through it.
+#[derive(Debug, Clone)]
+pub struct Fanout {
+    pub notifier: Notifier,
+    pub processors: u32,
+}
+
+impl Fanout {
+    pub fn new(notifier: Notifier, processors: u32) -> Self {
+        Self {
+            notifier,
+            processors: processors.max(1),
+        }
+    }
+
+    /// The wake-ups to publish (each a group, or none) for work in every
+    /// group (`all`) or in `groups`: nothing for no work.
+    pub fn targets(&self, all: bool, groups: &BTreeSet<u32>) -> Vec<Option<u32>> {
+        if self.processors <= 1 {
+            if all || !groups.is_empty() {
+                vec![None]
+            } else {
+                Vec::new()
+            }
+        } else if all {
+            (0..self.processors).map(Some).collect()
+        } else {
+            groups.iter().copied().map(Some).collect()
+        }
+    }
+
+    /// Publishes `wakeup` for `group`, logging it (`wakeup.published`);
+    /// its message id.
+    pub async fn wake(&self, wakeup: &Wakeup, group: Option<u32>) -> Result<String, NotifyError> {
+        let wakeup = Wakeup {
+            group,
+            ..wakeup.clone()
+        };
+        let message_id = self.notifier.wake(&wakeup).await?;
+        tracing::info!(
+            event = "wakeup.published",
+            source = %wakeup.source,
+            reason = %wakeup.reason,
+            group,
+            messageId = message_id,
+            "woke the processor"
+        );
+        Ok(message_id)
+    }
+
+    /// Publishes `wakeup` for each of `targets`, in order, stopping at the
+    /// first failure; how many were published.
+    pub async fn wake_all(
+        &self,
+        wakeup: &Wakeup,
+        targets: &[Option<u32>],
+    ) -> Result<usize, NotifyError> {
+        for group in targets {
+            self.wake(wakeup, *group).await?;
+        }
+        Ok(targets.len())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,11 +398,26 @@ mod tests {
         assert_eq!(rule.num_calls(), PUBLISH_ATTEMPTS as usize);
         assert_eq!(err.topic_arn, "arn:topic");
         assert_eq!(err.code, "InternalError");
-        let chain = crate::error::chain(&err);
+        let chain = lifo_core::error::chain(&err);
         assert!(
             chain.starts_with("publishing a wake-up to arn:topic failed (InternalError): ")
                 && chain.contains("boom"),
             "{chain}"
         );
+    }
+
+    #[test]
+    fn a_fanout_wakes_one_per_group_with_work_or_one_for_a_single_processor() {
+        let unused = mock!(aws_sdk_sns::Client::publish)
+            .then_output(|| PublishOutput::builder().message_id("m").build());
+        let client = mock_client!(aws_sdk_sns, [&unused]);
+        let one = Fanout::new(Notifier::new(client.clone(), "t"), 1);
+        let three = Fanout::new(Notifier::new(client, "t"), 3);
+        let some = BTreeSet::from([2, 0]);
+        assert_eq!(one.targets(false, &some), [None]);
+        assert_eq!(one.targets(true, &BTreeSet::new()), [None]);
+        assert!(one.targets(false, &BTreeSet::new()).is_empty());
+        assert_eq!(three.targets(false, &some), [Some(0), Some(2)]);
+        assert_eq!(three.targets(true, &some), [Some(0), Some(1), Some(2)]);
     }
 }

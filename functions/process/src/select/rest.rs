@@ -32,7 +32,8 @@ pub struct RestPolicy {
     pub base: Duration,
 }
 
-/// Longest rest, whatever the attempt: one hour.
+/// Longest rest before jitter, whatever the attempt: one hour (so at most
+/// an hour and a half with it, and never past the task's expiry).
 pub const MAX_REST: Duration = Duration::from_secs(3600);
 
 /// Shortest rest after "retry later", whatever the hint (see the module's
@@ -66,8 +67,8 @@ impl RestPolicy {
         asked.clamp(MIN_BUSY_REST, MAX_REST)
     }
 
-    /// `now + rest × (1 + jitter / 2)`, `jitter` in [0, 1), capped by
-    /// [`MAX_REST`] and by the expiry.
+    /// `now + min(rest, MAX_REST) × (1 + jitter / 2)`, `jitter` in [0, 1),
+    /// and never past the expiry.
     fn rest_until(&self, rest: Duration, now_ms: u64, expires_at: u64, jitter: f64) -> u64 {
         if rest.is_zero() {
             return 0;

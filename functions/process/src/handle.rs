@@ -1,24 +1,13 @@
-//! The claim loop: fill every free slot with the newest claimable task,
-//! claiming in parallel.
-//!
-//! Each claimed candidate is handled on a tokio task of its own (claim, run, record
-//! the outcome), spawned at once, so the claims of one refill go out
-//! together, and the loop reads and claims again while earlier tasks are
-//! still being claimed and run. A slot counts as taken from the moment its
-//! claim is sent. The candidates come from [`ShardHeads`]: the shards'
-//! heads kept in memory and read again only when needed, so reads stay
-//! flat in the shard count. A start from the rate limit is taken before a
-//! candidate is taken, so no task is claimed and then kept waiting.
+//! One candidate's handling, on a tokio task of its own: claim it (or
+//! reclaim it, or end it when its lease lapsed with no attempts left or a
+//! newer task with its key was written), run it, and record the outcome
+//! ([`crate::finish`]).
 
 use crate::finish::{FinishPolicy, run_and_finish};
-use crate::report::{Finished, ProcessReport, tally};
+use crate::report::Finished;
 use crate::runner::TaskRunner;
-use lifo_core::fair::{Ledger, tenant_of};
-use lifo_core::heads::{Read, ShardHeads};
 use lifo_core::{Candidate, Move, Step, Store, StoreError, Task, TaskStatus, now_ms};
-use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 /// How one candidate's handling (claim, run, finish) ended.
@@ -52,7 +41,7 @@ pub(crate) enum Handled {
 
 impl Handled {
     /// The task it was for.
-    fn task_id(&self) -> &str {
+    pub(crate) fn task_id(&self) -> &str {
         match self {
             Handled::Ran { task_id, .. } => task_id,
             Handled::Conflict(id)
@@ -64,7 +53,7 @@ impl Handled {
     }
 
     /// How it ended, as the task subsegment's `outcome` annotation.
-    fn outcome(&self) -> &'static str {
+    pub(crate) fn outcome(&self) -> &'static str {
         match self {
             Handled::Ran { finished, .. } => match finished {
                 Finished::Succeeded => "success",
@@ -106,132 +95,6 @@ impl<R> Clone for ClaimContext<R> {
     }
 }
 
-/// The loop's memory across refills.
-pub(crate) struct LoopState {
-    /// Ids this invocation will not try again: lost to another worker,
-    /// abandoned, not claimable.
-    pub skip: HashSet<String>,
-    /// Ids whose claim was sent and whose handling has not ended.
-    pub in_flight: HashSet<String>,
-    /// The first claim that failed on a store error.
-    pub failure: Option<StoreError>,
-    /// Claims sent so far (the claim order of the report).
-    pub seq: u64,
-    /// (claim order, id) of each task claimed.
-    pub claimed: Vec<(u64, String)>,
-    /// Each tenant's running tasks and recent starts, with the fair share
-    /// on.
-    pub fair: Option<Ledger>,
-    /// When the rests of the tasks this invocation put back end (epoch ms):
-    /// it waits for one that ends within its budget instead of leaving the
-    /// task to the next sweep.
-    pub rest_ends: std::collections::BTreeSet<u64>,
-}
-
-impl LoopState {
-    pub fn new() -> Self {
-        Self {
-            skip: HashSet::new(),
-            in_flight: HashSet::new(),
-            failure: None,
-            seq: 0,
-            claimed: Vec::new(),
-            fair: None,
-            rest_ends: std::collections::BTreeSet::new(),
-        }
-    }
-
-    /// The first rest of a task this invocation put back that ends after
-    /// `now_ms` (earlier ones are forgotten: their tasks are claimable).
-    /// Every rest this invocation started that ends after `now_ms`,
-    /// earliest first.
-    pub fn rest_ends_after(&self, now_ms: u64) -> Vec<u64> {
-        self.rest_ends
-            .range(now_ms.saturating_add(1)..)
-            .copied()
-            .collect()
-    }
-
-    pub fn next_rest_end(&mut self, now_ms: u64) -> Option<u64> {
-        self.rest_ends = self.rest_ends.split_off(&now_ms.saturating_add(1));
-        self.rest_ends.first().copied()
-    }
-
-    /// Ids the next candidates must not be.
-    pub fn exclude(&self) -> HashSet<String> {
-        self.skip.union(&self.in_flight).cloned().collect()
-    }
-
-    /// Books a candidate's handling that ended.
-    pub fn absorb(
-        &mut self,
-        report: &mut ProcessReport,
-        done: Result<Handled, tokio::task::JoinError>,
-    ) {
-        let handled = match done {
-            Ok(p) => p,
-            Err(e) => {
-                tally(report, Err(e));
-                return;
-            }
-        };
-        if let Some(fair) = &mut self.fair {
-            fair.end(handled.task_id());
-        }
-        match handled {
-            Handled::Ran {
-                seq,
-                task_id,
-                age_ms,
-                reclaim,
-                finished,
-                ..
-            } => {
-                self.in_flight.remove(&task_id);
-                report.reclaimed += usize::from(reclaim);
-                report.ages_ms.push(age_ms);
-                self.claimed.push((seq, task_id));
-                if let Finished::Retried(at) | Finished::RetriedAfterError(at) = finished
-                    && at > 0
-                {
-                    self.rest_ends.insert(at);
-                }
-                tally(report, Ok(finished));
-            }
-            Handled::Conflict(id) => {
-                report.conflicts += 1;
-                self.in_flight.remove(&id);
-                self.skip.insert(id);
-            }
-            Handled::Skipped(id) => {
-                report.skipped += 1;
-                self.in_flight.remove(&id);
-                self.skip.insert(id);
-            }
-            Handled::Abandoned(id) => {
-                report.abandoned += 1;
-                self.in_flight.remove(&id);
-                self.skip.insert(id);
-            }
-            Handled::Superseded(id) => {
-                report.superseded += 1;
-                self.in_flight.remove(&id);
-                self.skip.insert(id);
-            }
-            Handled::Failed(id, e) => {
-                self.in_flight.remove(&id);
-                self.failure.get_or_insert(e);
-            }
-        }
-    }
-
-    /// The report's claim list, in the order the claims were sent.
-    pub fn finish(mut self, report: &mut ProcessReport) {
-        self.claimed.sort_unstable();
-        report.claimed = self.claimed.into_iter().map(|(_, id)| id).collect();
-    }
-}
-
 /// Starts handling candidate `c`, whose claim is sent at `sent_at`
 /// (ms). The claims of one refill share that time: they go out together,
 /// so their start times never rank an older task before a newer one
@@ -250,14 +113,16 @@ pub(crate) fn spawn<R: TaskRunner>(
     // trace, and an invocation runs hundreds of tasks. A task's trace is
     // found from its log lines (`traceId`), the invocation's by its
     // annotations.
-    let mut segment = lifo_core::xray::Subsegment::start("task");
+    let mut segment = lifo_lambda::xray::Subsegment::start("task");
     if let Some(s) = &mut segment {
         s.metadata("taskId", c.task_id.as_str())
             .metadata("lifoShard", c.lifo_shard);
     }
-    let trace = segment.as_ref().map(lifo_core::xray::Subsegment::as_parent);
+    let trace = segment
+        .as_ref()
+        .map(lifo_lambda::xray::Subsegment::as_parent);
     running.spawn(async move {
-        let handled = lifo_core::xray::scope(trace, claim_run_finish(ctx, seq, c, sent_at)).await;
+        let handled = lifo_lambda::xray::scope(trace, claim_run_finish(ctx, seq, c, sent_at)).await;
         if let Some(mut s) = segment {
             s.metadata("outcome", handled.outcome());
             if let Handled::Ran {
@@ -300,7 +165,7 @@ async fn claim_run_finish<R: TaskRunner>(
                     createdTraceId = task.created_trace.as_deref().unwrap_or(""),
                     // The trace of the invocation that runs it: from a task
                     // id, Logs Insights finds it.
-                    traceId = lifo_core::xray::current().map(|t| t.root.to_string()).unwrap_or_default()
+                    traceId = lifo_lambda::xray::current().map(|t| t.root.to_string()).unwrap_or_default()
                 );
                 let (attempt, token) = (task.attempts, task.token);
                 let created_trace = task.created_trace.clone();
@@ -448,109 +313,4 @@ async fn claim<R>(ctx: &ClaimContext<R>, c: &Candidate, now: u64) -> Result<Clai
         .await?;
     tracing::warn!(event = "task.abandoned", taskId = %c.task_id, attempt = c.attempts, token = c.token, reason);
     Ok(Claimed::Abandoned)
-}
-
-/// Waits until a candidate's handling ends (and books it), `poll` passes, or claiming
-/// must stop.
-pub(crate) async fn wait_for_one(
-    state: &mut LoopState,
-    report: &mut ProcessReport,
-    running: &mut JoinSet<Handled>,
-    stop_claiming_at: Instant,
-    poll: Option<Duration>,
-) {
-    let limit = poll.map_or(stop_claiming_at, |p| {
-        (Instant::now() + p).min(stop_claiming_at)
-    });
-    if let Ok(Some(done)) = tokio::time::timeout_at(limit.into(), running.join_next()).await {
-        state.absorb(report, done);
-    }
-}
-
-/// Reads the heads again if they cannot answer `want` candidates, then
-/// takes them (by the fair share, with a `fair` ledger).
-pub(crate) async fn refill(
-    store: &Store,
-    heads: &mut ShardHeads,
-    order: lifo_core::Order,
-    horizon_ms: u64,
-    want: usize,
-    exclude: &HashSet<String>,
-    fair: Option<&mut Ledger>,
-) -> Result<Vec<Candidate>, StoreError> {
-    match heads.to_read(want, exclude, Instant::now()) {
-        Read::Nothing => {}
-        Read::All => {
-            let now = now_ms();
-            let read = store
-                .claimable_heads(order, heads.shards(), heads.policy().page, now, horizon_ms)
-                .await?;
-            heads.replace(read, Instant::now());
-        }
-        // Only the cut-short shards whose heads ran out.
-        Read::Some(shards) => {
-            let now = now_ms();
-            let read = store
-                .claimable_heads(order, &shards, heads.policy().page, now, horizon_ms)
-                .await?;
-            heads.replace_some(&shards, read);
-        }
-    }
-    Ok(match fair {
-        Some(ledger) => take_fair(heads, want, exclude, ledger),
-        None => heads.take(want, exclude),
-    })
-}
-
-/// Up to `want` candidates by the fair share ([`lifo_core::fair`]): each
-/// free slot goes to the waiting tenant that
-/// [`Shares::pick`](lifo_core::fair::Shares::pick) names, and
-/// takes that tenant's first candidate in the claim order (its newest).
-fn take_fair(
-    heads: &mut ShardHeads,
-    want: usize,
-    exclude: &HashSet<String>,
-    ledger: &mut Ledger,
-) -> Vec<Candidate> {
-    let mut taken = exclude.clone();
-    let mut waiting = heads.tenant_heads(&taken);
-    let mut shares = ledger.shares(waiting.keys().map(String::as_str), now_ms());
-    let mut out: Vec<Candidate> = Vec::with_capacity(want);
-    // Tenants whose first candidate sits behind a cut-short shard's end.
-    let mut blocked: HashSet<String> = HashSet::new();
-    while out.len() < want {
-        let next = shares.pick(
-            waiting
-                .iter()
-                .filter(|(t, _)| !blocked.contains(*t))
-                .map(|(t, key)| (t.as_str(), *key)),
-        );
-        let Some(tenant) = next.map(str::to_owned) else {
-            break;
-        };
-        let got = heads.take_by(1, &taken, |c| tenant_of(c.tenant.as_deref()) == tenant);
-        match got.into_iter().next() {
-            Some(c) => {
-                shares.book(&tenant);
-                taken.insert(c.task_id.clone());
-                out.push(c);
-                waiting = heads.tenant_heads(&taken);
-            }
-            None => {
-                blocked.insert(tenant);
-            }
-        }
-    }
-    out
-}
-
-/// Drains every handling still running into the report.
-pub(crate) async fn drain(
-    state: &mut LoopState,
-    report: &mut ProcessReport,
-    running: &mut JoinSet<Handled>,
-) {
-    while let Some(done) = running.join_next().await {
-        state.absorb(report, done);
-    }
 }

@@ -1,9 +1,9 @@
 //! A request into the tasks to write: its shape, every field's checks, the
 //! TTL and the due date, all before anything is written.
 
-use crate::checks::{check_id, check_key, check_payload, parse_date};
-use crate::{CreateError, Creator, MAX_TASKS_PER_REQUEST, invalid};
-use lifo_core::fields::{present, whole};
+use super::checks::{check_id, check_key, check_payload, parse_date};
+use super::{CreateError, Creator, MAX_TASKS_PER_REQUEST, invalid};
+use crate::fields::{present, whole};
 use lifo_core::model::MAX_PAYLOAD_BYTES;
 use lifo_core::{Task, new_task_id};
 use serde::Deserialize;
@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use std::collections::HashSet;
 
 // Fields as docs/openapi.yaml reads them: present means not null, and an
-// integer may be written 60.0 (`lifo_core::fields`).
+// integer may be written 60.0 (`lifo_ops::fields`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Request {

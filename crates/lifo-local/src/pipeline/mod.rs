@@ -14,58 +14,19 @@
 //! - the sweep rule (the template's rate) → `trigger`
 
 use crate::aws::AwsTiming;
-use crate::filter;
 use crate::invoke::{AsyncFunction, Handler};
 use crate::stack::LocalStack;
-use anyhow::{Context, Result};
-use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
-use lifo_core::xray::Trace;
+use anyhow::Result;
+use lifo_lambda::xray::Trace;
 use process::Processor;
 use process::runner::TaskRunner;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use trigger::Trigger;
-
-/// Counters of what the pipeline did.
-#[derive(Debug, Default)]
-pub struct PipelineStats {
-    pub stream_records: AtomicUsize,
-    pub filtered_out: AtomicUsize,
-    pub trigger_invocations: AtomicUsize,
-    pub process_invocations: AtomicUsize,
-    pub tail_calls: AtomicUsize,
-    /// SNS messages delivered: wake-ups and tail calls.
-    pub published: AtomicUsize,
-    /// scheduler-start runs, and the tasks they started.
-    pub scheduler_runs: AtomicUsize,
-    pub scheduled_started: AtomicUsize,
-    pub sweeps: AtomicUsize,
-    /// Rest alarms delivered to trigger.
-    pub rest_alarms: AtomicUsize,
-    /// Tasks shed by expiry (the trigger's `TasksExpired`: the sweep's
-    /// reaper, TTL deletions of tasks never shed).
-    pub expired: AtomicUsize,
-    /// Asynchronous attempts Lambda throttled (reserved concurrency busy).
-    pub throttles: AtomicUsize,
-    /// Invocations that started a new instance.
-    pub cold_starts: AtomicUsize,
-    /// Events Lambda gave up on, sent to the on-failure destination.
-    pub dead_lettered: AtomicUsize,
-    /// Events Lambda gave up on, with no destination: gone.
-    pub dropped: AtomicUsize,
-    pub errors: AtomicUsize,
-}
-
-impl PipelineStats {
-    pub fn get(counter: &AtomicUsize) -> usize {
-        counter.load(Ordering::Relaxed)
-    }
-}
 
 /// How often the safety sweep runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,19 +62,19 @@ pub struct PipelineOptions {
     /// X-Ray as Lambda runs it: with a tracer, every invocation is sampled.
     /// One that a stream batch or the sweep starts gets a new trace; one a
     /// wake-up starts continues the trace the wake-up names
-    /// ([`lifo_core::xray::TRACE_ATTRIBUTE`]). Off by default.
-    pub tracer: lifo_core::xray::Tracer,
+    /// ([`lifo_lambda::xray::TRACE_ATTRIBUTE`]). Off by default.
+    pub tracer: lifo_lambda::xray::Tracer,
 }
 
 /// The trace header of the invocation a wake-up (an SNS-shaped event)
 /// starts: the trace the wake-up names, under a new function segment of
 /// its own, as Lambda gives each invocation.
 fn wakeup_trace(event: &Value) -> Option<String> {
-    let named =
-        event["Records"][0]["Sns"]["MessageAttributes"][lifo_core::xray::TRACE_ATTRIBUTE]["Value"]
-            .as_str()?;
-    let h = lifo_core::xray::TraceHeader::parse(named)?;
-    Some(h.with_parent(&lifo_core::xray::new_id()))
+    let named = event["Records"][0]["Sns"]["MessageAttributes"][lifo_lambda::xray::TRACE_ATTRIBUTE]
+        ["Value"]
+        .as_str()?;
+    let h = lifo_lambda::xray::TraceHeader::parse(named)?;
+    Some(h.with_parent(&lifo_lambda::xray::new_id()))
 }
 
 impl PipelineOptions {
@@ -167,65 +128,6 @@ pub struct Pipeline {
     pub stats: Arc<PipelineStats>,
 }
 
-/// The Lambda-shaped JSON of a stream record.
-pub fn stream_record_json(r: &Record, stream_arn: &str) -> Value {
-    let image = |m: Option<&HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| {
-        m.map(|m| serde_json::to_value(serde_dynamo::Item::from(m.clone())).unwrap_or(Value::Null))
-    };
-    let mut change = serde_json::Map::new();
-    if let Some(sr) = r.dynamodb() {
-        let created = sr.approximate_creation_date_time().map_or(0, |t| t.secs());
-        change.insert("ApproximateCreationDateTime".into(), json!(created));
-        for (name, img) in [
-            ("Keys", sr.keys.as_ref()),
-            ("NewImage", sr.new_image.as_ref()),
-            ("OldImage", sr.old_image.as_ref()),
-        ] {
-            if let Some(v) = image(img) {
-                change.insert(name.into(), v);
-            }
-        }
-        change.insert("SequenceNumber".into(), json!(sr.sequence_number()));
-        change.insert("SizeBytes".into(), json!(sr.size_bytes().unwrap_or(0)));
-        change.insert(
-            "StreamViewType".into(),
-            json!(sr.stream_view_type().map(|v| v.as_str())),
-        );
-    }
-    json!({
-        "eventID": r.event_id(),
-        "eventName": r.event_name().map(|n| n.as_str()),
-        "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": "us-east-1",
-        "eventSourceARN": stream_arn,
-        "dynamodb": change,
-    })
-}
-
-/// An SNS-shaped Lambda event from the SNS envelope SQS received.
-pub fn sns_event_json(envelope: &Value, queue: &str) -> Value {
-    let s = |k: &str| envelope.get(k).cloned().unwrap_or(Value::Null);
-    json!({"Records": [{
-        "EventSource": "aws:sns",
-        "EventVersion": "1.0",
-        "EventSubscriptionArn": format!("{}:local-subscription", s("TopicArn").as_str().unwrap_or(queue)),
-        "Sns": {
-            "Type": s("Type"),
-            "MessageId": s("MessageId"),
-            "TopicArn": s("TopicArn"),
-            "Subject": s("Subject"),
-            "Message": s("Message"),
-            "Timestamp": s("Timestamp"),
-            "SignatureVersion": envelope.get("SignatureVersion").cloned().unwrap_or(json!("1")),
-            "Signature": envelope.get("Signature").cloned().unwrap_or(json!("local")),
-            "SigningCertUrl": envelope.get("SigningCertURL").cloned().unwrap_or(json!("https://local/cert.pem")),
-            "UnsubscribeUrl": envelope.get("UnsubscribeURL").cloned().unwrap_or(json!("https://local/unsubscribe")),
-            "MessageAttributes": envelope.get("MessageAttributes").cloned().unwrap_or(json!({})),
-        }
-    }]})
-}
-
 impl Pipeline {
     /// Starts the pollers: the stream (polled per [`AwsTiming::stream_poll`],
     /// batched by the template's BatchSize and window, filtered by its
@@ -264,9 +166,9 @@ impl Pipeline {
                 Box::pin(async move {
                     stats.process_invocations.fetch_add(1, Ordering::Relaxed);
                     let trace = tracer.is_enabled().then(|| wakeup_trace(&event)).flatten();
-                    let wake = process::Wake::parse(event).map_err(|e| e.to_string())?;
+                    let wake = process::Wakeups::parse(event).map_err(|e| e.to_string())?;
                     let run = processor.handle(&wake, SystemTime::now() + process_timeout);
-                    lifo_core::xray::invocation(&tracer, trace.as_deref(), run)
+                    lifo_lambda::xray::invocation(&tracer, trace.as_deref(), run)
                         .await
                         .map(|_| ())
                         .map_err(|e| lifo_core::error::chain(&e))
@@ -288,7 +190,7 @@ impl Pipeline {
                         .then(|| wakeup_trace(&event))
                         .flatten()
                         .or_else(|| tracer.is_enabled().then(Trace::new_root_header));
-                    let outcome = lifo_core::xray::invocation(
+                    let outcome = lifo_lambda::xray::invocation(
                         &tracer,
                         trace.as_deref(),
                         trigger.measured(event),
@@ -451,205 +353,17 @@ impl Pipeline {
     }
 }
 
-/// A shard iterator per stream shard, from now on or from the start.
-async fn stream_iterators(stack: &LocalStack, from_latest: bool) -> Result<Vec<String>> {
-    let shards = stack
-        .streams
-        .describe_stream()
-        .stream_arn(&stack.stream_arn)
-        .send()
-        .await
-        .context("describing the stream")?
-        .stream_description
-        .map(|d| d.shards.unwrap_or_default())
-        .unwrap_or_default();
-    let mut iterators = Vec::new();
-    for shard in shards {
-        let it = stack
-            .streams
-            .get_shard_iterator()
-            .stream_arn(&stack.stream_arn)
-            .shard_id(shard.shard_id().unwrap_or_default())
-            .shard_iterator_type(if from_latest {
-                ShardIteratorType::Latest
-            } else {
-                ShardIteratorType::TrimHorizon
-            })
-            .send()
-            .await
-            .context("getting a shard iterator")?
-            .shard_iterator;
-        iterators.extend(it);
-    }
-    Ok(iterators)
-}
-
-/// How the event source mapping batches stream records.
-struct StreamBatching {
-    filters: Vec<Value>,
-    batch_size: usize,
-    window: Duration,
-    poll: Duration,
-    /// X-Ray: each batch a new trace when enabled.
-    tracer: lifo_core::xray::Tracer,
-}
-
-/// The stream's event source mapping: reads every shard each `poll`,
-/// passes the records its filters match, and invokes `trigger`
-/// (synchronously, as the mapping does) with a batch once it holds
-/// `batch_size` records or its first record has waited `window`.
-async fn poll_stream(
-    streams: aws_sdk_dynamodbstreams::Client,
-    arn: String,
-    mut iterators: Vec<String>,
-    b: StreamBatching,
-    trigger: Arc<Trigger>,
-    stats: Arc<PipelineStats>,
-    rx: watch::Receiver<bool>,
-) {
-    let mut rx = rx;
-    let mut batch: Vec<Value> = Vec::new();
-    let mut first_at: Option<Instant> = None;
-    loop {
-        let mut next = Vec::new();
-        for it in iterators.drain(..) {
-            match streams
-                .get_records()
-                .shard_iterator(&it)
-                .limit(100)
-                .send()
-                .await
-            {
-                Ok(out) => {
-                    for r in out.records() {
-                        stats.stream_records.fetch_add(1, Ordering::Relaxed);
-                        let event = stream_record_json(r, &arn);
-                        if b.filters.is_empty()
-                            || b.filters.iter().any(|f| filter::matches(f, &event))
-                        {
-                            first_at.get_or_insert_with(Instant::now);
-                            batch.push(event);
-                        } else {
-                            stats.filtered_out.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    next.extend(out.next_shard_iterator);
-                }
-                Err(e) => {
-                    stats.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e), "GetRecords failed");
-                    next.push(it);
-                }
-            }
-        }
-        iterators = next;
-        let stopping = *rx.borrow();
-        while !batch.is_empty()
-            && (batch.len() >= b.batch_size
-                || first_at.is_some_and(|t| t.elapsed() >= b.window)
-                || stopping)
-        {
-            let take = batch.len().min(b.batch_size);
-            let records: Vec<Value> = batch.drain(..take).collect();
-            stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
-            // Each stream batch is a new trace (AWS carries none through a stream).
-            let trace = b.tracer.is_enabled().then(Trace::new_root_header);
-            let run = trigger.measured(json!({ "Records": records }));
-            match lifo_core::xray::invocation(&b.tracer, trace.as_deref(), run).await {
-                Ok(outcome) => {
-                    stats.expired.fetch_add(outcome.expired, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    stats.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(error = %e, "trigger (stream) failed");
-                }
-            }
-            first_at = (!batch.is_empty()).then(Instant::now);
-        }
-        if stopping {
-            return;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(b.poll) => {}
-            _ = rx.changed() => {}
-        }
-    }
-}
-
-/// A topic's subscription of a function: SNS hands each message to
-/// Lambda's asynchronous queue of `function` ([`AsyncFunction::deliver`]).
-/// Locally the topic delivers to an SQS queue, read here; a message is
-/// deleted as soon as Lambda has it (Lambda's queue retries, not SQS).
-/// `tail_calls`: the trigger topic, whose messages are tail calls.
-async fn subscribe(
-    sqs: aws_sdk_sqs::Client,
-    url: String,
-    function: Arc<AsyncFunction>,
-    stats: Arc<PipelineStats>,
-    mut rx: watch::Receiver<bool>,
-    tail_calls: bool,
-) {
-    loop {
-        if *rx.borrow() {
-            return;
-        }
-        let Some(messages) = receive(&sqs, &url, 10, &stats, &mut rx).await else {
-            return;
-        };
-        for m in messages {
-            let envelope: Value = m
-                .body()
-                .and_then(|b| serde_json::from_str(b).ok())
-                .unwrap_or(Value::Null);
-            stats.published.fetch_add(1, Ordering::Relaxed);
-            if tail_calls {
-                stats.tail_calls.fetch_add(1, Ordering::Relaxed);
-            }
-            function.deliver(sns_event_json(&envelope, &url));
-            delete(&sqs, &url, std::slice::from_ref(&m)).await;
-        }
-    }
-}
-
 pub mod rest_wake;
+mod sqs;
+pub mod stats;
+mod stream;
+mod subscriptions;
 
-/// Deletes `messages` from queue `url` (best effort: one that stays is
-/// delivered again after its visibility timeout, as in AWS).
-async fn delete(sqs: &aws_sdk_sqs::Client, url: &str, messages: &[aws_sdk_sqs::types::Message]) {
-    for h in messages.iter().filter_map(|m| m.receipt_handle()) {
-        let _ = sqs
-            .delete_message()
-            .queue_url(url)
-            .receipt_handle(h)
-            .send()
-            .await;
-    }
-}
-
-/// One long poll (1 s) of queue `url` for up to `max` messages: empty
-/// after a failed ReceiveMessage (counted, then a pause), `None` once the
-/// pipeline stops.
-async fn receive(
-    sqs: &aws_sdk_sqs::Client,
-    url: &str,
-    max: i32,
-    stats: &PipelineStats,
-    rx: &mut watch::Receiver<bool>,
-) -> Option<Vec<aws_sdk_sqs::types::Message>> {
-    let received = tokio::select! {
-        r = sqs.receive_message().queue_url(url).max_number_of_messages(max).wait_time_seconds(1).send() => r,
-        _ = rx.changed() => return None,
-    };
-    match received {
-        Ok(out) => Some(out.messages.unwrap_or_default()),
-        Err(e) => {
-            stats.errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(queue = url, error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "ReceiveMessage failed");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            Some(Vec::new())
-        }
-    }
-}
+pub use stats::PipelineStats;
+pub use stream::stream_record_json;
+use stream::{StreamBatching, poll_stream, stream_iterators};
+pub use subscriptions::sns_event_json;
+use subscriptions::subscribe;
 
 #[cfg(test)]
 mod tests;

@@ -104,7 +104,7 @@ impl Metrics {
         }
         let namespace = std::env::var("METRICS_NAMESPACE").unwrap_or_else(|_| "LifoQueue".into());
         let service = std::env::var("SERVICE_NAME").unwrap_or_else(|_| "lifo-queue".into());
-        let mut doc = self.to_emf(&namespace, &service, crate::now_ms());
+        let mut doc = self.to_emf(&namespace, &service, lifo_core::now_ms());
         let level = emf_level(std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().as_deref());
         doc["level"] = Value::from(level);
         let in_lambda = std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some();

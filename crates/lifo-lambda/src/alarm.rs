@@ -24,10 +24,10 @@
 //! SNS publish and one process invocation (the wake-up it would need
 //! anyway); tasks whose rests end together share one.
 
-use crate::error::BoxError;
 use crate::notify::{Wakeup, retry_config};
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::ProvideErrorMetadata;
+use lifo_core::error::BoxError;
 use std::time::Duration;
 
 /// The longest delay SQS gives one message.

@@ -1,0 +1,465 @@
+//! The claim loop: fill every free slot with the newest claimable task,
+//! claiming in parallel.
+//!
+//! Each claimed candidate is handled on a tokio task of its own
+//! ([`crate::handle`]: claim, run, record the outcome), spawned at once, so
+//! the claims of one refill go out together, and the loop reads and claims
+//! again while earlier tasks are still being claimed and run. A slot counts
+//! as taken from the moment its claim is sent. The candidates come from the
+//! claim policy ([`crate::select`]): the shards' heads kept in memory and
+//! read again only when needed, so reads stay flat in the shard count, and
+//! the fair share among tenants. A start from the rate limit is taken
+//! before a candidate is taken, so no task is claimed and then kept
+//! waiting. When nothing is left to claim, the loop waits for a rest that
+//! ends within [`MAX_REST_SLEEP`] (reading again once a second) and ends
+//! otherwise.
+
+use crate::config::ProcessConfig;
+use crate::finish::FinishPolicy;
+use crate::handle::{self, ClaimContext, Handled};
+use crate::report::{Finished, ProcessReport, StopReason, tally};
+use crate::runner::TaskRunner;
+use crate::select::fair::{self, Ledger};
+use crate::select::heads::{HeadsPolicy, Read, ShardHeads};
+use lifo_core::{Candidate, Store, StoreError, now_ms};
+use lifo_lambda::alarm::MAX_REST_SLEEP;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// How long after a rest's end an invocation waiting for it reads again
+/// (the claim query's `retryAt` filter uses the reader's clock).
+const REST_END_MARGIN_MS: u64 = 20;
+/// While it waits for a rest to end, an invocation reads again at least
+/// this often: a task that arrives meanwhile cannot wake it (its wake-up
+/// is throttled: this invocation holds the reserved concurrency), so it
+/// would otherwise wait for the whole rest (10 to 30 s at the template's
+/// RetryBackoffSeconds).
+const REST_WAIT_STEP: Duration = Duration::from_secs(1);
+
+/// The loop's memory across refills.
+pub(crate) struct LoopState {
+    /// Ids this invocation will not try again: lost to another worker,
+    /// abandoned, not claimable.
+    pub skip: HashSet<String>,
+    /// Ids whose claim was sent and whose handling has not ended.
+    pub in_flight: HashSet<String>,
+    /// The first claim that failed on a store error.
+    pub failure: Option<StoreError>,
+    /// Claims sent so far (the claim order of the report).
+    pub seq: u64,
+    /// (claim order, id) of each task claimed.
+    pub claimed: Vec<(u64, String)>,
+    /// Each tenant's running tasks and recent starts, with the fair share
+    /// on.
+    pub fair: Option<Ledger>,
+    /// The tasks this invocation put back and has not claimed since, each
+    /// with its rest's end (epoch ms): it waits for one that ends within
+    /// [`MAX_REST_SLEEP`], and sets rest alarms for the others when it
+    /// ends.
+    pub rests: std::collections::HashMap<String, u64>,
+    /// The latest rest end the rest alarms that woke this invocation named
+    /// (epoch ms): it looks until then.
+    pub look_until: Option<u64>,
+}
+
+impl LoopState {
+    pub fn new() -> Self {
+        Self {
+            skip: HashSet::new(),
+            in_flight: HashSet::new(),
+            failure: None,
+            seq: 0,
+            claimed: Vec::new(),
+            fair: None,
+            rests: std::collections::HashMap::new(),
+            look_until: None,
+        }
+    }
+
+    /// The rest ends of the tasks this invocation put back and has not
+    /// claimed again, earliest first, those already past included: each
+    /// needs a wake-up (one whose rest just ended, and which this
+    /// invocation did not claim before it ends, gets one at once).
+    pub fn unclaimed_rest_ends(&self) -> Vec<u64> {
+        let mut ends: Vec<u64> = self.rests.values().copied().collect();
+        ends.sort_unstable();
+        ends
+    }
+
+    /// The first end after `now_ms` of the rests of [`Self::rests`], or of
+    /// [`Self::look_until`].
+    pub fn next_rest_end(&self, now_ms: u64) -> Option<u64> {
+        self.rests
+            .values()
+            .copied()
+            .chain(self.look_until)
+            .filter(|at| *at > now_ms)
+            .min()
+    }
+
+    /// Ids the next candidates must not be.
+    pub fn exclude(&self) -> HashSet<String> {
+        self.skip.union(&self.in_flight).cloned().collect()
+    }
+
+    /// Books a candidate's handling that ended.
+    pub fn absorb(
+        &mut self,
+        report: &mut ProcessReport,
+        done: Result<Handled, tokio::task::JoinError>,
+    ) {
+        let handled = match done {
+            Ok(p) => p,
+            Err(e) => {
+                tally(report, Err(e));
+                return;
+            }
+        };
+        if let Some(fair) = &mut self.fair {
+            fair.end(handled.task_id());
+        }
+        match handled {
+            Handled::Ran {
+                seq,
+                task_id,
+                age_ms,
+                reclaim,
+                finished,
+                ..
+            } => {
+                self.in_flight.remove(&task_id);
+                report.reclaimed += usize::from(reclaim);
+                report.ages_ms.push(age_ms);
+                if let Finished::Retried(at) | Finished::RetriedAfterError(at) = finished
+                    && at > 0
+                {
+                    self.rests.insert(task_id.clone(), at);
+                }
+                self.claimed.push((seq, task_id));
+                tally(report, Ok(finished));
+            }
+            Handled::Conflict(id) => {
+                report.conflicts += 1;
+                self.in_flight.remove(&id);
+                self.skip.insert(id);
+            }
+            Handled::Skipped(id) => {
+                report.skipped += 1;
+                self.in_flight.remove(&id);
+                self.skip.insert(id);
+            }
+            Handled::Abandoned(id) => {
+                report.abandoned += 1;
+                self.in_flight.remove(&id);
+                self.skip.insert(id);
+            }
+            Handled::Superseded(id) => {
+                report.superseded += 1;
+                self.in_flight.remove(&id);
+                self.skip.insert(id);
+            }
+            Handled::Failed(id, e) => {
+                self.in_flight.remove(&id);
+                self.failure.get_or_insert(e);
+            }
+        }
+    }
+
+    /// The report's claim list, in the order the claims were sent.
+    pub fn finish(mut self, report: &mut ProcessReport) {
+        self.claimed.sort_unstable();
+        report.claimed = self.claimed.into_iter().map(|(_, id)| id).collect();
+    }
+}
+
+/// Waits until a candidate's handling ends (and books it), `poll` passes, or claiming
+/// must stop.
+pub(crate) async fn wait_for_one(
+    state: &mut LoopState,
+    report: &mut ProcessReport,
+    running: &mut JoinSet<Handled>,
+    stop_claiming_at: Instant,
+    poll: Option<Duration>,
+) {
+    let limit = poll.map_or(stop_claiming_at, |p| {
+        (Instant::now() + p).min(stop_claiming_at)
+    });
+    if let Ok(Some(done)) = tokio::time::timeout_at(limit.into(), running.join_next()).await {
+        state.absorb(report, done);
+    }
+}
+
+/// Reads the heads again if they cannot answer `want` candidates, then
+/// takes them (by the fair share, with a `fair` ledger).
+pub(crate) async fn refill(
+    store: &Store,
+    heads: &mut ShardHeads,
+    order: lifo_core::Order,
+    horizon_ms: u64,
+    want: usize,
+    exclude: &HashSet<String>,
+    fair: Option<&mut Ledger>,
+) -> Result<Vec<Candidate>, StoreError> {
+    match heads.to_read(want, exclude, Instant::now()) {
+        Read::Nothing => {}
+        Read::All => {
+            let now = now_ms();
+            let read = store
+                .claimable_heads(order, heads.shards(), heads.policy().page, now, horizon_ms)
+                .await?;
+            heads.replace(read, Instant::now());
+        }
+        // Only the cut-short shards whose heads ran out.
+        Read::Some(shards) => {
+            let now = now_ms();
+            let read = store
+                .claimable_heads(order, &shards, heads.policy().page, now, horizon_ms)
+                .await?;
+            heads.replace_some(&shards, read);
+        }
+    }
+    Ok(match fair {
+        Some(ledger) => fair::take(heads, want, exclude, ledger),
+        None => heads.take(want, exclude),
+    })
+}
+
+/// Drains every handling still running into the report.
+pub(crate) async fn drain(
+    state: &mut LoopState,
+    report: &mut ProcessReport,
+    running: &mut JoinSet<Handled>,
+) {
+    while let Some(done) = running.join_next().await {
+        state.absorb(report, done);
+    }
+}
+
+/// What an invocation works on: a shard group (or all shards) and its
+/// share of the runner.
+pub(crate) struct Assignment {
+    /// `None`: the only processor (no group lease).
+    pub(crate) group: Option<(u32, u64)>,
+    pub(crate) shards: Vec<u32>,
+    pub(crate) capacity: usize,
+    pub(crate) limiter: Option<Arc<governor::DefaultDirectRateLimiter>>,
+    /// This invocation, as its claims name it (`claimedBy`) and its group
+    /// lease's owner.
+    pub(crate) owner: Arc<str>,
+}
+
+/// What one invocation's claim loop works with: the processor's parts.
+pub(crate) struct Claiming<'a, R> {
+    pub store: &'a Store,
+    pub runner: &'a Arc<R>,
+    pub config: &'a ProcessConfig,
+    pub assignment: &'a Assignment,
+    /// A rest alarm wakes the queue when a later rest ends: the loop waits
+    /// only for one that ends within [`MAX_REST_SLEEP`].
+    pub alarm: bool,
+}
+
+/// Takes one start from `limiter`: `Ok` (or no limit), or how long until
+/// one is free.
+fn take_start(limiter: Option<&governor::DefaultDirectRateLimiter>) -> Result<(), Duration> {
+    let Some(limiter) = limiter else {
+        return Ok(());
+    };
+    limiter.check().map_err(|not_until| {
+        use governor::clock::Clock;
+        not_until.wait_time_from(governor::clock::DefaultClock::default().now())
+    })
+}
+
+impl<R: TaskRunner> Claiming<'_, R> {
+    /// Claims until the budget (`stop_claiming_at`) ends, nothing is left,
+    /// the queue is paused or a claim fails on the store.
+    pub(crate) async fn run(
+        &self,
+        report: &mut ProcessReport,
+        state: &mut LoopState,
+        running: &mut JoinSet<Handled>,
+        stop_claiming_at: Instant,
+        lease_until: u64,
+    ) -> Result<(), StoreError> {
+        let assignment = self.assignment;
+        let capacity = assignment.capacity;
+        let limiter = assignment.limiter.as_deref();
+        let policy = HeadsPolicy::new(assignment.shards.len(), capacity);
+        let mut heads = ShardHeads::new(self.config.order, assignment.shards.clone(), policy);
+        // Tasks with a tenant were seen: the fair share's reads from then on.
+        let mut tenanted = false;
+        let ctx = ClaimContext {
+            store: self.store.clone(),
+            runner: Arc::clone(self.runner),
+            policy: FinishPolicy {
+                max_attempts: self.config.max_attempts,
+                rest: self.config.rest,
+            },
+            lease_until,
+            owner: Arc::clone(&assignment.owner),
+        };
+        if self.config.fair_share {
+            let group = assignment.group.map_or(0, |(g, _)| g);
+            let per_second = self.config.rate_limit.map(|l| {
+                lifo_core::groups::share(l.per_second.get(), group, self.config.processors.max(1))
+            });
+            state.fair =
+                Some(crate::select::fair::Ledger::new(per_second).in_order(self.config.order));
+        }
+        let mut control_read = Instant::now();
+        // When there last was work: a candidate found, or a task running.
+        let mut last_work = Instant::now();
+        // The rate limit's bucket ran dry: no start before this.
+        let mut next_start_at: Option<Instant> = None;
+        loop {
+            if report.stop == StopReason::Paused {
+                return Ok(());
+            }
+            while let Some(done) = running.try_join_next() {
+                state.absorb(report, done);
+            }
+            if state.failure.is_some() {
+                return Ok(());
+            }
+            if Instant::now() >= stop_claiming_at {
+                report.stop = StopReason::Budget;
+                return Ok(());
+            }
+            if control_read.elapsed() >= self.config.pause_poll {
+                control_read = Instant::now();
+                match self.store.control(false).await {
+                    Ok(c) if c.paused => {
+                        tracing::info!(
+                            event = "process.paused",
+                            "the queue was paused; finishing what runs, claiming nothing more"
+                        );
+                        report.stop = StopReason::Paused;
+                        return Ok(());
+                    }
+                    Ok(_) => {}
+                    // Claims go on; the next read may see a pause.
+                    Err(e) => {
+                        tracing::warn!(event = "process.control_read_failed", error = %lifo_core::error::Chain(&e))
+                    }
+                }
+            }
+            let free = capacity - running.len().min(capacity);
+            if free == 0 {
+                wait_for_one(state, report, running, stop_claiming_at, None).await;
+                continue;
+            }
+            // A slot is free. With a rate limit, a start is taken from the
+            // bucket for each candidate once it is read, never before: a
+            // start taken for a slot no candidate fills (an empty read at
+            // light load) would be lost. When the bucket ran dry, wait for
+            // it (or for a running task to end) before reading again.
+            if let Some(at) = next_start_at {
+                let now = Instant::now();
+                if now < at {
+                    wait_for_one(state, report, running, stop_claiming_at, Some(at - now)).await;
+                    continue;
+                }
+                next_start_at = None;
+            }
+            let now = now_ms();
+            if self.config.fair_share && !tenanted && heads.any_tenant() {
+                tenanted = true;
+                heads.set_policy(crate::select::fair::policy(policy));
+            }
+            let exclude = state.exclude();
+            let mut candidates = refill(
+                self.store,
+                &mut heads,
+                self.config.order,
+                now.saturating_sub(self.config.max_ttl_seconds * 1000),
+                free,
+                &exclude,
+                state.fair.as_mut().filter(|_| tenanted),
+            )
+            .await?;
+            let mut granted = 0;
+            while granted < candidates.len() {
+                match take_start(limiter) {
+                    Ok(()) => granted += 1,
+                    Err(wait) => {
+                        next_start_at = Some(Instant::now() + wait);
+                        break;
+                    }
+                }
+            }
+            if granted == 0 && !candidates.is_empty() {
+                // Read, but the bucket is dry: they stay claimable.
+                last_work = Instant::now();
+                continue;
+            }
+            candidates.truncate(granted);
+            if candidates.is_empty() {
+                if running.is_empty() {
+                    // Nothing to claim and nothing runs: look a little
+                    // longer (a task announced a moment ago may not be in
+                    // the index yet), then end.
+                    if last_work.elapsed() >= self.config.linger {
+                        // A task this invocation put back comes back in a
+                        // moment (the rest alarm's precision; without an
+                        // alarm, within the budget): sleep until its rest
+                        // ends, reading again each second so new work is
+                        // not held back. A later rest end is the alarm's,
+                        // set when the invocation ends.
+                        let now = now_ms();
+                        let longest = if self.alarm {
+                            MAX_REST_SLEEP
+                        } else {
+                            stop_claiming_at.saturating_duration_since(Instant::now())
+                        };
+                        let wait = state
+                            .next_rest_end(now)
+                            .map(|at| Duration::from_millis(at - now + REST_END_MARGIN_MS))
+                            .filter(|w| *w <= longest && Instant::now() + *w < stop_claiming_at);
+                        let Some(wait) = wait else {
+                            report.stop = StopReason::Empty;
+                            return Ok(());
+                        };
+                        tracing::debug!(
+                            event = "process.awaiting_rest",
+                            waitMs = wait.as_millis() as u64
+                        );
+                        tokio::time::sleep(wait.min(REST_WAIT_STEP)).await;
+                        continue;
+                    }
+                    tokio::time::sleep(
+                        self.config
+                            .idle_poll
+                            .min(stop_claiming_at.saturating_duration_since(Instant::now())),
+                    )
+                    .await;
+                    continue;
+                }
+                last_work = Instant::now();
+                wait_for_one(
+                    state,
+                    report,
+                    running,
+                    stop_claiming_at,
+                    Some(self.config.idle_poll),
+                )
+                .await;
+                continue;
+            }
+            last_work = Instant::now();
+            let sent_at = now_ms();
+            for c in candidates {
+                if let Some(fair) = &mut state.fair {
+                    let tenant = c.tenant_name();
+                    fair.start(&c.task_id, tenant, sent_at);
+                }
+                state.seq += 1;
+                state.rests.remove(&c.task_id);
+                state.in_flight.insert(c.task_id.clone());
+                handle::spawn(running, &ctx, state.seq, c, sent_at);
+            }
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! The processor and one invocation of it: take a shard group (with more
+//! than one processor), run the claim loop ([`crate::claim_loop`]), finish
+//! what was claimed, then tail-call while work remains, or set the rest
+//! alarms of what rests.
+
+use crate::claim_loop::{Assignment, Claiming, LoopState, drain};
+use crate::config::ProcessConfig;
+use crate::handle::Handled;
+use crate::report::{ProcessReport, StopReason};
+use crate::runner::TaskRunner;
+use crate::{ProcessError, Wakeups};
+use lifo_core::groups;
+use lifo_core::{Store, StoreError, now_ms};
+use lifo_lambda::alarm::RestAlarm;
+use lifo_lambda::{Notifier, Wakeup};
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+use tokio::task::JoinSet;
+
+/// The process function's handler.
+pub struct Processor<R> {
+    pub(crate) store: Store,
+    pub(crate) tail: Notifier,
+    /// Wakes the queue when a rest this invocation started ends after it
+    /// ([`lifo_lambda::alarm`]); without it, the sweep does (within a minute).
+    pub(crate) alarm: Option<RestAlarm>,
+    pub(crate) runner: Arc<R>,
+    pub(crate) config: ProcessConfig,
+    /// The downstream's rate limit (this processor's share), per shard
+    /// group, kept by the sandbox across invocations (a warm Lambda keeps
+    /// its bucket).
+    pub(crate) limiters: Mutex<HashMap<u32, Arc<governor::DefaultDirectRateLimiter>>>,
+}
+
+impl<R: TaskRunner> Processor<R> {
+    /// `tail` publishes to the trigger topic.
+    pub fn new(store: Store, tail: Notifier, runner: Arc<R>, config: ProcessConfig) -> Self {
+        Self {
+            store,
+            // Each invocation of the tail-call loop starts its own trace.
+            tail: tail.starting_new_traces(),
+            alarm: None,
+            runner,
+            config,
+            limiters: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// With the rest alarm (`REST_WAKE_QUEUE_URL`).
+    pub fn with_rest_alarm(mut self, alarm: RestAlarm) -> Self {
+        self.alarm = Some(alarm);
+        self
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn config(&self) -> &ProcessConfig {
+        &self.config
+    }
+
+    pub(crate) fn horizon(&self, now: u64) -> u64 {
+        now.saturating_sub(self.config.max_ttl_seconds * 1000)
+    }
+
+    pub(crate) fn processors(&self) -> u32 {
+        self.config.processors.max(1)
+    }
+
+    /// Group `group`'s rate limiter (its share of the rate and burst).
+    fn limiter(&self, group: u32) -> Option<Arc<governor::DefaultDirectRateLimiter>> {
+        let limit = self.config.rate_limit?;
+        let p = self.processors();
+        let mut map = self.limiters.lock().ok()?;
+        let limiter = map.entry(group).or_insert_with(|| {
+            let per_second = groups::share(limit.per_second.get(), group, p);
+            let burst = groups::share(limit.burst.get(), group, p);
+            Arc::new(governor::RateLimiter::direct(
+                governor::Quota::per_second(NonZeroU32::new(per_second).unwrap_or(NonZeroU32::MIN))
+                    .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN)),
+            ))
+        });
+        Some(Arc::clone(limiter))
+    }
+
+    /// Takes a shard group (the ones `wake` names first, then any), or, for
+    /// the only processor, all shards. `None`: every group is held.
+    async fn assign(
+        &self,
+        wake: &Wakeups,
+        lease_until: u64,
+        owner: &str,
+    ) -> Result<Option<Assignment>, StoreError> {
+        let p = self.processors();
+        let capacity = self.runner.capacity().max(1);
+        if p == 1 {
+            return Ok(Some(Assignment {
+                group: None,
+                shards: (0..self.config.shard_count.max(1)).collect(),
+                capacity,
+                limiter: self.limiter(0),
+                owner: owner.into(),
+            }));
+        }
+        let mut order: Vec<u32> = wake.groups.iter().copied().filter(|g| *g < p).collect();
+        order.extend((0..p).filter(|g| !wake.groups.contains(g)));
+        for g in order {
+            if let Some(token) = self
+                .store
+                .take_group(g, lease_until, now_ms(), owner)
+                .await?
+            {
+                return Ok(Some(Assignment {
+                    group: Some((g, token)),
+                    shards: groups::shards_of(g, p, self.config.shard_count),
+                    capacity: groups::share(capacity as u32, g, p) as usize,
+                    limiter: self.limiter(g),
+                    owner: owner.into(),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether any of `shards` holds a claimable task now.
+    pub(crate) async fn any_claimable(&self, shards: &[u32]) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let heads = self
+            .store
+            .claimable_heads(self.config.order, shards, 1, now, self.horizon(now))
+            .await?;
+        Ok(heads.iter().any(|(head, _)| !head.is_empty()))
+    }
+
+    /// Runs one invocation woken by `wake` ([`Wakeups::parse`]); `deadline`
+    /// is the invocation deadline.
+    pub async fn handle(
+        &self,
+        wake: &Wakeups,
+        deadline: SystemTime,
+    ) -> Result<ProcessReport, ProcessError> {
+        let started = Instant::now();
+        let until_deadline = deadline
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        let last_useful = until_deadline
+            .saturating_sub(self.config.deadline_margin)
+            .saturating_sub(self.runner.max_duration());
+        if last_useful.is_zero() {
+            // No run started now could end before the deadline: claiming
+            // nothing and tail-calling would loop forever.
+            return Err(ProcessError::NoTimeToRun {
+                max_run: self.runner.max_duration(),
+                left: until_deadline,
+            });
+        }
+        let stop_claiming_at = started + self.config.time_budget.min(last_useful);
+        let lease_until = deadline
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+            + self.config.lease_margin.as_millis() as u64;
+        let mut report = ProcessReport::default();
+        let shed_before = self.store.shed_by_reads();
+        let owner = format!("process-{}", lifo_core::new_task_id());
+        let Some(assignment) = self.assign(wake, lease_until, &owner).await? else {
+            report.stop = StopReason::Held;
+            tracing::info!(
+                event = "process.held",
+                "every shard group is held by another processor"
+            );
+            return Ok(report);
+        };
+        report.group = assignment.group.map(|(g, _)| g);
+        // The invocation's own subsegment: the only one annotated (X-Ray
+        // indexes 50 annotations a trace), so `annotation.previousTraceId`
+        // walks the tail-call loop back, one trace per invocation.
+        let mut invocation = lifo_lambda::xray::Subsegment::start("invocation");
+        if let Some(s) = &mut invocation {
+            s.essential();
+            if let Some(p) = &wake.previous_trace {
+                s.annotate("previousTraceId", p.as_str());
+            }
+            if let Some(g) = report.group {
+                s.annotate("group", g);
+            }
+        }
+        tracing::info!(
+            event = "process.start",
+            owner = %owner,
+            wakeups = wake.records,
+            group = assignment.group.map(|(g, _)| g),
+            shards = assignment.shards.len(),
+            capacity = assignment.capacity,
+            budgetMs = (stop_claiming_at - started).as_millis() as u64
+        );
+        // Paused: claim nothing, and no tail call (resume wakes the queue).
+        if self.store.control(false).await?.paused {
+            report.stop = StopReason::Paused;
+            tracing::info!(
+                event = "process.paused",
+                "the queue is paused; claiming nothing"
+            );
+        }
+        let mut running: JoinSet<Handled> = JoinSet::new();
+        let mut state = LoopState::new();
+        // Woken by a rest alarm: its rests end by `wake_at`; look until then.
+        if let Some(at) = wake.wake_at.filter(|at| *at > now_ms()) {
+            state.look_until = Some(at);
+        }
+        let outcome = Claiming {
+            store: &self.store,
+            runner: &self.runner,
+            config: &self.config,
+            assignment: &assignment,
+            alarm: self.alarm.is_some(),
+        }
+        .run(
+            &mut report,
+            &mut state,
+            &mut running,
+            stop_claiming_at,
+            lease_until,
+        )
+        .await;
+        // Whatever happened, finish what was claimed.
+        drain(&mut state, &mut report, &mut running).await;
+        let failure = state.failure.take();
+        // The tasks it put back and did not claim again: the rest alarms',
+        // if it ends without a tail call.
+        let rest_ends = state.unclaimed_rest_ends();
+        state.finish(&mut report);
+        let outcome = outcome.and_then(|()| failure.map_or(Ok(()), Err));
+        // A tail call only after claiming something (as in model/lifo.pml):
+        // an invocation that could claim nothing hands over to the sweep
+        // instead of looping.
+        let tail =
+            if outcome.is_ok() && report.stop == StopReason::Budget && !report.claimed.is_empty() {
+                self.any_claimable(&assignment.shards).await
+            } else {
+                Ok(false)
+            };
+        if let Some((g, token)) = assignment.group
+            && let Err(e) = self.store.release_group(g, token).await
+        {
+            // Its lease ends by itself at the deadline.
+            tracing::warn!(event = "process.group_release_failed", group = g, error = %lifo_core::error::Chain(&e));
+        }
+        // Whatever failed, what ran is counted and the end is logged below
+        // (a failed invocation's successes are still successes).
+        let result: Result<(), ProcessError> = async {
+            outcome?;
+            let tail = tail?;
+            if !tail && report.stop != StopReason::Paused {
+                self.set_rest_alarms(&rest_ends, &mut report, assignment.group.map(|(g, _)| g))
+                    .await;
+            }
+            if tail {
+                let wakeup = Wakeup {
+                    group: assignment.group.map(|(g, _)| g),
+                    previous_trace: lifo_lambda::xray::current().map(|t| t.root.to_string()),
+                    ..Wakeup::new("process", "tail-call", now_ms())
+                };
+                self.tail.wake(&wakeup).await?;
+                report.tail_call = true;
+            }
+            Ok(())
+        }
+        .await;
+        if let Some(mut s) = invocation {
+            s.annotate("tasksClaimed", report.claimed.len())
+                .annotate("tailCall", report.tail_call);
+            let budget = &s.trace().budget;
+            let (sent, dropped) = (budget.sent(), budget.dropped());
+            s.metadata("traceBytes", sent)
+                .metadata("subsegmentsDropped", dropped);
+            s.end();
+        }
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
+        report.shed = usize::try_from(self.store.shed_by_reads().saturating_sub(shed_before))
+            .unwrap_or(usize::MAX);
+        report.metrics().emit();
+        tracing::info!(
+            event = "process.end",
+            claimed = report.claimed.len(),
+            succeeded = report.succeeded,
+            failed = report.failed,
+            retried = report.retried,
+            conflicts = report.conflicts,
+            reclaimed = report.reclaimed,
+            abandoned = report.abandoned,
+            superseded = report.superseded,
+            staleRejected = report.stale_rejected,
+            skipped = report.skipped,
+            finishErrors = report.finish_errors,
+            shed = report.shed,
+            stop = ?report.stop,
+            tailCall = report.tail_call,
+            restAlarms = report.rest_alarms,
+            elapsedMs = report.elapsed_ms,
+            error = result.as_ref().err().map(|e| lifo_core::error::chain(e)),
+        );
+        result.map(|()| report)
+    }
+
+    /// Sets the rest alarms for `rest_ends` (epoch ms, earliest first), the
+    /// rests of the tasks this invocation put back and did not claim again
+    /// (one already past: at once): one per
+    /// cluster ([`lifo_lambda::alarm::clusters`]). A failure is logged, not
+    /// the invocation's: the sweep still finds the tasks within a minute.
+    async fn set_rest_alarms(
+        &self,
+        rest_ends: &[u64],
+        report: &mut ProcessReport,
+        group: Option<u32>,
+    ) {
+        let Some(alarm) = &self.alarm else {
+            return;
+        };
+        let now = now_ms();
+        // Each cluster's alarm comes at its first end (at once for an end
+        // already past) and names its last.
+        let alarms: Vec<(u64, Wakeup)> = lifo_lambda::alarm::clusters(rest_ends.iter().copied())
+            .into_iter()
+            .map(|(first, last)| {
+                let wakeup = Wakeup {
+                    group,
+                    wake_at: Some(last),
+                    ..Wakeup::new("process", "rest-end", now)
+                };
+                (first, wakeup)
+            })
+            .collect();
+        let Some((first_at, _)) = alarms.first() else {
+            return;
+        };
+        match alarm.set_all(&alarms, now).await {
+            Ok(n) => {
+                report.rest_alarms = n;
+                tracing::info!(
+                    event = "process.rest_alarms",
+                    alarms = n,
+                    firstAt = first_at,
+                    group
+                );
+            }
+            Err(e) => {
+                tracing::warn!(event = "process.rest_alarm_failed", alarms = alarms.len(), error = %lifo_core::error::Chain(&e));
+            }
+        }
+    }
+}
