@@ -3,7 +3,7 @@
 //! errors at a set rate (after the request was applied, so outcomes are
 //! ambiguous), and two processors run at once; beside them, a shed backlog
 //! of 300 expired tasks that a reaper (the sweep's) and the claim reads
-//! race to shed. Tasks come in three priority lanes and four tenants (the
+//! race to shed. Tasks come in three priorities and four tenants (the
 //! fair share on). One task in five carries a `supersedeKey` (20 keys), and
 //! while the processors run a producer writes newer tasks of those keys
 //! through the same faults: once a newer task of a key is written, no older
@@ -34,7 +34,7 @@ const TASKS: usize = 500;
 const KEYS: usize = 20;
 /// Newer tasks of those keys written while the processors run.
 const UPDATES: usize = 60;
-/// The priority lanes, taken in turn.
+/// The priorities, taken in turn.
 const LANES: [&str; 3] = ["high", "normal", "low"];
 /// Expired tasks present from the start: every one must end EXPIRED, shed
 /// once, and never run.
@@ -311,7 +311,7 @@ async fn chaos(processors: u32, workers: usize) {
                     .lock()
                     .unwrap()
                     .insert(id.clone(), payload.clone());
-                // Lanes and tenants mixed in: every invariant holds across them.
+                // Priorities and tenants mixed in: every invariant holds across them.
                 let mut spec = serde_json::json!({
                     "taskId": id,
                     "payload": payload,

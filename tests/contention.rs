@@ -62,7 +62,7 @@ async fn a_task_held_through_every_resend_is_skipped_and_the_processor_goes_on()
             "held",
             &Move::Claim {
                 lease_until: now_ms() + 60_000,
-                owner: "test",
+                claimed_by: "test",
             },
             TaskStatus::Pending,
             &Step {

@@ -72,8 +72,25 @@ fn run_all(event: Value) {
                 "create gave a non-validation error: {e}"
             );
         }
-        let _ = trigger.handle(event.clone()).await;
-        let _ = process::Wakeups::parse(event.clone());
+        // trigger: a batch it reads (malformed records reported one by
+        // one), or a refusal of the event as malformed or unrecognised,
+        // never another error (the publish mock always succeeds).
+        match trigger.handle(event.clone()).await {
+            Ok(_) => {}
+            Err(
+                e @ (trigger::TriggerError::Malformed { .. }
+                | trigger::TriggerError::Unrecognised(_)),
+            ) => {
+                assert!(!e.to_string().is_empty());
+            }
+            Err(e) => panic!("trigger gave a non-event error: {e}"),
+        }
+        // process: wake-ups read, or the event refused as malformed.
+        match process::Wakeups::parse(event.clone()) {
+            Ok(w) => assert!(w.records > 0 || event.get("Records").is_some(), "{w:?}"),
+            Err(process::ProcessError::Malformed(m)) => assert!(!m.is_empty()),
+            Err(e) => panic!("process gave a non-event error: {e}"),
+        }
     });
     // task items: any map that parses must round-trip
     if let Value::Object(m) = &event

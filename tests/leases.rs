@@ -156,7 +156,7 @@ async fn retry_later_does_not_burn_an_attempt() {
             .handle(&process::Wakeups::one(), deadline())
             .await
             .unwrap();
-        retried += report.retried;
+        retried += report.retried_later;
         succeeded += report.succeeded;
         if succeeded > 0 {
             break;

@@ -110,7 +110,7 @@ async fn a_failed_task_is_found_without_a_scan_and_redriven_as_new_work() {
         (last.status, last.reason.as_deref()),
         (TaskStatus::Pending, Some("retried by the test"))
     );
-    // Table + LIFO index entry + failed index entry removed.
+    // Table + claimable index entry + failed index entry removed.
     let redrive_units = h.store.meter().spent(Op::Operate).units - spent.units;
     assert_eq!(redrive_units, 3.0);
     assert!(
@@ -290,7 +290,10 @@ async fn a_shed_task_is_redriven_and_a_claimable_one_is_not() {
     let revived = h.store.redrive("reaped", settings(now_ms())).await.unwrap();
     assert_eq!(revived.task_status, TaskStatus::Pending);
     assert_eq!(revived.shed_at, None, "out of the shed index");
-    assert!(revived.claimable_at.is_some(), "back in the LIFO index");
+    assert!(
+        revived.claimable_at.is_some(),
+        "back in the claimable index"
+    );
     let p = h.processor(3, Duration::ZERO, Duration::from_secs(5));
     let report = p
         .handle(&process::Wakeups::one(), deadline())
@@ -300,7 +303,7 @@ async fn a_shed_task_is_redriven_and_a_claimable_one_is_not() {
 }
 
 /// Write units of the failure path, measured: the fail move writes the
-/// table, deletes the LIFO index entry and puts the failed index entry.
+/// table, deletes the claimable index entry and puts the failed index entry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_failure_path_costs_one_write_unit_more_and_success_none() {
     let h = Harness::start(1).await;

@@ -159,7 +159,7 @@ async fn a_payload_lives_and_leaves_with_its_task() {
         .await
         .unwrap();
     let item = payload_item("keep").await.unwrap();
-    assert_eq!(item["ttl"].as_n().unwrap(), &revived.ttl.to_string());
+    assert_eq!(item["ttl"].as_n().unwrap(), &revived.delete_at.to_string());
     // A payload item lost under a claimable task: the run fails, naming it,
     // rather than running without it.
     h.stack

@@ -162,7 +162,7 @@ async fn expired_tasks_are_never_claimed() {
         let mut t = t.clone();
         // keep "expired" the newest in the index
         if t.task_id.starts_with("expired") {
-            t.claimable_at = Some(lifo_core::Lane::Normal.key(now + 1_000));
+            t.claimable_at = Some(lifo_core::Priority::Normal.key(now + 1_000));
             t.ready_at = now + 1_000;
         }
         h.store.put_new(&[t]).await.unwrap();

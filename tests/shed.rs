@@ -1,5 +1,5 @@
 //! What the queue sheds stops costing it reads: on DynamoDB Local, with
-//! the real handlers, a shed backlog leaves the LIFO index (the sweep's
+//! the real handlers, a shed backlog leaves the claimable index (the sweep's
 //! reaper, the claim reads on their way), so that draining live work
 //! costs what it costs with no backlog, the sweep's reads do not grow with
 //! it, and every shed is counted in the minute it happens.
@@ -86,7 +86,7 @@ async fn reads_stay_flat_in_a_shed_backlog_and_a_shed_costs_three_write_units() 
     let h = Harness::start(1).await;
     backlog(&h, BACKLOG).await;
     let (reap_reads, outcome) = sweep(&h).await;
-    assert_eq!(outcome.expired, BACKLOG);
+    assert_eq!(outcome.shed, BACKLOG);
     let tasks = h.tasks().await;
     assert_eq!(tasks.len(), BACKLOG);
     assert!(tasks.iter().all(|t| t.task_status == TaskStatus::Expired
@@ -107,13 +107,13 @@ async fn reads_stay_flat_in_a_shed_backlog_and_a_shed_costs_three_write_units() 
     );
     // The next sweep reads what an empty queue's does.
     let (sweep_after, outcome) = sweep(&h).await;
-    assert_eq!(outcome.expired, 0);
+    assert_eq!(outcome.shed, 0);
     assert!(
         sweep_after <= sweep_floor + 1e-9,
         "{sweep_after} vs {sweep_floor}"
     );
 
-    // Write units per shed task: the item, its LIFO index entry removed,
+    // Write units per shed task: the item, its claimable index entry removed,
     // its shed index entry put.
     let h = Harness::start(1).await;
     backlog(&h, 40).await;
@@ -123,7 +123,7 @@ async fn reads_stay_flat_in_a_shed_backlog_and_a_shed_costs_three_write_units() 
         .measured(lifo_local::pipeline::scheduled_event_json())
         .await
         .unwrap();
-    assert_eq!(outcome.expired, 40);
+    assert_eq!(outcome.shed, 40);
     let spent = store.meter().spent(Op::Shed);
     assert_eq!(spent.requests, 40);
     assert_eq!(spent.units / 40.0, 3.0, "write units per shed task");
@@ -143,7 +143,7 @@ async fn the_claim_read_sheds_the_expired_entries_it_meets() {
     // What the first drain left (its reads stop at 8 pages a refill), the
     // sweep reaps; nothing is read twice after that.
     let (_, outcome) = sweep(&h).await;
-    assert_eq!(shed + outcome.expired, 600);
+    assert_eq!(shed + outcome.shed, 600);
     let (second, shed_again) = drain(&h, 100, "second").await;
     assert_eq!(shed_again, 0);
     println!("read units per success: floor {floor:.2}, after the backlog {second:.2}");
@@ -157,8 +157,8 @@ async fn the_claim_read_sheds_the_expired_entries_it_meets() {
 }
 
 /// On the local stack, with the sweep at the template's rate (every
-/// minute), a task shed by expiry is counted (`TasksExpired`) within two
-/// minutes of its expiry, and has left the LIFO index.
+/// minute), a task shed by expiry is counted (`TasksShed`) within two
+/// minutes of its expiry, and has left the claimable index.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_expired_counts_a_shed_task_within_two_minutes_of_its_expiry() {
     let h = Harness::start(1).await;
@@ -186,11 +186,11 @@ async fn tasks_expired_counts_a_shed_task_within_two_minutes_of_its_expiry() {
         .unwrap();
     let expires_at_ms = (now_ms() / 1000 + 2) * 1000;
     let started = Instant::now();
-    while PipelineStats::get(&pipeline.stats.expired) < 20 {
+    while PipelineStats::get(&pipeline.stats.shed) < 20 {
         assert!(
             started.elapsed() < Duration::from_secs(125),
             "only {} counted",
-            PipelineStats::get(&pipeline.stats.expired)
+            PipelineStats::get(&pipeline.stats.shed)
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

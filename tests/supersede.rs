@@ -54,7 +54,7 @@ async fn a_newer_task_supersedes_the_pending_one_and_only_the_newest_runs() {
         let t = task(&tasks, id);
         assert_eq!(t.task_status, TaskStatus::Superseded, "{id}");
         assert_eq!(t.superseded_by.as_deref(), Some(by));
-        assert_eq!(t.claimable_at, None, "{id} left the LIFO index");
+        assert_eq!(t.claimable_at, None, "{id} left the claimable index");
         assert!(t.superseded_at.is_some());
         assert_eq!(
             t.history.last().map(|e| e.status),
@@ -321,8 +321,8 @@ async fn a_keyed_write_costs_a_transaction_and_a_plain_task_still_six_units() {
         "keyed write: {new_key:.2} write units with a new key, {superseding:.2} superseding a \
          pending task (a plain put: 2.00), plus {read:.2} read units (the key item)"
     );
-    // A transaction doubles its writes: the task and its LIFO index entry
+    // A transaction doubles its writes: the task and its claimable index entry
     // (4) and the key item (2); superseding adds the older task's item, its
-    // LIFO index entry out and its superseded index entry in (6).
+    // claimable index entry out and its superseded index entry in (6).
     assert_eq!((new_key, superseding, read), (6.0, 12.0, 1.0));
 }

@@ -216,13 +216,16 @@ impl Harness {
         lease_ms: u64,
     ) -> Task {
         let now = lifo_core::now_ms();
-        let (lease_until, owner) = (now + lease_ms, "stalled-worker");
+        let (lease_until, claimed_by) = (now + lease_ms, "stalled-worker");
         let claim = if current == TaskStatus::Pending {
-            lifo_core::Move::Claim { lease_until, owner }
+            lifo_core::Move::Claim {
+                lease_until,
+                claimed_by,
+            }
         } else {
             lifo_core::Move::Reclaim {
                 lease_until,
-                owner,
+                claimed_by,
                 max_attempts: 3,
             }
         };
@@ -289,7 +292,7 @@ pub async fn claim(store: &Store, id: &str) -> Task {
     let now = lifo_core::now_ms();
     let claim = lifo_core::Move::Claim {
         lease_until: now + 60_000,
-        owner: "test",
+        claimed_by: "test",
     };
     let step = lifo_core::Step {
         now_ms: now,

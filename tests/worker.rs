@@ -190,7 +190,7 @@ impl TaskRunner for OnceFlaky {
 }
 
 /// The retry path's cost, measured: putting a failed task back (with its
-/// rest) writes the item and its LIFO index entry, 2 units; its next claim
+/// rest) writes the item and its claimable index entry, 2 units; its next claim
 /// is an ordinary claim, 2 more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_costs_two_write_units_and_a_claim() {

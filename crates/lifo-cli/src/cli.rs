@@ -37,7 +37,7 @@ pub struct Cli {
     /// Endpoint of a local DynamoDB (e.g. the one `lifo local up` prints).
     #[arg(long, env = "LIFO_ENDPOINT_URL", global = true)]
     pub endpoint_url: Option<String>,
-    /// LIFO index shards of the stack (ShardCount).
+    /// claimable index shards of the stack (ShardCount).
     #[arg(long, global = true, default_value_t = 1)]
     pub shards: u32,
     /// Due-date index shards of the stack (DueShardCount).

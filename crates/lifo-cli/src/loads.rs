@@ -17,6 +17,7 @@
 //! the wiring cost per task: SNS publishes, process and trigger
 //! invocations, throttled attempts.
 
+use crate::print::secs;
 use anyhow::Context as _;
 use lifo_core::Order;
 use lifo_local::report::percentile;
@@ -145,10 +146,6 @@ pub async fn run(
         rows.push(LoadRow::of(*load, outcome, first));
     }
     Ok(rows)
-}
-
-fn secs(ms: u64) -> String {
-    format!("{:.2} s", ms as f64 / 1000.0)
 }
 
 /// The table (Markdown).

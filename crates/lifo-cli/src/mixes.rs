@@ -6,15 +6,16 @@
 //!   the fair share on and off, and the same arrivals without that tenant;
 //! - **keys**: 50 keys, each updated about once a second, with
 //!   `supersedeKey` (latest wins) and without;
-//! - **lanes**: 2× overload with half the arrivals `high`, and the high
+//! - **priorities**: 2× overload with half the arrivals `high`, and the high
 //!   arrivals alone at the same rate.
 //!
 //! Every run's downstream takes its latency ± 50% (uniform, [`JITTER`]).
 //!
-//! Each prints a table per class (tenant group, lane, key use): tasks,
+//! Each prints a table per class (tenant group, priority, key use): tasks,
 //! starts, sheds, supersedes and age at start while tasks kept arriving;
 //! and writes one plot of age at start over time per class.
 
+use crate::print::secs;
 use anyhow::Context as _;
 use lifo_core::{Order, Task, TaskStatus};
 use lifo_local::report::percentile;
@@ -32,7 +33,9 @@ pub const JITTER: f64 = 0.5;
 pub enum Mix {
     Tenants,
     Keys,
-    Lanes,
+    /// `lanes` is its name before this release, kept for one release.
+    #[value(alias = "lanes")]
+    Priorities,
 }
 
 impl Mix {
@@ -40,7 +43,7 @@ impl Mix {
         match self {
             Mix::Tenants => "tenants",
             Mix::Keys => "keys",
-            Mix::Lanes => "lanes",
+            Mix::Priorities => "priorities",
         }
     }
 }
@@ -178,15 +181,15 @@ fn plans(mix: Mix, base: &Workload) -> Vec<Plan> {
                 plan("no key", &w, tagged(false)),
             ]
         }
-        Mix::Lanes => {
+        Mix::Priorities => {
             // 2× overload, half of it high; then the high arrivals alone.
             let all = merged(&w, &[cap, cap]);
             let tagged = |high_only: bool| -> Vec<(Duration, Value)> {
                 all.iter()
                     .enumerate()
-                    .filter(|(_, (_, lane))| !(high_only && *lane == 1))
-                    .map(|(n, (at, lane))| {
-                        let p = if *lane == 0 { "high" } else { "normal" };
+                    .filter(|(_, (_, priority))| !(high_only && *priority == 1))
+                    .map(|(n, (at, priority))| {
+                        let p = if *priority == 0 { "high" } else { "normal" };
                         (*at, spec(n, ttl, json!({"priority": p})))
                     })
                     .collect()
@@ -207,7 +210,7 @@ fn class_of(mix: Mix, t: &Task) -> String {
             _ => "the other nine".to_owned(),
         },
         Mix::Keys => "every task".to_owned(),
-        Mix::Lanes => t.lane().as_str().to_owned(),
+        Mix::Priorities => t.priority().as_str().to_owned(),
     }
 }
 
@@ -325,10 +328,6 @@ pub fn rows(runs: &[MixRun]) -> Vec<ClassRow> {
     out
 }
 
-fn secs(ms: u64) -> String {
-    format!("{:.2} s", ms as f64 / 1000.0)
-}
-
 /// The table (Markdown), then what the issue's acceptance compares.
 pub fn table(mix: Mix, rows: &[ClassRow]) -> String {
     let mut out = String::from(
@@ -379,9 +378,9 @@ pub fn table(mix: Mix, rows: &[ClassRow]) -> String {
              will use. With supersedeKey the only such starts are the race that remains: a claim \
              that landed while the newer task was being written."
         ),
-        Mix::Lanes => writeln!(
+        Mix::Priorities => writeln!(
             out,
-            "\nThe high lane's p95 age at start under 2× overload: {:.2}× its p95 alone at the same rate.",
+            "\nThe high priority's p95 age at start under 2× overload: {:.2}× its p95 alone at the same rate.",
             ratio(p95("high + normal", "high"), p95("high alone", "high")),
         ),
     };
@@ -425,7 +424,7 @@ pub fn plot(
     let title = match mix {
         Mix::Tenants => "Age at start: ten tenants, tenant-0 at 10× each other's rate",
         Mix::Keys => "Age at start: 50 keys, each updated every second (5× load)",
-        Mix::Lanes => "Age at start: 2× overload, half of it high",
+        Mix::Priorities => "Age at start: 2× overload, half of it high",
     };
     crate::plot::write_series(path, title, end, &series)
 }

@@ -1,6 +1,6 @@
 //! The freshness plot of `lifo simulate`: age at start over time, one
 //! colour per series (a run: LIFO, FIFO; or a run's class: a tenant group,
-//! a lane), every start as a dot and the p95 of each 2-second window as a
+//! a priority), every start as a dot and the p95 of each 2-second window as a
 //! line. Written as SVG and PNG.
 
 use anyhow::Context as _;

@@ -17,6 +17,12 @@ pub fn json<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|e| json!({ "error": e.to_string() }).to_string())
 }
 
+/// A duration in milliseconds as the tables print it: seconds with two
+/// decimals (`0.36 s`).
+pub fn secs(ms: u64) -> String {
+    format!("{:.2} s", ms as f64 / 1000.0)
+}
+
 fn age(ms: u64, now: u64) -> String {
     format!("{:.1} s", now.saturating_sub(ms) as f64 / 1000.0)
 }
@@ -52,8 +58,8 @@ pub fn task(t: &Task, now: u64) -> String {
     if let Some(d) = &t.due_date {
         let _ = writeln!(out, "due         {d}");
     }
-    if t.lane() != lifo_core::Lane::Normal {
-        let _ = writeln!(out, "priority    {}", t.lane());
+    if t.priority() != lifo_core::Priority::Normal {
+        let _ = writeln!(out, "priority    {}", t.priority());
     }
     if let Some(tenant) = &t.tenant {
         let _ = writeln!(out, "tenant      {tenant}");

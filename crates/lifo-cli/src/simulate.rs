@@ -2,6 +2,7 @@
 //! bar, a report table and (with `--compare`, LIFO then FIFO on the same
 //! arrivals) a plot of age at start over time.
 
+use crate::print::secs;
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lifo_core::Order;
@@ -58,7 +59,7 @@ pub struct SimulateArgs {
     pub load: Vec<crate::loads::Load>,
     /// A feature's workload instead: tenants (ten tenants, one at 10× the
     /// others' rate, fair share on and off), keys (50 keys updated every
-    /// second, with and without supersedeKey), lanes (2× overload, half of
+    /// second, with and without supersedeKey), priorities (2× overload, half of
     /// it high, and high alone); each with a table per class and a plot.
     #[arg(long, value_enum)]
     pub mix: Option<crate::mixes::Mix>,
@@ -185,10 +186,6 @@ pub async fn run_all(args: &SimulateArgs, shards: u32) -> anyhow::Result<Vec<Out
         outcomes.push(outcome);
     }
     Ok(outcomes)
-}
-
-fn secs(ms: u64) -> String {
-    format!("{:.2} s", ms as f64 / 1000.0)
 }
 
 /// Where the table's units come from, printed under it.

@@ -86,7 +86,7 @@ async fn admin_commands_against_the_local_stack() {
             "running",
             &lifo_core::Move::Claim {
                 lease_until: now + 60_000,
-                owner: "test",
+                claimed_by: "test",
             },
             lifo_core::TaskStatus::Pending,
             &claim,
@@ -223,7 +223,7 @@ async fn stats_counts_running_and_recently_shed_tasks_per_shard() {
     };
     let claim = lifo_core::Move::Claim {
         lease_until: now + 60_000,
-        owner: "test",
+        claimed_by: "test",
     };
     h.store
         .apply("running", &claim, lifo_core::TaskStatus::Pending, &step)

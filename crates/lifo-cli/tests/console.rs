@@ -186,7 +186,7 @@ async fn failed_task(store: &lifo_core::Store, id: &str, error: &str) {
     };
     let lease = Move::Claim {
         lease_until: now + 60_000,
-        owner: "test",
+        claimed_by: "test",
     };
     let claimed = store
         .apply(id, &lease, TaskStatus::Pending, &claim)

@@ -5,7 +5,8 @@
 //! answer with its own error type and a message that says what is wrong.
 //! `make test` builds the debug binaries first (`cargo build --bins`).
 
-use lifo_lambda::event::{MAX_EVENT_DEPTH, nested_json};
+use lifo_core::testing::nested_json;
+use lifo_lambda::event::MAX_EVENT_DEPTH;
 use lifo_local::runtime_api::{Answer, RuntimeApi, lambda_env, offline_function_env};
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -1,6 +1,6 @@
 //! The task as it is stored in the queue table.
 //!
-//! One item per task. `claimableAt` is the range key of the sparse LIFO index
+//! One item per task. `claimableAt` is the range key of the sparse claimable index
 //! and exists **only while the task can be claimed**; everything else is a
 //! plain attribute, so changing it never touches the index.
 
@@ -23,7 +23,7 @@ pub const MAX_HISTORY: usize = 12;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TaskStatus {
-    /// Waiting to be claimed (it is in the LIFO index).
+    /// Waiting to be claimed (it is in the claimable index).
     Pending,
     /// Claimed by a processor that is running it.
     Taken,
@@ -35,7 +35,7 @@ pub enum TaskStatus {
     Scheduled,
     /// Cancelled while scheduled. Terminal.
     Cancelled,
-    /// Shed: not started before its expiry. Out of the LIFO index, in the
+    /// Shed: not started before its expiry. Out of the claimable index, in the
     /// shed index; an operator may redrive it. Terminal for the processor.
     Expired,
     /// Never started: a newer task with the same `supersedeKey` was written
@@ -100,9 +100,9 @@ pub struct Task {
     /// put back by "retry later" re-enters the index at this position, so a
     /// bounce never lets an old task overtake newer ones.
     pub ready_at: u64,
-    /// LIFO index range key; present only while the task is claimable: the
-    /// epoch ms it became claimable, shifted by its priority lane
-    /// ([`crate::lanes`]; a normal task's key is its time).
+    /// claimable index range key; present only while the task is claimable: the
+    /// epoch ms it became claimable, shifted by its priority
+    /// ([`crate::priority`]; a normal task's key is its time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimable_at: Option<i64>,
     /// Epoch milliseconds of the last claim.
@@ -111,13 +111,18 @@ pub struct Task {
     /// Claim deadline, epoch seconds: a task not started by then is shed
     /// (never claimed).
     pub expires_at: u64,
-    /// Deletion time, epoch **seconds** (what DynamoDB TTL reads):
-    /// `expiresAt` plus the retention, so outcomes, expired and cancelled
-    /// tasks stay readable (per-user history) for the retention period.
-    pub ttl: u64,
-    /// LIFO index hash key, fixed at creation.
+    /// Deletion time, epoch **seconds**, stored as `ttl` (the attribute
+    /// DynamoDB's TTL reads): `expiresAt` plus the retention, so outcomes,
+    /// expired and cancelled tasks stay readable (per-user history) for the
+    /// retention period. (A task's TTL, `ttlSeconds`, is how long it may
+    /// wait to start; its deadline is `expiresAt`.)
+    #[serde(rename = "ttl")]
+    pub delete_at: u64,
+    /// The claimable index's hash key, fixed at creation.
     pub lifo_shard: u32,
-    /// Number of claims so far.
+    /// Attempts this life so far: a claim counts one, a "retry later"
+    /// gives it back, a redrive starts again from 0; at `MaxAttempts` a
+    /// failed run (or a lapsed lease) ends the task FAILURE.
     #[serde(default)]
     pub attempts: u32,
     #[serde(default)]
@@ -160,7 +165,7 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_at: Option<u64>,
     /// A task put back after a failed (or refused) run is not claimable
-    /// before this, epoch ms (see [`crate::rest`]).
+    /// before this, epoch ms (process's `select::rest`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<u64>,
     /// When the task was shed, epoch ms; present only while EXPIRED (the
@@ -195,12 +200,13 @@ pub struct Task {
     /// SUPERSEDED (the range key of the sparse superseded index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_at: Option<u64>,
-    /// The priority lane's shift of the index key ([`crate::lanes`]);
-    /// absent for the normal lane.
+    /// The priority's shift of the index key ([`crate::priority`]);
+    /// absent for the normal priority.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lane_shift: Option<i64>,
-    /// Whose work this is, for the fair share ([`crate::fair`]): the
-    /// producer's `tenant`, else its `userId`; projected into the LIFO index.
+    #[serde(rename = "laneShift")]
+    pub priority_shift: Option<i64>,
+    /// Whose work this is, for the fair share (process's `select::fair`): the
+    /// producer's `tenant`, else its `userId`; projected into the claimable index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
 }
@@ -244,10 +250,10 @@ impl Task {
             task_created: now_ms,
             task_updated: now_ms,
             ready_at: now_ms,
-            claimable_at: Some(crate::lanes::Lane::Normal.key(now_ms)),
+            claimable_at: Some(crate::priority::Priority::Normal.key(now_ms)),
             started_at: None,
             expires_at: now_ms / 1000 + ttl_seconds,
-            ttl: now_ms / 1000 + ttl_seconds + DEFAULT_RETENTION_SECONDS,
+            delete_at: now_ms / 1000 + ttl_seconds + DEFAULT_RETENTION_SECONDS,
             lifo_shard,
             attempts: 0,
             payload,
@@ -269,29 +275,29 @@ impl Task {
             supersede_key: None,
             superseded_by: None,
             superseded_at: None,
-            lane_shift: None,
+            priority_shift: None,
             tenant: None,
         }
     }
 
-    /// Puts the task in `lane`: its index key (if claimable) and the shift
+    /// Puts the task in `priority`: its index key (if claimable) and the shift
     /// that a start or a redrive adds again.
-    pub fn in_lane(mut self, lane: crate::lanes::Lane) -> Self {
-        self.lane_shift = lane.stored_shift();
+    pub fn with_priority(mut self, priority: crate::priority::Priority) -> Self {
+        self.priority_shift = priority.stored_shift();
         if self.claimable_at.is_some() {
-            self.claimable_at = Some(lane.key(self.ready_at));
+            self.claimable_at = Some(priority.key(self.ready_at));
         }
         self
     }
 
-    /// The task's priority lane.
-    pub fn lane(&self) -> crate::lanes::Lane {
-        crate::lanes::Lane::of_shift(self.lane_shift)
+    /// The task's priority.
+    pub fn priority(&self) -> crate::priority::Priority {
+        crate::priority::Priority::of_shift(self.priority_shift)
     }
 
     /// Keeps the task readable for `retention_seconds` after it expires.
     pub fn with_retention(mut self, retention_seconds: u64) -> Self {
-        self.ttl = self.expires_at + retention_seconds;
+        self.delete_at = self.expires_at + retention_seconds;
         self
     }
 
@@ -316,7 +322,7 @@ impl Task {
         self.due_date = Some(due_date);
         self.ttl_seconds = Some(ttl_seconds);
         self.expires_at = due_epoch_seconds + catch_up_seconds + ttl_seconds;
-        self.ttl = self.expires_at + retention_seconds;
+        self.delete_at = self.expires_at + retention_seconds;
         self
     }
     /// True while a claim's lease is running at `now_ms`.
@@ -333,7 +339,7 @@ impl Task {
     /// deletes the task and its payload item, each on its own, within days.
     /// Until then either may still be read; a reader answers it as gone.
     pub fn is_past_retention(&self, now_ms: u64) -> bool {
-        self.ttl <= now_ms / 1000
+        self.delete_at <= now_ms / 1000
     }
 }
 
@@ -377,8 +383,14 @@ mod tests {
     fn ttl_is_in_seconds() {
         let t = Task::new_pending("a".into(), Map::new(), 1_764_547_200_123, 3600, 1);
         assert_eq!(t.expires_at, 1_764_547_200 + 3600);
-        assert_eq!(t.ttl, 1_764_547_200 + 3600 + DEFAULT_RETENTION_SECONDS);
-        assert_eq!(t.clone().with_retention(60).ttl, 1_764_547_200 + 3600 + 60);
+        assert_eq!(
+            t.delete_at,
+            1_764_547_200 + 3600 + DEFAULT_RETENTION_SECONDS
+        );
+        assert_eq!(
+            t.clone().with_retention(60).delete_at,
+            1_764_547_200 + 3600 + 60
+        );
         assert!(!t.is_expired(1_764_547_200_123));
         assert!(t.is_expired((1_764_547_200 + 3600) * 1000));
     }

@@ -50,13 +50,13 @@ impl std::fmt::Display for Order {
     }
 }
 
-/// A claimable task as the LIFO index shows it (keys and ttl only).
+/// A claimable task as the claimable index shows it (keys and ttl only).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Candidate {
     pub task_id: String,
     pub lifo_shard: u32,
-    /// The index key: time shifted by lane ([`crate::lanes`]).
+    /// The index key: time shifted by priority ([`crate::priority`]).
     pub claimable_at: i64,
     /// Claim deadline, epoch seconds.
     pub expires_at: u64,

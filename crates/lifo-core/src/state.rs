@@ -87,7 +87,7 @@ pub enum Transition {
     /// newest in the LIFO order).
     Redrive,
     /// PENDING, or TAKEN with a lapsed lease, past its expiry → EXPIRED:
-    /// shed, out of the LIFO index.
+    /// shed, out of the claimable index.
     Shed,
     /// PENDING → SUPERSEDED: a newer task with the same `supersedeKey` is
     /// written (in the same transaction).

@@ -44,3 +44,8 @@ pub fn control_read(paused: bool) -> GetItemOutput {
 pub fn control(paused: bool) -> Rule {
     mock!(aws_sdk_dynamodb::Client::get_item).then_output(move || control_read(paused))
 }
+
+/// `{"a": {"a": … }}` nested `depth` levels deep, as text.
+pub fn nested_json(depth: usize) -> String {
+    format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth))
+}

@@ -98,7 +98,7 @@ pub fn millis(
 }
 
 /// The settings several functions share, with the template's ranges.
-/// `SHARD_COUNT`: LIFO index shards (1..=100, default 1).
+/// `SHARD_COUNT`: claimable index shards (1..=100, default 1).
 pub fn shard_count(src: &impl Source) -> Result<u32, ConfigError> {
     parsed(src, "SHARD_COUNT", 1u32, 1..=100)
 }
@@ -110,7 +110,7 @@ pub fn processor_count(src: &impl Source) -> Result<u32, ConfigError> {
 }
 
 /// `MAX_TTL_SECONDS`: the largest TTL a producer may ask for; also bounds
-/// the LIFO index query (60..=1 year, default 7 days).
+/// the claimable index query (60..=1 year, default 7 days).
 pub fn max_ttl_seconds(src: &impl Source) -> Result<u64, ConfigError> {
     parsed(src, "MAX_TTL_SECONDS", 604_800u64, 60..=31_536_000)
 }

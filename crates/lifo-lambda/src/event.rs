@@ -165,14 +165,10 @@ impl<'de> serde::de::Visitor<'de> for Strict {
     }
 }
 
-/// `{"a": {"a": … }}` nested `depth` levels deep, as text.
-pub fn nested_json(depth: usize) -> String {
-    format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lifo_core::testing::nested_json;
 
     fn raw(text: &str) -> RawEvent {
         serde_json::from_str(text).unwrap()

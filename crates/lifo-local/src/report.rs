@@ -123,7 +123,7 @@ impl Report {
             .filter(|s| {
                 let at = s.started_at.unwrap_or(0);
                 tasks.iter().any(|t| {
-                    t.lane() == s.lane()
+                    t.priority() == s.priority()
                         && t.tenant == s.tenant
                         && t.ready_at > s.ready_at
                         && t.ready_at + INVERSION_TOLERANCE_MS < at

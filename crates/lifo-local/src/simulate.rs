@@ -31,7 +31,7 @@ pub struct Workload {
     pub latency_jitter: f64,
     /// Each task's time to live: not started by then, it is shed.
     pub ttl_seconds: u64,
-    /// LIFO index shards.
+    /// claimable index shards.
     pub shards: u32,
     /// Time budget of one process invocation (then it tail-calls).
     pub budget: Duration,

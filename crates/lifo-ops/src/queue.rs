@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// parameters of the same names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
-    /// `ShardCount`: LIFO index shards.
+    /// `ShardCount`: claimable index shards.
     pub shards: u32,
     /// `DueShardCount`: due-date index shards.
     pub due_shards: u32,

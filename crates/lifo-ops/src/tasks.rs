@@ -50,7 +50,7 @@ pub async fn get(q: &Queue, id: &str) -> Result<Task, OpsError> {
         return Err(OpsError::Gone {
             task_id: t.task_id,
             status: t.task_status,
-            deleted_at: t.ttl,
+            deleted_at: t.delete_at,
         });
     }
     Ok(t)

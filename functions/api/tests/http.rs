@@ -857,7 +857,7 @@ async fn a_task_past_its_retention_answers_410_even_when_its_payload_went_first(
     let payload = lifo_local::payloads::realistic(1, 4096);
     let mut t = lifo_core::Task::new_pending("old".into(), payload, lifo_core::now_ms(), 60, 1);
     // Its deletion time passed a minute ago; TTL has not deleted it yet.
-    t.ttl = lifo_core::now_ms() / 1000 - 60;
+    t.delete_at = lifo_core::now_ms() / 1000 - 60;
     h.store.put_new(&[t]).await.unwrap();
     let stored = h.store.get_item("old").await.unwrap().unwrap();
     assert!(
@@ -953,7 +953,7 @@ async fn every_refusal_names_its_field_and_unknown_parameters_are_refused_everyw
     );
     let deep = format!(
         r#"{{"tasks": [{{"payload": {}}}]}}"#,
-        lifo_lambda::event::nested_json(1000)
+        lifo_core::testing::nested_json(1000)
     );
     let (st, p) = s
         .raw("POST", "/tasks", "application/json", deep.into_bytes())

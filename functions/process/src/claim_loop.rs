@@ -245,9 +245,9 @@ pub(crate) struct Assignment {
     pub(crate) shards: Vec<u32>,
     pub(crate) capacity: usize,
     pub(crate) limiter: Option<Arc<governor::DefaultDirectRateLimiter>>,
-    /// This invocation, as its claims name it (`claimedBy`) and its group
-    /// lease's owner.
-    pub(crate) owner: Arc<str>,
+    /// This invocation, as its claims and its group lease name it
+    /// (`claimedBy`).
+    pub(crate) claimed_by: Arc<str>,
 }
 
 /// What one invocation's claim loop works with: the processor's parts.
@@ -299,7 +299,7 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 rest: self.config.rest,
             },
             lease_until,
-            owner: Arc::clone(&assignment.owner),
+            claimed_by: Arc::clone(&assignment.claimed_by),
         };
         if self.config.fair_share {
             let group = assignment.group.map_or(0, |(g, _)| g);

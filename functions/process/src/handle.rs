@@ -80,7 +80,7 @@ pub(crate) struct ClaimContext<R> {
     pub policy: FinishPolicy,
     pub lease_until: u64,
     /// This invocation, written as the claims' `claimedBy`.
-    pub owner: Arc<str>,
+    pub claimed_by: Arc<str>,
 }
 
 impl<R> Clone for ClaimContext<R> {
@@ -90,7 +90,7 @@ impl<R> Clone for ClaimContext<R> {
             runner: Arc::clone(&self.runner),
             policy: self.policy,
             lease_until: self.lease_until,
-            owner: Arc::clone(&self.owner),
+            claimed_by: Arc::clone(&self.claimed_by),
         }
     }
 }
@@ -241,14 +241,20 @@ async fn claim<R>(ctx: &ClaimContext<R>, c: &Candidate, now: u64) -> Result<Clai
         token: c.token,
         attempts,
     };
-    let (owner, lease_until) = (&*ctx.owner, ctx.lease_until);
+    let (claimed_by, lease_until) = (&*ctx.claimed_by, ctx.lease_until);
     if c.lease_until.is_none() || c.attempts < max_attempts {
         let (mv, current) = if c.lease_until.is_none() {
-            (Move::Claim { lease_until, owner }, TaskStatus::Pending)
+            (
+                Move::Claim {
+                    lease_until,
+                    claimed_by,
+                },
+                TaskStatus::Pending,
+            )
         } else {
             let reclaim = Move::Reclaim {
                 lease_until,
-                owner,
+                claimed_by,
                 max_attempts,
             };
             (reclaim, TaskStatus::Taken)
@@ -268,7 +274,7 @@ async fn claim<R>(ctx: &ClaimContext<R>, c: &Candidate, now: u64) -> Result<Clai
                 current: Some(cur), ..
             }) if cur.task_status == TaskStatus::Taken
                 && cur.token == c.token + 1
-                && cur.claimed_by.as_deref() == Some(owner)
+                && cur.claimed_by.as_deref() == Some(claimed_by)
                 && cur.started_at == Some(now)
                 && cur.lease_until == Some(lease_until) =>
             {

@@ -92,7 +92,7 @@ impl<R: TaskRunner> Processor<R> {
         &self,
         wake: &Wakeups,
         lease_until: u64,
-        owner: &str,
+        claimed_by: &str,
     ) -> Result<Option<Assignment>, StoreError> {
         let p = self.processors();
         let capacity = self.runner.capacity().max(1);
@@ -102,7 +102,7 @@ impl<R: TaskRunner> Processor<R> {
                 shards: (0..self.config.shard_count.max(1)).collect(),
                 capacity,
                 limiter: self.limiter(0),
-                owner: owner.into(),
+                claimed_by: claimed_by.into(),
             }));
         }
         let mut order: Vec<u32> = wake.groups.iter().copied().filter(|g| *g < p).collect();
@@ -110,7 +110,7 @@ impl<R: TaskRunner> Processor<R> {
         for g in order {
             if let Some(token) = self
                 .store
-                .take_group(g, lease_until, now_ms(), owner)
+                .take_group(g, lease_until, now_ms(), claimed_by)
                 .await?
             {
                 return Ok(Some(Assignment {
@@ -118,7 +118,7 @@ impl<R: TaskRunner> Processor<R> {
                     shards: groups::shards_of(g, p, self.config.shard_count),
                     capacity: groups::share(capacity as u32, g, p) as usize,
                     limiter: self.limiter(g),
-                    owner: owner.into(),
+                    claimed_by: claimed_by.into(),
                 }));
             }
         }
@@ -164,8 +164,8 @@ impl<R: TaskRunner> Processor<R> {
             + self.config.lease_margin.as_millis() as u64;
         let mut report = ProcessReport::default();
         let shed_before = self.store.shed_by_reads();
-        let owner = format!("process-{}", lifo_core::new_task_id());
-        let Some(assignment) = self.assign(wake, lease_until, &owner).await? else {
+        let claimed_by = format!("process-{}", lifo_core::new_task_id());
+        let Some(assignment) = self.assign(wake, lease_until, &claimed_by).await? else {
             report.stop = StopReason::Held;
             tracing::info!(
                 event = "process.held",
@@ -189,7 +189,7 @@ impl<R: TaskRunner> Processor<R> {
         }
         tracing::info!(
             event = "process.start",
-            owner = %owner,
+            claimedBy = %claimed_by,
             wakeups = wake.records,
             group = assignment.group.map(|(g, _)| g),
             shards = assignment.shards.len(),
@@ -287,7 +287,7 @@ impl<R: TaskRunner> Processor<R> {
             claimed = report.claimed.len(),
             succeeded = report.succeeded,
             failed = report.failed,
-            retried = report.retried,
+            retriedLater = report.retried_later,
             conflicts = report.conflicts,
             reclaimed = report.reclaimed,
             abandoned = report.abandoned,

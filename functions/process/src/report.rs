@@ -33,7 +33,7 @@ pub struct ProcessReport {
     pub claimed: Vec<String>,
     pub succeeded: usize,
     pub failed: usize,
-    pub retried: usize,
+    pub retried_later: usize,
     /// Of `claimed`, tasks taken over after another claim's lease expired.
     pub reclaimed: usize,
     /// Tasks whose lease expired with no attempts left: ended FAILURE.
@@ -74,11 +74,16 @@ impl ProcessReport {
             .count("TasksClaimed", self.claimed.len())
             .count("TasksSucceeded", self.succeeded)
             .count("TasksFailed", self.failed + self.abandoned)
-            .count("TasksRetried", self.retried + self.retried_after_error)
+            .count(
+                "TasksRetried",
+                self.retried_later + self.retried_after_error,
+            )
             // Bounces alone: a downstream that keeps saying "later".
-            .count("TasksRetriedLater", self.retried)
+            .count("TasksRetriedLater", self.retried_later)
             .count("ClaimConflicts", self.conflicts)
             .count("StaleFinishRejected", self.stale_rejected)
+            .count("TasksShed", self.shed)
+            // The old name, for one release (dashboards and alarms built on it).
             .count("TasksExpired", self.shed)
             .count("TasksSuperseded", self.superseded)
             .count("TailCalls", usize::from(self.tail_call))
@@ -108,7 +113,7 @@ pub(crate) fn tally(report: &mut ProcessReport, done: Result<Finished, tokio::ta
     match done {
         Ok(Finished::Succeeded) => report.succeeded += 1,
         Ok(Finished::Failed) => report.failed += 1,
-        Ok(Finished::Retried(_)) => report.retried += 1,
+        Ok(Finished::Retried(_)) => report.retried_later += 1,
         Ok(Finished::RetriedAfterError(_)) => report.retried_after_error += 1,
         Ok(Finished::Stale) => report.stale_rejected += 1,
         Ok(Finished::Error) => report.finish_errors += 1,

@@ -13,7 +13,7 @@
 //!   again for the rest of the rest; any other wakes the processor;
 //! - by the safety sweep (EventBridge, every minute): first the reaper
 //!   sheds what expired at the oldest end of each shard (so no reader pays
-//!   for it again, and `TasksExpired` counts it in the minute it happens),
+//!   for it again, and `TasksShed` counts it in the minute it happens),
 //!   then one COUNT query per shard, and a wake-up only when claimable
 //!   tasks exist. This catches tasks pending at deploy, dropped events and
 //!   expired leases.
@@ -81,7 +81,7 @@ pub struct TriggerOutcome {
     pub wakeups: usize,
     /// Tasks shed by expiry: by the sweep's reaper, or (a task no reader
     /// shed) seen deleted by TTL without having started.
-    pub expired: usize,
+    pub shed: usize,
     /// The sweep's count of claimable tasks (the queue depth).
     pub depth: Option<usize>,
     /// The sweep's reading of the control item: the queue is paused.
@@ -389,8 +389,8 @@ impl Trigger {
                     signal_sequence_numbers.extend(r.change.sequence_number);
                 }
                 Ok(r) if is_unrun_ttl_deletion(&r) => {
-                    outcome.expired += 1;
-                    tracing::info!(event = "task.expired", taskId = ?r.change.keys.get(attr::TASK_ID), "shed by expiry, never started");
+                    outcome.shed += 1;
+                    tracing::info!(event = "task.shed", by = "ttl", taskId = ?r.change.keys.get(attr::TASK_ID), "deleted by DynamoDB's TTL, never started nor shed before");
                 }
                 Ok(_) => outcome.ignored += 1,
                 Err(e) => {
@@ -475,7 +475,7 @@ impl Trigger {
             signals: usize::from(depth > 0),
             depth: Some(depth),
             paused: Some(paused),
-            expired: reaped.shed,
+            shed: reaped.shed,
             ..TriggerOutcome::default()
         };
         if depth > 0 && !paused {
@@ -497,7 +497,9 @@ impl Trigger {
         let metrics = lifo_lambda::metrics::Metrics::new()
             .cold_start()
             .count("WakeupsPublished", outcome.wakeups)
-            .count("TasksExpired", outcome.expired);
+            .count("TasksShed", outcome.shed)
+            // The old name, for one release (dashboards and alarms built on it).
+            .count("TasksExpired", outcome.shed);
         let metrics = match outcome.depth {
             Some(depth) => metrics.count("QueueDepth", depth),
             None => metrics,

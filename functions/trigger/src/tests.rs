@@ -198,7 +198,7 @@ async fn the_sweep_wakes_only_when_claimable_tasks_exist() {
 
 /// The sweep reaps first: the expired entries at a shard's oldest end are
 /// shed (one conditional update each, the shed move's), and counted as
-/// `TasksExpired` in this run; a live entry ends the reaper's read.
+/// `TasksShed` in this run; a live entry ends the reaper's read.
 #[tokio::test]
 async fn the_sweep_sheds_what_expired_at_the_oldest_end_and_counts_it() {
     use aws_sdk_dynamodb::types::AttributeValue as Av;
@@ -219,7 +219,7 @@ async fn the_sweep_sheds_what_expired_at_the_oldest_end_and_counts_it() {
                 && r.expression_attribute_values()
                     .and_then(|v| v.get(":shard"))
                     == Some(&Av::N("0".into()))
-                // The normal lane's band (the reaper reads each lane's).
+                // The normal priority's band (the reaper reads each priority's).
                 && r.expression_attribute_values()
                     .and_then(|v| v.get(":to"))
                     == Some(&Av::N("4999999999999".into()))
@@ -262,7 +262,7 @@ async fn the_sweep_sheds_what_expired_at_the_oldest_end_and_counts_it() {
         .handle_outcome(scheduled())
         .await
         .unwrap();
-    assert_eq!(out.expired, 2, "the two expired entries were shed");
+    assert_eq!(out.shed, 2, "the two expired entries were shed");
     assert_eq!(shed.num_calls(), 2);
     assert_eq!(old_end.num_calls(), 1, "the shard's one page");
     assert_eq!(
@@ -317,7 +317,7 @@ async fn ttl_deletions_of_never_started_tasks_count_as_expired() {
     }
     let rule = ok_publish();
     let out = trigger(&rule).handle_outcome(event).await.unwrap();
-    assert_eq!((out.expired, out.ignored, out.wakeups > 0), (1, 1, false));
+    assert_eq!((out.shed, out.ignored, out.wakeups > 0), (1, 1, false));
     assert_eq!(rule.num_calls(), 0);
 }
 

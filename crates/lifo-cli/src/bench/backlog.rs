@@ -78,8 +78,8 @@ async fn measure(backlog: usize, latency_ms: u64) -> anyhow::Result<BacklogRow> 
     loop {
         runs += 1;
         let outcome = sweep(reaper_store.clone()).measured(event.clone()).await?;
-        shed += outcome.expired;
-        if outcome.expired == 0 || runs > 100 {
+        shed += outcome.shed;
+        if outcome.shed == 0 || runs > 100 {
             break;
         }
     }

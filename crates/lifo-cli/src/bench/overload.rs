@@ -1,7 +1,8 @@
 //! The measures that run a workload through the local pipeline: write
 //! units, freshness (LIFO vs FIFO), the rate limit.
 
-use super::part::{BenchArgs, Line, Report, secs};
+use super::part::{BenchArgs, Line, Report};
+use crate::print::secs;
 use anyhow::Context as _;
 use lifo_core::Order;
 use lifo_local::report::percentile;

@@ -220,7 +220,3 @@ pub(super) async fn drain(
     }
     Ok(succeeded)
 }
-
-pub(super) fn secs(ms: u64) -> String {
-    format!("{:.2} s", ms as f64 / 1000.0)
-}

@@ -196,7 +196,7 @@ async fn processors(config: Config, tasks: usize) -> anyhow::Result<Measured> {
     })
 }
 
-/// The floor: `in_flight` lanes claiming and finishing known ids, and one
+/// The floor: `in_flight` priorities claiming and finishing known ids, and one
 /// query (a shard's head) per refill of `in_flight` claims.
 async fn floor(config: Config, tasks: usize) -> anyhow::Result<f64> {
     let stack = LocalStack::start().await?;
@@ -204,7 +204,7 @@ async fn floor(config: Config, tasks: usize) -> anyhow::Result<f64> {
     let (store, _proxy) = store_via(&stack, config.latency_ms).await?;
     let queue = Arc::new(Mutex::new(loaded));
     let started = Instant::now();
-    let lanes = (0..config.in_flight).map(|lane| {
+    let priorities = (0..config.in_flight).map(|priority| {
         let (store, queue) = (store.clone(), queue.clone());
         async move {
             let mut done = 0usize;
@@ -212,7 +212,7 @@ async fn floor(config: Config, tasks: usize) -> anyhow::Result<f64> {
                 let Some(task) = queue.lock().ok().and_then(|mut q| q.pop()) else {
                     return Ok::<_, anyhow::Error>(());
                 };
-                if (done + lane).is_multiple_of(config.in_flight) {
+                if (done + priority).is_multiple_of(config.in_flight) {
                     let now = now_ms();
                     store
                         .claimable_heads(Order::Lifo, &[task.lifo_shard], 1, now, 0)
@@ -226,7 +226,7 @@ async fn floor(config: Config, tasks: usize) -> anyhow::Result<f64> {
                 };
                 let lease = Move::Claim {
                     lease_until: now + 60_000,
-                    owner: "bench",
+                    claimed_by: "bench",
                 };
                 let claimed = store
                     .apply(&task.task_id, &lease, TaskStatus::Pending, &claim)
@@ -246,7 +246,7 @@ async fn floor(config: Config, tasks: usize) -> anyhow::Result<f64> {
             }
         }
     });
-    for r in futures::future::join_all(lanes).await {
+    for r in futures::future::join_all(priorities).await {
         r?;
     }
     Ok(tasks as f64 / started.elapsed().as_secs_f64())

@@ -4,6 +4,8 @@
 //! CloudWatch metric `AgeAtStartMs` (one GetMetricData per page load), or
 //! on a local table from `Store::started_since` (a scan, free there).
 
+use super::text::seconds;
+use lifo_local::report::percentile;
 use maud::{Markup, html};
 
 /// Minutes per bucket, and buckets in the hour.
@@ -18,15 +20,6 @@ pub struct Bucket {
     pub started: usize,
     pub p50_ms: u64,
     pub p95_ms: u64,
-}
-
-/// The `p`-th percentile (nearest rank) of sorted `xs`.
-fn percentile(xs: &[u64], p: f64) -> u64 {
-    if xs.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * xs.len() as f64).ceil() as usize;
-    xs[rank.clamp(1, xs.len()) - 1]
 }
 
 /// The start of the first bucket: buckets end with the current 5 minutes
@@ -130,10 +123,6 @@ pub async fn from_cloudwatch(
         }
     }
     Ok(buckets)
-}
-
-fn seconds(ms: u64) -> String {
-    format!("{:.1} s", ms as f64 / 1000.0)
 }
 
 /// The chart: one bar pair per bucket (p50 solid, p95 light), scaled to the

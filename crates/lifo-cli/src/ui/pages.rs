@@ -4,7 +4,7 @@
 
 use super::console::{Console, FreshnessSource, PageError, Shared};
 use super::freshness;
-use super::text::Shown;
+use super::text::{Shown, seconds};
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -69,14 +69,6 @@ pub(super) fn time(ms: u64, now: u64) -> String {
         format!("in {}", seconds((-d) as u64))
     };
     format!("{at} ({rel})")
-}
-
-pub(super) fn seconds(ms: u64) -> String {
-    match ms {
-        0..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
-        60_000..3_600_000 => format!("{:.1} min", ms as f64 / 60_000.0),
-        _ => format!("{:.1} h", ms as f64 / 3_600_000.0),
-    }
 }
 
 pub(super) fn age(at: Option<u64>, now: u64) -> String {

@@ -40,8 +40,8 @@ pub async fn task(
             (row("Created", html! { (time(t.task_created, now)) }))
             (row("Updated", html! { (time(t.task_updated, now)) }))
             (row("Ready", html! { (time(t.ready_at, now)) }))
-            @if let Some(at) = t.claimable_at { (row("Claimable since", html! { (time(lifo_core::lanes::at_ms(at), now)) })) }
-            @if t.lane() != lifo_core::Lane::Normal { (row("Priority", html! { (t.lane().as_str()) })) }
+            @if let Some(at) = t.claimable_at { (row("Claimable since", html! { (time(lifo_core::priority::at_ms(at), now)) })) }
+            @if t.priority() != lifo_core::Priority::Normal { (row("Priority", html! { (t.priority().as_str()) })) }
             @if let Some(tenant) = &t.tenant { (row("Tenant", html! { (Shown(tenant)) })) }
             @if let Some(at) = t.started_at { (row("Started", html! { (time(at, now)) })) }
             @if let Some(at) = t.shed_at { (row("Shed", html! { (time(at, now)) })) }

@@ -37,6 +37,16 @@ impl Render for Shown<'_> {
     }
 }
 
+/// A duration in milliseconds as the pages show it: seconds, minutes or
+/// hours, one decimal.
+pub(super) fn seconds(ms: u64) -> String {
+    match ms {
+        0..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{:.1} min", ms as f64 / 60_000.0),
+        _ => format!("{:.1} h", ms as f64 / 3_600_000.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,25 +5,25 @@ use super::*;
 use std::collections::BTreeMap;
 
 /// A processor takes its shard group's lease (the `#group-<g>` item): when
-/// it is free or its lease ended. A new token each time; the owner is the
+/// it is free or its lease ended. A new token each time; `claimedBy` names the
 /// invocation, for logs.
-pub fn take_group(lease_until: u64, now_ms: u64, owner: &str) -> Expr {
+pub fn take_group(lease_until: u64, now_ms: u64, claimed_by: &str) -> Expr {
     Expr {
         main: "SET #leaseUntil = :lease, #token = if_not_exists(#token, :zero) + :one, \
-               #owner = :owner"
+               #claimedBy = :claimedBy"
             .to_owned(),
         condition: "attribute_not_exists(#leaseUntil) OR #leaseUntil < :now".to_owned(),
         names: BTreeMap::from([
             ("#leaseUntil", attr::LEASE_UNTIL),
             ("#token", attr::TOKEN),
-            ("#owner", "owner"),
+            ("#claimedBy", "claimedBy"),
         ]),
         values: BTreeMap::from([
             (":lease", n(lease_until)),
             (":now", n(now_ms)),
             (":zero", n(0)),
             (":one", n(1)),
-            (":owner", s(truncate(owner))),
+            (":claimedBy", s(truncate(claimed_by))),
         ]),
     }
 }
@@ -49,7 +49,7 @@ mod tests {
         let e = take_group(NOW + 62_000, NOW, "req-1");
         assert_eq!(
             e.main,
-            "SET #leaseUntil = :lease, #token = if_not_exists(#token, :zero) + :one, #owner = :owner"
+            "SET #leaseUntil = :lease, #token = if_not_exists(#token, :zero) + :one, #claimedBy = :claimedBy"
         );
         assert_eq!(
             e.condition,
@@ -57,11 +57,11 @@ mod tests {
         );
         assert_eq!(
             names(&e),
-            "#leaseUntil=leaseUntil #owner=owner #token=token"
+            "#claimedBy=claimedBy #leaseUntil=leaseUntil #token=token"
         );
         assert_eq!(
             values(&e),
-            ":lease=N:1764547262123 :now=N:1764547200123 :one=N:1 :owner=S:req-1 :zero=N:0"
+            ":claimedBy=S:req-1 :lease=N:1764547262123 :now=N:1764547200123 :one=N:1 :zero=N:0"
         );
         let e = release_group(4);
         assert_eq!(e.main, "SET #leaseUntil = :zero");

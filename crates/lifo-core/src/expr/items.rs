@@ -23,7 +23,7 @@ pub fn extend_payload(ttl: u64) -> Expr {
     Expr {
         main: "SET #ttl = :ttl".to_owned(),
         condition: "attribute_exists(#taskId)".to_owned(),
-        names: BTreeMap::from([("#ttl", attr::TTL), ("#taskId", attr::TASK_ID)]),
+        names: BTreeMap::from([("#ttl", attr::DELETE_AT), ("#taskId", attr::TASK_ID)]),
         values: BTreeMap::from([(":ttl", n(ttl))]),
     }
 }
@@ -83,16 +83,16 @@ pub fn nudge(now_ms: u64) -> Expr {
 /// task: only if it still names `prev` (or, with none, does not exist yet),
 /// so two creates of one key at once cannot both win (the loser reads it
 /// again). Deleted with the newest task (`ttl`).
-pub fn point_key(latest: &str, prev: Option<&str>, ttl: u64) -> Expr {
+pub fn point_key(latest: &str, prev: Option<&str>, delete_at: u64) -> Expr {
     let mut e = Expr {
         main: "SET #latest = :latest, #ttl = :ttl".to_owned(),
         condition: "attribute_not_exists(#taskId)".to_owned(),
         names: BTreeMap::from([
             ("#latest", attr::LATEST),
-            ("#ttl", attr::TTL),
+            ("#ttl", attr::DELETE_AT),
             ("#taskId", attr::TASK_ID),
         ]),
-        values: BTreeMap::from([(":latest", s(latest)), (":ttl", n(ttl))]),
+        values: BTreeMap::from([(":latest", s(latest)), (":ttl", n(delete_at))]),
     };
     if let Some(prev) = prev {
         e.condition = "#latest = :prev".to_owned();

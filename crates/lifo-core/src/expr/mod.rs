@@ -31,7 +31,9 @@ pub mod attr {
     pub const CLAIMABLE_AT: &str = "claimableAt";
     pub const STARTED_AT: &str = "startedAt";
     pub const ATTEMPTS: &str = "attempts";
-    pub const TTL: &str = "ttl";
+    /// The deletion time (DynamoDB's TTL attribute); a task's TTL is
+    /// [`TTL_SECONDS`].
+    pub const DELETE_AT: &str = "ttl";
     pub const EXPIRES_AT: &str = "expiresAt";
     pub const TTL_SECONDS: &str = "ttlSeconds";
     pub const DUE_KEY: &str = "dueKey";
@@ -53,16 +55,19 @@ pub mod attr {
     pub const SUPERSEDED_AT: &str = "supersededAt";
     /// The key item's newest task id.
     pub const LATEST: &str = "latest";
-    pub const LANE_SHIFT: &str = "laneShift";
+    pub const PRIORITY_SHIFT: &str = "laneShift";
     pub const TENANT: &str = "tenant";
 }
 
-/// The sparse LIFO index: hash `lifoShard`, range `claimableAt`, projecting
-/// `ttl`, `leaseUntil`, `token` and `attempts`. A task is in it from creation
+/// The sparse claimable index: hash `lifoShard`, range `claimableAt`, projecting
+/// what a claim needs of an entry ([`crate::order::Candidate`]): `expiresAt`,
+/// `leaseUntil`, `token`, `attempts`, `retryAt` and `tenant` (template.yaml's
+/// projection, which lifo-local's template tests check against these
+/// names). A task is in it from creation
 /// until it finishes (SUCCESS / FAILURE remove `claimableAt`); a TAKEN task
 /// stays in it, so when its lease expires it is claimable again at once,
 /// without any recovery write.
-pub const LIFO_INDEX: &str = "claimable-index";
+pub const CLAIMABLE_INDEX: &str = "claimable-index";
 
 /// The sparse, write-sharded due-date index: hash `dueKey` =
 /// `<dueDate>#<shard>`, keys only. A task is in it only while SCHEDULED.
@@ -182,11 +187,11 @@ pub enum Move<'a> {
     Claim {
         lease_until: u64,
         /// The process invocation, written as `claimedBy`.
-        owner: &'a str,
+        claimed_by: &'a str,
     },
     Reclaim {
         lease_until: u64,
-        owner: &'a str,
+        claimed_by: &'a str,
         /// The attempt count must be below this.
         max_attempts: u32,
     },
@@ -357,11 +362,11 @@ pub(crate) mod testing {
         match t {
             Transition::Claim => Move::Claim {
                 lease_until: NOW + 62_000,
-                owner: "process-1",
+                claimed_by: "process-1",
             },
             Transition::Reclaim => Move::Reclaim {
                 lease_until: NOW + 62_000,
-                owner: "process-1",
+                claimed_by: "process-1",
                 max_attempts: 3,
             },
             Transition::Succeed => Move::Succeed { history },
@@ -405,12 +410,15 @@ mod tests {
             ("delete".into(), delete(1, NOW)),
             ("failed".into(), failed(0, 0, NOW, "")),
             ("failed prefix".into(), failed(0, 0, NOW, "x")),
-            ("claimable".into(), claimable(0, NOW, 0)),
+            ("claimable now".into(), claimable_now(0, NOW, 0)),
             ("leased".into(), leased(0, NOW, 0)),
             ("shed".into(), shed_since(0, 0, NOW)),
             ("superseded".into(), superseded_since(0, 0, NOW)),
             ("claim read".into(), claim_read(0, NOW, 0)),
-            ("old end".into(), old_end(0, crate::lanes::Lane::High, 0)),
+            (
+                "old end".into(),
+                old_end(0, crate::priority::Priority::High, 0),
+            ),
             ("backing off".into(), backing_off(0, NOW, 0)),
             ("due".into(), due_partition("d#1")),
             ("user".into(), user_history("u")),

@@ -62,7 +62,7 @@ pub fn started_since(since_ms: u64) -> Expr {
     }
 }
 
-/// A query of one shard of the LIFO index: the key condition every such
+/// A query of one shard of the claimable index: the key condition every such
 /// query shares (`horizon_ms` bounds the range key from below) and the
 /// filter `condition` over `names` and `values`.
 fn shard_query(
@@ -79,7 +79,7 @@ fn shard_query(
         names: BTreeMap::from([("#shard", SHARD), ("#claimableAt", CLAIMABLE_AT)]),
         values: BTreeMap::from([
             (":shard", n(shard)),
-            (":horizon", n(crate::lanes::floor(horizon_ms))),
+            (":horizon", n(crate::priority::floor(horizon_ms))),
         ]),
     };
     e.names.extend(names.iter().copied());
@@ -87,9 +87,10 @@ fn shard_query(
     e
 }
 
-/// Query of one shard of the LIFO index: claimable tasks, read newest first
-/// (`ScanIndexForward = false`; oldest first for a FIFO comparison run),
-/// for a COUNT (the sweep's queue depth, `lifo stats`). `horizon_ms`
+/// Query of one shard of the claimable index: the entries claimable now,
+/// for a COUNT (the sweep's queue depth, `lifo stats`) and for the newest
+/// and oldest of them (`lifo stats`' ages); the claim read is
+/// [`claim_read`]. `horizon_ms`
 /// bounds the range key from below: a task that became claimable before it
 /// has certainly expired (readyAt + the largest TTL allowed). That bound is
 /// loose (7 days by default); what keeps expired entries from being read
@@ -101,7 +102,7 @@ fn shard_query(
 /// after a failed run (`retryAt` in the future): everything else keeps its
 /// order. (A filter runs after the read: DynamoDB charges for every entry
 /// the key condition reads.)
-pub fn claimable(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
+pub fn claimable_now(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
     shard_query(
         shard,
         horizon_ms,
@@ -116,7 +117,7 @@ pub fn claimable(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
     )
 }
 
-/// The claim read of one shard: what [`claimable`] matches, and also the
+/// The claim read of one shard: what [`claimable_now`] matches, and also the
 /// entries no lease holds that are past their expiry, so that the reader
 /// sheds them on its way and nobody reads them again. (Returning them costs
 /// no more: DynamoDB charges for every entry the key condition reads,
@@ -136,12 +137,12 @@ pub fn claim_read(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
     )
 }
 
-/// The reaper's read of one lane of one shard, oldest first
+/// The reaper's read of one priority of one shard, oldest first
 /// (`ScanIndexForward = true`) from `horizon_ms`, with no filter: it sheds
 /// the expired entries it meets and stops at the first page that holds
-/// none (see [`crate::store::Store::reap`]). Each lane is a band of the key
-/// ([`crate::lanes`]), read from its own oldest end.
-pub fn old_end(shard: u32, lane: crate::lanes::Lane, horizon_ms: u64) -> Expr {
+/// none (see [`crate::store::Store::reap`]). Each priority is a band of the key
+/// ([`crate::priority`]), read from its own oldest end.
+pub fn old_end(shard: u32, priority: crate::priority::Priority, horizon_ms: u64) -> Expr {
     Expr {
         main: "#shard = :shard AND #claimableAt BETWEEN :from AND :to".to_owned(),
         condition: String::new(),
@@ -151,8 +152,8 @@ pub fn old_end(shard: u32, lane: crate::lanes::Lane, horizon_ms: u64) -> Expr {
         ]),
         values: BTreeMap::from([
             (":shard", n(shard)),
-            (":from", n(lane.key(horizon_ms))),
-            (":to", n(lane.shift() + crate::lanes::SHIFT / 2 - 1)),
+            (":from", n(priority.key(horizon_ms))),
+            (":to", n(priority.shift() + crate::priority::SHIFT / 2 - 1)),
         ]),
     }
 }
@@ -205,7 +206,7 @@ pub fn backing_off(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
 }
 
 /// Tasks of one shard running under a live lease (TAKEN; a COUNT query of
-/// the LIFO index for `lifo stats`). `leaseUntil` exists only while TAKEN.
+/// the claimable index for `lifo stats`). `leaseUntil` exists only while TAKEN.
 pub fn leased(shard: u32, now_ms: u64, horizon_ms: u64) -> Expr {
     shard_query(
         shard,
@@ -266,7 +267,7 @@ mod tests {
 
     #[test]
     fn claimable_query_in_either_order() {
-        let e = claimable(3, NOW, NOW - 604_800_000);
+        let e = claimable_now(3, NOW, NOW - 604_800_000);
         assert_eq!(e.main, "#shard = :shard AND #claimableAt > :horizon");
         assert_eq!(
             e.condition,
@@ -293,8 +294,8 @@ mod tests {
             values(&e),
             ":horizon=N:-8236057599877 :now=N:1764547200123 :nowSec=N:1764547200 :shard=N:3"
         );
-        // The reaper reads each lane's band of the key from its oldest end.
-        let e = old_end(3, crate::lanes::Lane::Normal, NOW - 604_800_000);
+        // The reaper reads each priority's band of the key from its oldest end.
+        let e = old_end(3, crate::priority::Priority::Normal, NOW - 604_800_000);
         assert_eq!(
             e.main,
             "#shard = :shard AND #claimableAt BETWEEN :from AND :to"
@@ -305,7 +306,7 @@ mod tests {
             values(&e),
             ":from=N:1763942400123 :shard=N:3 :to=N:4999999999999"
         );
-        let e = old_end(3, crate::lanes::Lane::Low, NOW - 604_800_000);
+        let e = old_end(3, crate::priority::Priority::Low, NOW - 604_800_000);
         assert_eq!(
             values(&e),
             ":from=N:-8236057599877 :shard=N:3 :to=N:-5000000000001"

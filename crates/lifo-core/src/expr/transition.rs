@@ -35,9 +35,14 @@ pub fn transition(mv: &Move<'_>, step: &Step) -> Expr {
         values.insert(":history", to_av(&history));
     };
     let (main, condition) = match *mv {
-        Move::Claim { lease_until, owner }
+        Move::Claim {
+            lease_until,
+            claimed_by,
+        }
         | Move::Reclaim {
-            lease_until, owner, ..
+            lease_until,
+            claimed_by,
+            ..
         } => {
             names.extend([
                 ("#startedAt", STARTED_AT),
@@ -48,7 +53,7 @@ pub fn transition(mv: &Move<'_>, step: &Step) -> Expr {
             ]);
             values.extend([
                 (":lease", n(lease_until)),
-                (":owner", AttributeValue::S(owner.to_owned())),
+                (":claimedBy", AttributeValue::S(claimed_by.to_owned())),
                 (":newToken", n(step.token + 1)),
                 (":attempts", n(step.attempts)),
                 (":nowSec", n(step.now_ms / 1000)),
@@ -58,7 +63,7 @@ pub fn transition(mv: &Move<'_>, step: &Step) -> Expr {
             // A task whose successor was written never starts again.
             names.insert("#supersededBy", SUPERSEDED_BY);
             let update = "SET #status = :to, #updated = :now, #startedAt = :now, #leaseUntil = :lease, \
-                 #claimedBy = :owner, #token = :newToken, #attempts = :attempts, \
+                 #claimedBy = :claimedBy, #token = :newToken, #attempts = :attempts, \
                  #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #retryAt";
             if let Move::Reclaim { max_attempts, .. } = *mv {
                 values.insert(":maxAttempts", n(max_attempts));
@@ -143,9 +148,9 @@ pub fn transition(mv: &Move<'_>, step: &Step) -> Expr {
             names.extend([
                 ("#readyAt", READY_AT),
                 ("#claimableAt", CLAIMABLE_AT),
-                ("#laneShift", LANE_SHIFT),
+                ("#laneShift", PRIORITY_SHIFT),
                 ("#expiresAt", EXPIRES_AT),
-                ("#ttl", TTL),
+                ("#ttl", DELETE_AT),
                 ("#ttlSeconds", TTL_SECONDS),
                 ("#dueKey", DUE_KEY),
             ]);
@@ -181,10 +186,10 @@ pub fn transition(mv: &Move<'_>, step: &Step) -> Expr {
             names.extend([
                 ("#readyAt", READY_AT),
                 ("#claimableAt", CLAIMABLE_AT),
-                ("#laneShift", LANE_SHIFT),
+                ("#laneShift", PRIORITY_SHIFT),
                 ("#attempts", ATTEMPTS),
                 ("#expiresAt", EXPIRES_AT),
-                ("#ttl", TTL),
+                ("#ttl", DELETE_AT),
                 ("#ttlSeconds", TTL_SECONDS),
                 ("#leaseUntil", LEASE_UNTIL),
                 ("#startedAt", STARTED_AT),

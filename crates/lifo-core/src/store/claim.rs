@@ -6,7 +6,7 @@
 use super::error::classify;
 use super::shed::sheddable;
 use super::{Item, Op, Store, StoreError};
-use crate::expr::{self, LIFO_INDEX};
+use crate::expr::{self, CLAIMABLE_INDEX};
 use crate::order::{Candidate, Order};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 
@@ -39,10 +39,10 @@ impl Store {
         .await
     }
 
-    /// A query of one shard of the LIFO index with its key condition and
-    /// filter ([`expr::claimable`]), asking for ConsumedCapacity.
+    /// A query of one shard of the claimable index with its key condition and
+    /// filter ([`expr::claimable_now`]), asking for ConsumedCapacity.
     pub(super) fn claimable_query(&self, q: &expr::Expr) -> QueryFluentBuilder {
-        self.index_query(LIFO_INDEX, q)
+        self.index_query(CLAIMABLE_INDEX, q)
     }
 
     async fn shard_head(

@@ -3,13 +3,13 @@
 
 use super::error::classify;
 use super::{Item, Op, Store, StoreError};
-use crate::expr::{self, LIFO_INDEX};
+use crate::expr::{self, CLAIMABLE_INDEX};
 use crate::order::Candidate;
 
 impl Store {
     /// How many tasks are claimable now, across shards (the queue depth).
     /// A COUNT query per shard over the same key condition and filter as
-    /// [`Store::claimable`]: it reads every entry of the LIFO index, live
+    /// [`Store::claimable`]: it reads every entry of the claimable index, live
     /// work and what expired since the last reaper run (the sweep reaps
     /// first), so it is meant for the once-a-minute sweep, not the claim
     /// loop.
@@ -46,8 +46,11 @@ impl Store {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<usize, StoreError> {
-        self.count(LIFO_INDEX, &expr::claimable(shard, now_ms, horizon_ms))
-            .await
+        self.count(
+            CLAIMABLE_INDEX,
+            &expr::claimable_now(shard, now_ms, horizon_ms),
+        )
+        .await
     }
 
     /// Tasks of one shard running under a live lease ([`expr::leased`]).
@@ -57,7 +60,7 @@ impl Store {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<usize, StoreError> {
-        self.count(LIFO_INDEX, &expr::leased(shard, now_ms, horizon_ms))
+        self.count(CLAIMABLE_INDEX, &expr::leased(shard, now_ms, horizon_ms))
             .await
     }
 
@@ -68,8 +71,11 @@ impl Store {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<usize, StoreError> {
-        self.count(LIFO_INDEX, &expr::backing_off(shard, now_ms, horizon_ms))
-            .await
+        self.count(
+            CLAIMABLE_INDEX,
+            &expr::backing_off(shard, now_ms, horizon_ms),
+        )
+        .await
     }
 
     /// SCHEDULED tasks waiting in one due-index partition (`<date>#<shard>`).
@@ -91,7 +97,7 @@ impl Store {
         horizon_ms: u64,
         oldest: bool,
     ) -> Result<Option<u64>, StoreError> {
-        let q = expr::claimable(shard, now_ms, horizon_ms);
+        let q = expr::claimable_now(shard, now_ms, horizon_ms);
         let mut start: Option<Item> = None;
         loop {
             // Newest first, the first few entries are claimable. Oldest
@@ -110,7 +116,7 @@ impl Store {
                 .into_iter()
                 .find_map(|item| serde_dynamo::from_item::<_, Candidate>(item).ok())
             {
-                return Ok(Some(crate::lanes::at_ms(c.claimable_at)));
+                return Ok(Some(crate::priority::at_ms(c.claimable_at)));
             }
             start = out.last_evaluated_key;
             if start.is_none() {

@@ -16,9 +16,9 @@ impl Store {
         group: u32,
         lease_until: u64,
         now_ms: u64,
-        owner: &str,
+        claimed_by: &str,
     ) -> Result<Option<u64>, StoreError> {
-        let e = expr::take_group(lease_until, now_ms, owner);
+        let e = expr::take_group(lease_until, now_ms, claimed_by);
         let out = self
             .group_update(group, &e, ReturnValue::UpdatedNew)
             .await?;

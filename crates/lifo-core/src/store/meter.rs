@@ -27,7 +27,7 @@ pub enum Op {
     Operate,
     /// Shard group leases (more than one processor).
     Group,
-    /// Sheds: an expired task leaves the LIFO index for the shed index.
+    /// Sheds: an expired task leaves the claimable index for the shed index.
     Shed,
     /// Reads of payload items (a claimed task's payload, once).
     Payload,

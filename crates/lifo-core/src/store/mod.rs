@@ -1,11 +1,13 @@
 //! A small async API over the queue table, one file per concern:
-//! writes ([`write`]), the claim query ([`claim`]), state moves
-//! ([`transition`]), an operator's redrive and delete ([`operate`]), the
-//! failed-task index ([`failed`]), shedding expired tasks ([`shed`]),
-//! latest wins per key ([`supersede`]),
-//! pause and resume ([`control`]), scheduled
-//! tasks ([`schedule`]), reads ([`read`]), COUNT queries ([`counts`]), errors
-//! ([`error`]) and the capacity meter ([`meter`]).
+//! `write.rs` (creating tasks), `claim.rs` (the claim read of each shard's
+//! head), `transition.rs` (every move, conditional on its state),
+//! `operate.rs` (an operator's redrive and delete), `failed.rs` (the
+//! failed-task index), `shed.rs` (shedding what expired), [`supersede`]
+//! (latest wins per key), [`payload`] (a large payload's own item),
+//! `control.rs` (pause and resume), `schedule.rs` (scheduled tasks),
+//! `groups.rs` (shard-group leases), `read.rs` (reads), `counts.rs` (COUNT
+//! queries and the stats' reads), `error.rs` (errors and resends),
+//! `meter.rs` (the capacity meter) and [`billing`] (AWS's billing rules).
 //!
 //! Every request asks for `ReturnConsumedCapacity = INDEXES` and adds what it
 //! spent to a [`CapacityMeter`], so the cost per task is measured, not guessed.
@@ -56,7 +58,7 @@ pub struct Store {
     table: String,
     meter: Arc<CapacityMeter>,
     /// Tasks this store's claim reads shed on their way (for the
-    /// invocation's `TasksExpired`); shared by clones.
+    /// invocation's `TasksShed`); shared by clones.
     shed_by_reads: Arc<std::sync::atomic::AtomicU64>,
     /// Where new tasks' payloads go (see [`payload`]).
     payload_policy: PayloadPolicy,

@@ -107,7 +107,7 @@ impl Store {
             Ok(t) => {
                 // Its payload item lives as long as the task's new life.
                 if t.payload_bytes.is_some() {
-                    self.extend_payload(task_id, t.ttl).await?;
+                    self.extend_payload(task_id, t.delete_at).await?;
                 }
                 Ok(t)
             }

@@ -125,8 +125,8 @@ impl Store {
                 AttributeValue::S(payload_key(&task.task_id)),
             ),
             (
-                expr::attr::TTL.to_owned(),
-                AttributeValue::N(task.ttl.to_string()),
+                expr::attr::DELETE_AT.to_owned(),
+                AttributeValue::N(task.delete_at.to_string()),
             ),
             (name.to_owned(), value),
         ])))
@@ -181,8 +181,8 @@ impl Store {
 
     /// Moves `task_id`'s payload item's deletion to `ttl` (a redrive gave
     /// the task a new life), if it has one.
-    pub async fn extend_payload(&self, task_id: &str, ttl: u64) -> Result<(), StoreError> {
-        let e = expr::extend_payload(ttl);
+    pub async fn extend_payload(&self, task_id: &str, delete_at: u64) -> Result<(), StoreError> {
+        let e = expr::extend_payload(delete_at);
         let result = self
             .client
             .update_item()

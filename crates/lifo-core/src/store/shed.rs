@@ -1,4 +1,4 @@
-//! Shedding: an expired task leaves the LIFO index (and enters the shed
+//! Shedding: an expired task leaves the claimable index (and enters the shed
 //! index) in the minute it expires, so that no reader pays for it again.
 //!
 //! Two readers shed, with the same conditional update
@@ -12,11 +12,11 @@
 //!   entries it meets on its way (tasks with a shorter TTL than the live
 //!   ones below them, or expired since the last sweep).
 //!
-//! A shed costs 3 write units (the item, the LIFO index entry removed, the
+//! A shed costs 3 write units (the item, the claimable index entry removed, the
 //! shed index entry put) once per shed task, and nothing per success.
 
 use super::{Item, Op, Store, StoreError};
-use crate::expr::{self, LIFO_INDEX, Move, SHED_INDEX, Step};
+use crate::expr::{self, CLAIMABLE_INDEX, Move, SHED_INDEX, Step};
 use crate::model::TaskStatus;
 use crate::order::Candidate;
 use crate::state::may_shed;
@@ -158,8 +158,8 @@ impl Store {
         until: std::time::Instant,
     ) -> Result<Reaped, StoreError> {
         let mut done = Reaped::default();
-        for lane in crate::lanes::Lane::ALL {
-            let q = expr::old_end(shard, lane, horizon_ms);
+        for priority in crate::priority::Priority::ALL {
+            let q = expr::old_end(shard, priority, horizon_ms);
             if self.reap_band(&q, now_ms, until, &mut done).await? {
                 break;
             }
@@ -167,7 +167,7 @@ impl Store {
         Ok(done)
     }
 
-    /// Reaps one lane's band of a shard into `done`: `true` when the run
+    /// Reaps one priority's band of a shard into `done`: `true` when the run
     /// was cut short (no more bands this run).
     async fn reap_band(
         &self,
@@ -179,7 +179,7 @@ impl Store {
         let mut start: Option<Item> = None;
         loop {
             let out = self
-                .index_query(LIFO_INDEX, q)
+                .index_query(CLAIMABLE_INDEX, q)
                 .scan_index_forward(true)
                 .limit(REAP_PAGE)
                 .set_exclusive_start_key(start.take())

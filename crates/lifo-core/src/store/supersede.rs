@@ -128,7 +128,7 @@ impl Store {
             loop {
                 tries += 1;
                 let mut items = vec![put_new(&self.table, item.clone())?, {
-                    let e = expr::point_key(id, prev.as_deref(), task.ttl);
+                    let e = expr::point_key(id, prev.as_deref(), task.delete_at);
                     update(&self.table, &key_item_id(key), &e)?
                 }];
                 let step = Step {

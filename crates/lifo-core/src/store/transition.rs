@@ -112,7 +112,7 @@ mod tests {
 
     const CLAIM: Move<'static> = Move::Claim {
         lease_until: 2,
-        owner: "p",
+        claimed_by: "p",
     };
     const SUCCEED: Move<'static> = Move::Succeed { history: &[] };
 

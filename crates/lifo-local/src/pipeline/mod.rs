@@ -197,7 +197,7 @@ impl Pipeline {
                     )
                     .await
                     .map_err(|e| lifo_core::error::chain(&e))?;
-                    stats.expired.fetch_add(outcome.expired, Ordering::Relaxed);
+                    stats.shed.fetch_add(outcome.shed, Ordering::Relaxed);
                     Ok(())
                 })
             });

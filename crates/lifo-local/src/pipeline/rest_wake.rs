@@ -66,7 +66,7 @@ pub(super) async fn poll(
         stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
         match trigger.measured(sqs_event_json(&messages, &arn)).await {
             Ok(outcome) => {
-                stats.expired.fetch_add(outcome.expired, Ordering::Relaxed);
+                stats.shed.fetch_add(outcome.shed, Ordering::Relaxed);
                 super::sqs::delete(&sqs, &url, &messages).await;
             }
             Err(e) => {

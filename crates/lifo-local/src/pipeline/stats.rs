@@ -19,9 +19,9 @@ pub struct PipelineStats {
     pub sweeps: AtomicUsize,
     /// Rest alarms delivered to trigger.
     pub rest_alarms: AtomicUsize,
-    /// Tasks shed by expiry (the trigger's `TasksExpired`: the sweep's
+    /// Tasks shed by expiry (the trigger's `TasksShed`: the sweep's
     /// reaper, TTL deletions of tasks never shed).
-    pub expired: AtomicUsize,
+    pub shed: AtomicUsize,
     /// Asynchronous attempts Lambda throttled (reserved concurrency busy).
     pub throttles: AtomicUsize,
     /// Invocations that started a new instance.

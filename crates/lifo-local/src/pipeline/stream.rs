@@ -158,7 +158,7 @@ pub(super) async fn poll_stream(
             let run = trigger.measured(json!({ "Records": records }));
             match lifo_lambda::xray::invocation(&b.tracer, trace.as_deref(), run).await {
                 Ok(outcome) => {
-                    stats.expired.fetch_add(outcome.expired, Ordering::Relaxed);
+                    stats.shed.fetch_add(outcome.shed, Ordering::Relaxed);
                 }
                 Err(e) => {
                     stats.errors.fetch_add(1, Ordering::Relaxed);

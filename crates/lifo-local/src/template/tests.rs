@@ -6,7 +6,7 @@ fn reads_the_workspace_template() {
     let table = t.table("QueueTable").unwrap();
     assert_eq!(table.key_schema[0].attribute_name, "taskId");
     let gsi = &table.global_secondary_indexes[0];
-    assert_eq!(gsi.index_name, lifo_core::expr::LIFO_INDEX);
+    assert_eq!(gsi.index_name, lifo_core::expr::CLAIMABLE_INDEX);
     assert_eq!(
         gsi.key_schema[0].attribute_name,
         lifo_core::expr::attr::SHARD
@@ -250,7 +250,7 @@ fn the_template_filter_passes_the_fixture_and_nothing_else() {
         let passes = |r: &Value| s.filters.iter().any(|f| crate::filter::matches(f, r));
         assert!(!passes(&modify) && !passes(&scheduled));
         // DynamoDB's TTL deletion of a task never started nor shed
-        // passes (TasksExpired); of a shed one (counted when shed), or
+        // passes (TasksShed); of a shed one (counted when shed), or
         // a user's delete, does not.
         let mut ttl_delete = record.clone();
         ttl_delete["eventName"] = "REMOVE".into();

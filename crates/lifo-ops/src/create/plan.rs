@@ -185,9 +185,9 @@ impl Creator {
                     }
                     task = self.schedule(task, i, spec.due_date, spec.due_in_days, ttl, now)?;
                     if let Some(name) = spec.priority {
-                        let lane = lifo_core::Lane::parse(&name)
+                        let priority = lifo_core::Priority::parse(&name)
                             .map_err(|m| invalid(format!("tasks[{i}].priority"), m))?;
-                        task = task.in_lane(lane);
+                        task = task.with_priority(priority);
                     }
                     planned.push(Planned { task, supplied_id });
                 }

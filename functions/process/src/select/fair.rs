@@ -4,7 +4,7 @@
 //! tenant alone gets everything.
 //!
 //! The mechanism is a per-tenant order while claiming, not a change of the
-//! index: a task's `tenant` is projected into the LIFO index, so the
+//! index: a task's `tenant` is projected into the claimable index, so the
 //! processor sees it on each candidate at no extra read. Each free slot
 //! goes to one waiting tenant ([`Shares::pick`]), which gives its newest
 //! task:
@@ -21,14 +21,14 @@
 //! - with a rate limit, a tenant past `ceil(per_second / active)` starts
 //!   in the last second goes last (active: running, or waiting in the
 //!   heads);
-//! - lanes come first: all this orders the tenants within a lane.
+//! - priorities come first: all this orders the tenants within a priority.
 //!
 //! Service is counted in starts, not slot-time: runs of one downstream take
 //! about as long whoever's task they run. Tasks without a tenant share one
 //! (the empty name).
 //!
 //! The LIFO guarantee that remains: within a tenant, exactly what the
-//! heads give ([`super::heads`]); across the tenants of a lane, a newer
+//! heads give ([`super::heads`]); across the tenants of a priority, a newer
 //! task is passed over only for a tenant under the top, or because its own
 //! tenant is past its share of the rate. What it costs, once tasks with a
 //! tenant are seen (a queue without tenants pays nothing): the tenant's
@@ -189,7 +189,7 @@ impl Shares {
     }
 
     /// Where a waiting tenant stands, least first:
-    /// 1. a higher lane first (in the claim order);
+    /// 1. a higher priority first (in the claim order);
     /// 2. a tenant served less lately than the most served one (under its
     ///    share) before one at the top; one past its share of the rate
     ///    last, when nobody else wants the slot;
@@ -207,20 +207,21 @@ impl Shares {
             Order::Lifo => k.saturating_neg(),
             Order::Fifo => k,
         };
-        let lane = first(lifo_core::lanes::Lane::of_key(key).shift());
+        let priority = first(lifo_core::priority::Priority::of_key(key).shift());
         let served = self.served.get(tenant).copied().unwrap_or(0);
         let last = self.last_second.get(tenant).copied().unwrap_or(0);
         let over_rate = self.per_second.is_some_and(|s| last >= s);
         let below_top = served < top;
         let served = i64::try_from(served).unwrap_or(i64::MAX);
         if over_rate {
-            (lane, 2, served, 0, first(key))
+            (priority, 2, served, 0, first(key))
         } else if below_top {
             let last = self.last_start_ms.get(tenant).copied().unwrap_or(0);
-            let since = i64::try_from(lifo_core::lanes::at_ms(key).max(last)).unwrap_or(i64::MAX);
-            (lane, 0, since, served, first(key))
+            let since =
+                i64::try_from(lifo_core::priority::at_ms(key).max(last)).unwrap_or(i64::MAX);
+            (priority, 0, since, served, first(key))
         } else {
-            (lane, 1, served, 0, first(key))
+            (priority, 1, served, 0, first(key))
         }
     }
 
@@ -281,7 +282,7 @@ pub fn take(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lifo_core::lanes::Lane;
+    use lifo_core::priority::Priority;
 
     /// The wall clock of the tests' rounds, epoch ms.
     const NOW: u64 = 1_764_547_200_000;
@@ -302,7 +303,7 @@ mod tests {
     }
 
     /// Fills `n` slots from `waiting` (each tenant's candidates' times,
-    /// newest first; normal lane) as the claim loop does: the tenant
+    /// newest first; normal priority) as the claim loop does: the tenant
     /// [`Shares::pick`] names gives its first candidate.
     fn fill(shares: &mut Shares, waiting: &[(&str, &[u64])], n: usize) -> Vec<String> {
         let mut left: Vec<(&str, Vec<u64>)> =
@@ -311,7 +312,7 @@ mod tests {
         while out.len() < n {
             let heads: Vec<(&str, i64)> = left
                 .iter()
-                .filter_map(|(t, at)| at.first().map(|at| (*t, Lane::Normal.key(*at))))
+                .filter_map(|(t, at)| at.first().map(|at| (*t, Priority::Normal.key(*at))))
                 .collect();
             let Some(t) = shares.pick(heads) else { break };
             if let Some((_, at)) = left.iter_mut().find(|(name, _)| *name == t) {
@@ -380,16 +381,16 @@ mod tests {
     }
 
     #[test]
-    fn lanes_come_first_then_the_fair_share_within_a_lane() {
+    fn priorities_come_first_then_the_fair_share_within_each() {
         let mut l = Ledger::new(None);
         started(&mut l, "z", 10, NOW);
         let s = l.shares(["a", "c", "z"], NOW);
-        // z is at the top, a and c under it; z's high-lane task goes first,
-        // then, in the normal lane, the longest waiting under the top.
+        // z is at the top, a and c under it; z's high-priority task goes first,
+        // then, in the normal priority, the longest waiting under the top.
         let heads = [
-            ("z", Lane::High.key(NOW - 10)),
-            ("a", Lane::Normal.key(NOW - 100)),
-            ("c", Lane::Normal.key(NOW - 9_000)),
+            ("z", Priority::High.key(NOW - 10)),
+            ("a", Priority::Normal.key(NOW - 100)),
+            ("c", Priority::Normal.key(NOW - 9_000)),
         ];
         assert_eq!(s.pick(heads), Some("z"));
         assert_eq!(s.pick(heads[1..].iter().copied()), Some("c"));
@@ -404,8 +405,8 @@ mod tests {
         // Both at the top: the one whose first candidate (its oldest, in
         // FIFO order) is older goes first; in LIFO, the newer.
         let heads = [
-            ("a", Lane::Normal.key(NOW - 10)),
-            ("b", Lane::Normal.key(NOW - 5_000)),
+            ("a", Priority::Normal.key(NOW - 10)),
+            ("b", Priority::Normal.key(NOW - 5_000)),
         ];
         assert_eq!(l.shares(["a", "b"], NOW).pick(heads), Some("b"));
         let mut l = l.in_order(Order::Lifo);
@@ -422,18 +423,21 @@ mod tests {
         // under the top would win on waiting time alone.
         let s = l.shares(["a", "b", "c"], NOW);
         let heads = [
-            ("a", Lane::Normal.key(NOW - 5_000)),
-            ("c", Lane::Normal.key(NOW - 10)),
+            ("a", Priority::Normal.key(NOW - 5_000)),
+            ("c", Priority::Normal.key(NOW - 10)),
         ];
         assert_eq!(s.pick(heads), Some("c"));
         // Past its rate, a still gets what nobody else wants.
-        assert_eq!(s.pick([("a", Lane::Normal.key(NOW - 5_000))]), Some("a"));
+        assert_eq!(
+            s.pick([("a", Priority::Normal.key(NOW - 5_000))]),
+            Some("a")
+        );
         // A second later the starts have left the last second: both are
         // at the top, and the newest goes first.
         let s = l.shares(["a", "b"], NOW + 1_001);
         let heads = [
-            ("a", Lane::Normal.key(NOW - 5_000)),
-            ("b", Lane::Normal.key(NOW - 10)),
+            ("a", Priority::Normal.key(NOW - 5_000)),
+            ("b", Priority::Normal.key(NOW - 10)),
         ];
         assert_eq!(s.pick(heads), Some("b"));
     }

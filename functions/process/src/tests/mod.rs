@@ -45,7 +45,7 @@ fn taken(id: &str) -> HashMap<String, AttributeValue> {
     serde_dynamo::to_item(taken_task(id)).unwrap()
 }
 
-/// The value a request binds to `key` (`:now`, `:lease`, `:owner`…).
+/// The value a request binds to `key` (`:now`, `:lease`, `:claimedBy`…).
 fn bound<'a>(
     r: &'a aws_sdk_dynamodb::operation::update_item::UpdateItemInput,
     key: &str,
@@ -430,9 +430,9 @@ async fn the_claims_of_one_refill_carry_one_start_time() {
 }
 
 /// A claim whose answer was lost: the SDK's retry fails the condition and
-/// DynamoDB returns the item, holding the claim `owner` made with the
+/// DynamoDB returns the item, holding the claim `claimed_by` made with the
 /// request's start time and lease (what this claim would have written).
-fn lost_answer(owner: Option<&'static str>) -> Rule {
+fn lost_answer(claimed_by: Option<&'static str>) -> Rule {
     mock!(Ddb::update_item)
         .match_requests(is_claim)
         .then_compute_response(move |r| {
@@ -441,9 +441,9 @@ fn lost_answer(owner: Option<&'static str>) -> Rule {
             t.token = 1;
             t.started_at = num(":now");
             t.lease_until = num(":lease");
-            t.claimed_by = match owner {
+            t.claimed_by = match claimed_by {
                 Some(o) => Some(o.to_owned()),
-                None => bound(r, ":owner").and_then(|v| v.as_s().ok().cloned()),
+                None => bound(r, ":claimedBy").and_then(|v| v.as_s().ok().cloned()),
             };
             MockResponse::Error(UpdateItemError::ConditionalCheckFailedException(
                 ConditionalCheckFailedException::builder()

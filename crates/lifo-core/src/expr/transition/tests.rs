@@ -8,7 +8,7 @@ fn claim() {
     assert_eq!(
         e.main,
         "SET #status = :to, #updated = :now, #startedAt = :now, #leaseUntil = :lease, \
-         #claimedBy = :owner, #token = :newToken, #attempts = :attempts, \
+         #claimedBy = :claimedBy, #token = :newToken, #attempts = :attempts, \
          #history = list_append(if_not_exists(#history, :empty), :entry) REMOVE #retryAt"
     );
     assert_eq!(
@@ -25,9 +25,9 @@ fn claim() {
     );
     assert_eq!(
         values(&e),
-        ":attempts=N:1 :empty=[] :entry=[{a=N:1 k=N:8 s=S:TAKEN t=N:1764547200123}] \
+        ":attempts=N:1 :claimedBy=S:process-1 :empty=[] :entry=[{a=N:1 k=N:8 s=S:TAKEN t=N:1764547200123}] \
          :from=S:PENDING :lease=N:1764547262123 :newToken=N:8 :now=N:1764547200123 \
-         :nowSec=N:1764547200 :owner=S:process-1 :to=S:TAKEN :token=N:7"
+         :nowSec=N:1764547200 :to=S:TAKEN :token=N:7"
     );
 }
 
@@ -301,7 +301,7 @@ fn every_transition_is_fenced_by_the_token_and_the_from_status() {
             AttributeValue::S(t.from().as_str().into())
         );
         assert_eq!(e.values[":to"], AttributeValue::S(t.to().as_str().into()));
-        // The LIFO index key goes exactly when a claimed task finishes,
+        // The claimable index key goes exactly when a claimed task finishes,
         // and is set anew exactly when a task becomes new work (a
         // scheduled task starts, a failed or shed task is redriven).
         assert_eq!(

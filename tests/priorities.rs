@@ -1,19 +1,19 @@
-//! Priority lanes on DynamoDB Local: high, then normal, then low, newest
-//! first within each; a lane survives a redrive and a scheduled start; the
-//! reaper sheds every lane from its own oldest end; and a lane costs
+//! Priorities on DynamoDB Local: high, then normal, then low, newest
+//! first within each; a priority survives a redrive and a scheduled start; the
+//! reaper sheds every priority from its own oldest end; and a priority costs
 //! nothing.
 
 use lifo_core::store::RedriveSettings;
-use lifo_core::{Lane, Task, TaskStatus, now_ms};
+use lifo_core::{Priority, Task, TaskStatus, now_ms};
 use lifo_tests::{Harness, deadline};
 use process::runner::SimulatedRunner;
 use serde_json::json;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn higher_lanes_drain_first_newest_first_within_each() {
+async fn higher_priorities_drain_first_newest_first_within_each() {
     let h = Harness::start(2).await;
-    // Interleaved: every lane gets older and newer tasks.
+    // Interleaved: every priority gets older and newer tasks.
     for round in 0..3 {
         for p in ["low", "high", "normal"] {
             h.creator()
@@ -37,13 +37,13 @@ async fn higher_lanes_drain_first_newest_first_within_each() {
     );
     let tasks = h.tasks().await;
     let high = tasks.iter().find(|t| t.task_id == "high-0").unwrap();
-    assert_eq!(high.lane(), Lane::High);
+    assert_eq!(high.priority(), Priority::High);
     let plain = h.tasks().await;
     assert!(plain.iter().all(|t| t.task_status == TaskStatus::Success));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redrive_and_a_scheduled_start_keep_the_lane() {
+async fn a_redrive_and_a_scheduled_start_keep_the_priority() {
     let h = Harness::start(1).await;
     h.creator()
         .handle(json!({"tasks": [
@@ -74,10 +74,13 @@ async fn a_redrive_and_a_scheduled_start_keep_the_lane() {
     assert_eq!(redriven.task_status, TaskStatus::Pending);
     assert_eq!(
         redriven.claimable_at,
-        Some(Lane::High.key(redriven.ready_at))
+        Some(Priority::High.key(redriven.ready_at))
     );
     let started = h.store.start("later", now, 3600, 3600).await.unwrap();
-    assert_eq!(started.claimable_at, Some(Lane::Low.key(started.ready_at)));
+    assert_eq!(
+        started.claimable_at,
+        Some(Priority::Low.key(started.ready_at))
+    );
     assert!(
         started.claimable_at < Some(0),
         "the low band is below every normal key"
@@ -85,16 +88,16 @@ async fn a_redrive_and_a_scheduled_start_keep_the_lane() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_reaper_sheds_every_lane_from_its_own_oldest_end() {
+async fn the_reaper_sheds_every_priority_from_its_own_oldest_end() {
     let h = Harness::start(1).await;
     let now = now_ms();
     let mut tasks = Vec::new();
-    for (lane, name) in [
-        (Lane::High, "high"),
-        (Lane::Normal, "normal"),
-        (Lane::Low, "low"),
+    for (priority, name) in [
+        (Priority::High, "high"),
+        (Priority::Normal, "normal"),
+        (Priority::Low, "low"),
     ] {
-        // Expired long ago, and live ones older than the next lane's.
+        // Expired long ago, and live ones older than the next priority's.
         for i in 0..5 {
             tasks.push(
                 Task::new_pending(
@@ -104,7 +107,7 @@ async fn the_reaper_sheds_every_lane_from_its_own_oldest_end() {
                     60,
                     1,
                 )
-                .in_lane(lane),
+                .with_priority(priority),
             );
             tasks.push(
                 Task::new_pending(
@@ -114,7 +117,7 @@ async fn the_reaper_sheds_every_lane_from_its_own_oldest_end() {
                     3600,
                     1,
                 )
-                .in_lane(lane),
+                .with_priority(priority),
             );
         }
     }
@@ -141,11 +144,11 @@ async fn the_reaper_sheds_every_lane_from_its_own_oldest_end() {
 const LANES: [&str; 3] = ["high", "normal", "low"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lane_costs_nothing() {
+async fn a_priority_costs_nothing() {
     let h = Harness::start(1).await;
     let tasks: Vec<serde_json::Value> = (0..18)
         .map(|i| json!({"priority": LANES[i % 3], "payload": {"n": i}}))
         .collect();
     let units = h.write_units_per_task(tasks, 3).await;
-    assert_eq!(units, 6.0, "a task in any lane: 6.00 write units");
+    assert_eq!(units, 6.0, "a task in any priority: 6.00 write units");
 }
