@@ -139,7 +139,7 @@ async fn the_rust_runner_example_is_a_complete_process_function() {
         .filter(|c| *c == "over-quota")
         .count();
     assert!(offers >= 2, "{report}");
-    assert_eq!(report["retried"], offers, "{report}");
+    assert_eq!(report["retriedLater"], offers, "{report}");
     let get = |id: &'static str| {
         let store = h.store.clone();
         async move { store.get(id).await.unwrap().unwrap() }

@@ -42,6 +42,13 @@ impl Wakeups {
     /// wake-up means "look"; one that names a shard group (a [`Wakeup`]
     /// with `group`) says where.
     pub fn parse(event: serde_json::Value) -> Result<Self, ProcessError> {
+        // serde reads a struct from an array too: `[[]]` would be an SNS
+        // event of no records.
+        if !event.get("Records").is_some_and(serde_json::Value::is_array) {
+            return Err(ProcessError::Malformed(
+                "an SNS event is an object with a \"Records\" array".to_owned(),
+            ));
+        }
         let sns: aws_lambda_events::sns::SnsEvent =
             serde_json::from_value(event).map_err(|e| ProcessError::Malformed(e.to_string()))?;
         let mut groups = Vec::new();

@@ -16,6 +16,11 @@ fn the_wakeup_fixture_parses_and_garbage_is_an_error() {
         err.to_string().starts_with("malformed SNS event: "),
         "{err}"
     );
+    // An array is no SNS event, though serde reads a struct from one.
+    for not_sns in [serde_json::json!([[]]), serde_json::json!({"Records": {}})] {
+        let err = Wakeups::parse(not_sns).unwrap_err();
+        assert!(err.to_string().contains("\"Records\" array"), "{err}");
+    }
 }
 
 #[test]
