@@ -72,10 +72,8 @@ async fn three_processors_split_the_shards_and_the_runner_between_them() {
         let p = p.clone();
         tokio::spawn(async move {
             let wake = Wakeups {
-                records: 1,
                 groups: vec![g as u32],
-                previous_trace: None,
-                wake_at: None,
+                ..Wakeups::one()
             };
             p.handle(&wake, deadline()).await.unwrap()
         })
@@ -131,10 +129,8 @@ async fn a_held_group_is_left_alone_and_a_dead_ones_taken_over_after_its_lease()
     }
     let p = processor(&h, Arc::new(Shared::default()));
     let wake = Wakeups {
-        records: 1,
         groups: vec![1],
-        previous_trace: None,
-        wake_at: None,
+        ..Wakeups::one()
     };
     let held = p.handle(&wake, deadline()).await.unwrap();
     assert_eq!((held.stop, held.claimed.len()), (StopReason::Held, 0));

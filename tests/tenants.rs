@@ -106,3 +106,82 @@ async fn the_tenant_defaults_to_the_user_and_costs_nothing() {
     assert!(others.clone().all(|t| t.task_status == TaskStatus::Success));
     assert_eq!(others.count(), n);
 }
+
+/// The one message waiting on `queue_url` (a topic's subscription), as the
+/// SNS event Lambda would be handed.
+async fn delivered(h: &Harness, queue_url: &str) -> serde_json::Value {
+    let got = h
+        .stack
+        .sqs
+        .receive_message()
+        .queue_url(queue_url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(2)
+        .send()
+        .await
+        .unwrap();
+    let messages = got.messages();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    let envelope: serde_json::Value =
+        serde_json::from_str(messages[0].body().unwrap_or_default()).unwrap();
+    lifo_local::pipeline::sns_event_json(&envelope, queue_url)
+}
+
+async fn write(h: &Harness, tenant: &str, ids: std::ops::Range<usize>) {
+    let tasks: Vec<serde_json::Value> = ids
+        .map(|i| json!({"taskId": format!("{tenant}-{i:02}"), "tenant": tenant, "payload": {}}))
+        .collect();
+    h.plain_creator()
+        .handle(json!({ "tasks": tasks }))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+}
+
+/// Across tail calls, the flooding tenant does not go back to the top: each
+/// invocation hands the ledger of starts on (process → trigger topic →
+/// trigger → process topic), so the next one serves a quiet tenant's task
+/// before the flood's newer ones. Without the ledger, the flood's newest
+/// goes first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_tail_call_the_flooding_tenant_does_not_go_back_to_the_top() {
+    let h = Harness::start(1).await;
+    let latency = Duration::from_millis(50);
+    let processor = h.stack.processor(
+        h.store.clone(),
+        Arc::new(SimulatedRunner::new(2, latency, 0.0, 0.0)),
+        ProcessConfig {
+            fair_share: true,
+            time_budget: Duration::from_millis(300),
+            ..h.process_config()
+        },
+    );
+    write(&h, "flood", 0..40).await;
+    let mut wakeups = process::Wakeups::one();
+    for round in 0..4 {
+        let report = processor.handle(&wakeups, deadline()).await.unwrap();
+        assert!(report.tail_call, "round {round}: {report:?}");
+        if round > 0 {
+            let first = &report.claimed[0];
+            if round < 3 {
+                assert!(first.starts_with("quiet"), "round {round}: {report:?}");
+            } else {
+                // The control: a wake-up without the ledger.
+                assert!(first.starts_with("flood-"), "round {round}: {report:?}");
+            }
+        }
+        // The tail call through the trigger, as SNS delivers it.
+        let tail = delivered(&h, &h.stack.trigger_queue_url).await;
+        assert_eq!(h.trigger().handle_outcome(tail).await.unwrap().wakeups, 1);
+        let event = delivered(&h, &h.stack.process_queue_url).await;
+        wakeups = process::Wakeups::parse(event).unwrap();
+        let handover = wakeups.handover.clone().expect("the ledger travelled");
+        assert!(handover.served["flood"].len() >= 2, "{handover:?}");
+        if round == 2 {
+            wakeups = process::Wakeups::one();
+        }
+        // A quiet tenant's task, then newer ones of the flood.
+        write(&h, &format!("quiet{round}"), 0..1).await;
+        write(&h, "flood", 100 * (round + 1)..100 * (round + 1) + 10).await;
+    }
+}

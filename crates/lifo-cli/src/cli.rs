@@ -90,6 +90,11 @@ pub enum Command {
         /// Count SCHEDULED tasks due in the next DAYS days (and the 7 days before today).
         #[arg(long, default_value_t = 7)]
         days: u32,
+        /// Also who waits, per tenant: each tenant's waiting tasks and oldest, the flooding
+        /// ones (more than twice the mean), the oldest task of the others. Reads each shard's
+        /// newest 200 claimable entries (about 4 read units a shard).
+        #[arg(long)]
+        tenants: bool,
     },
     /// Start DynamoDB Local and moto with the stack's resources and the in-process pipeline;
     /// stays up until Ctrl-C, then stops everything it started.
@@ -298,12 +303,24 @@ pub async fn run(cli: &Cli, q: &Queue) -> Result<String, CliError> {
                 print::control(&c)
             })
         }
-        Command::Stats { days } => {
+        Command::Stats { days, tenants } => {
             let stats = lifo_ops::stats::collect(q, now, lifo_ops::stats::PAST_DAYS, *days).await?;
+            let tenants = match tenants {
+                true => Some(lifo_ops::tenants::collect(q, now).await?),
+                false => None,
+            };
             Ok(if as_json {
-                stats.json(now).to_string()
+                let mut v = stats.json(now);
+                if let Some(t) = &tenants {
+                    v["tenants"] = t.json();
+                }
+                v.to_string()
             } else {
-                print::stats(&stats, now, q.store.table())
+                let mut text = print::stats(&stats, now, q.store.table());
+                if let Some(t) = &tenants {
+                    text.push_str(&print::tenants(t));
+                }
+                text
             })
         }
         Command::Local(_) | Command::Simulate(_) | Command::Bench(_) | Command::Ui(_) => {

@@ -107,6 +107,8 @@ pub struct UpOptions {
     pub rate_limit: Option<process::RateLimit>,
     /// `RetryBackoffSeconds`.
     pub retry_backoff: Duration,
+    /// `TenantMaxInFlight`.
+    pub tenant_max_in_flight: Option<std::num::NonZeroU32>,
     /// Serve the console (`lifo ui`) on this address.
     pub ui: Option<std::net::SocketAddr>,
     /// Serve the HTTP API (the `api` function's router) on this address,
@@ -197,6 +199,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
             rest: process::select::rest::RestPolicy {
                 base: options.retry_backoff,
             },
+            tenant_max_in_flight: options.tenant_max_in_flight,
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         },
     ));

@@ -34,6 +34,7 @@ async fn main() -> std::process::ExitCode {
             process_timeout: process_timeout.map(Duration::from_secs),
             rate_limit: pacing.rate_limit(),
             retry_backoff: Duration::from_secs(pacing.retry_backoff),
+            tenant_max_in_flight: pacing.tenant_max_in_flight(),
         })
         .await
         .map(|()| None),

@@ -209,6 +209,56 @@ pub fn control(c: &QueueControl) -> String {
     }
 }
 
+/// `lifo stats --tenants`'s table: who waits, the flooding tenants marked.
+/// A tenant's name is the producer's: control characters are shown
+/// escaped, so a name cannot move the terminal's cursor.
+pub fn tenants(t: &lifo_ops::tenants::Tenants) -> String {
+    let name = |n: &str| -> String {
+        if n.is_empty() {
+            return "(none)".to_owned();
+        }
+        n.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_debug().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    };
+    let mut out = format!(
+        "\n\n{:<32} {:>9} {:>12} {:>9}\n",
+        "TENANT", "WAITING", "OLDEST AGE", "FLOODING"
+    );
+    for r in &t.rows {
+        let _ = writeln!(
+            out,
+            "{:<32} {:>9} {:>10.1} s {:>9}",
+            name(&r.tenant),
+            r.waiting,
+            r.oldest_age_ms as f64 / 1000.0,
+            if r.flooding { "yes" } else { "" }
+        );
+    }
+    let _ = write!(
+        out,
+        "flooding tenants hold {:.0}% of the waiting tasks; the others' oldest waits {}{}",
+        t.flooding_share_pct,
+        t.quiet_oldest_age_ms
+            .map_or("-".to_owned(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
+        if t.cut_short {
+            format!(
+                " (of each shard's newest {} claimable tasks)",
+                lifo_ops::tenants::READ_PER_SHARD
+            )
+        } else {
+            String::new()
+        }
+    );
+    out
+}
+
 /// `lifo stats`'s table.
 pub fn stats(s: &Stats, now: u64, table: &str) -> String {
     let show = |at: Option<u64>| {

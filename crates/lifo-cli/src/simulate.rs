@@ -48,6 +48,10 @@ pub struct SimulateArgs {
     /// Seed of the arrival sequence.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Seeds to run, from --seed on (a mix): the figures of each, with
+    /// their median and worst.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=20))]
+    pub seeds: u64,
     /// Time budget of one process invocation, seconds (then it tail-calls);
     /// the template's TimeBudgetSeconds when not given.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=900))]
@@ -63,6 +67,8 @@ pub struct SimulateArgs {
     /// it high, and high alone); each with a table per class and a plot.
     #[arg(long, value_enum)]
     pub mix: Option<crate::mixes::Mix>,
+    #[command(flatten)]
+    pub tenants: crate::mixes::tenants::TenantsArgs,
     /// How tasks arrive: through create, which wakes the processor itself
     /// (as deployed), or written to the table directly, so that only the
     /// stream (and the sweep) wakes it.
@@ -108,6 +114,7 @@ impl SimulateArgs {
             through_create: self.producer == Producer::Create,
             linger: self.linger_ms.map(Duration::from_millis),
             fair_share: true,
+            tenant_max_in_flight: self.pacing.tenant_max_in_flight(),
         })
     }
 
@@ -248,22 +255,7 @@ pub fn json(outcomes: &[Outcome]) -> Value {
 /// `lifo simulate`: runs, prints the table (or JSON), writes the plot.
 pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow::Result<String> {
     if let Some(mix) = args.mix {
-        args.check()?;
-        let runs = crate::mixes::run(mix, &args.workload(shards)?).await?;
-        let rows = crate::mixes::rows(&runs);
-        let (svg, png) = crate::mixes::plot(mix, &runs, &args.plot)?;
-        return Ok(if as_json {
-            let mut v = crate::mixes::json(mix, &rows);
-            v["plot"] = json!({"svg": svg, "png": png});
-            v.to_string()
-        } else {
-            format!(
-                "{}Plot: {} and {}",
-                crate::mixes::table(mix, &rows),
-                svg.display(),
-                png.display()
-            )
-        });
+        return mix_command(mix, args, shards, as_json).await;
     }
     if !args.load.is_empty() {
         args.check()?;
@@ -317,4 +309,57 @@ pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow:
     }
     let _ = write!(out, "Plot: {} and {}", svg.display(), png.display());
     Ok(out)
+}
+
+/// `lifo simulate --mix`: each seed's runs; the first seed's table and
+/// plot, and for the tenants mix, every seed's figures.
+async fn mix_command(
+    mix: crate::mixes::Mix,
+    args: &SimulateArgs,
+    shards: u32,
+    as_json: bool,
+) -> anyhow::Result<String> {
+    use crate::mixes::{self, tenants};
+    args.check()?;
+    let base = args.workload(shards)?;
+    let mut first = None;
+    let mut figures = Vec::new();
+    for seed in args.seed..args.seed + args.seeds {
+        let w = Workload {
+            seed,
+            ..base.clone()
+        };
+        let runs = mixes::run(mix, &w, &args.tenants).await?;
+        if mix == mixes::Mix::Tenants {
+            figures.push(tenants::figures(seed, &runs));
+        }
+        if first.is_none() {
+            first = Some(runs);
+        }
+    }
+    let runs = first.unwrap_or_default();
+    let rows = mixes::rows(&runs);
+    let (svg, png) = mixes::plot(mix, &runs, &args.plot)?;
+    let tenants_mix = mix == mixes::Mix::Tenants;
+    Ok(if as_json {
+        let mut v = mixes::json(mix, &rows);
+        v["plot"] = json!({"svg": svg, "png": png});
+        if tenants_mix {
+            v["tenants"] = tenants::json(&args.tenants, &figures);
+        }
+        v.to_string()
+    } else {
+        format!(
+            "{}{}Plot (seed {}): {} and {}",
+            mixes::table(mix, &rows),
+            if tenants_mix {
+                tenants::summary(&args.tenants, &figures)
+            } else {
+                String::new()
+            },
+            args.seed,
+            svg.display(),
+            png.display()
+        )
+    })
 }

@@ -58,6 +58,17 @@ async fn admin_commands_against_the_local_stack() {
         near["totals"]["scheduled"], 1,
         "only due dates within --days"
     );
+    // Who waits: "1234" (the userId is the tenant) with its one task.
+    let who: serde_json::Value =
+        serde_json::from_str(&lifo(&h, &["--json", "stats", "--tenants"]).await.unwrap()).unwrap();
+    assert_eq!(who["tenants"]["tenants"][0]["tenant"], "1234", "{who}");
+    assert_eq!(who["tenants"]["tenants"][0]["waiting"], 1, "{who}");
+    assert_eq!(who["tenants"]["tenants"][0]["flooding"], false, "{who}");
+    let text = lifo(&h, &["stats", "--tenants"]).await.unwrap();
+    assert!(
+        text.contains("flooding tenants hold 0% of the waiting tasks; the others' oldest waits"),
+        "{text}"
+    );
 
     h.processor(1, Duration::ZERO, Duration::from_secs(5))
         .handle(&process::Wakeups::one(), deadline())

@@ -95,9 +95,40 @@ impl Candidate {
     }
 }
 
+/// The tenants flooding, of `load` (each tenant with work and how many
+/// tasks it has waiting or running): a tenant floods when its tasks are
+/// more than twice the mean of the tenants with work, as SQS calls a
+/// message group noisy (a disproportionate share). A tenant alone never
+/// does. The processor's fair share and `lifo stats --tenants` both judge
+/// by it.
+pub fn flooding<'a>(
+    load: impl IntoIterator<Item = (&'a str, usize)>,
+) -> std::collections::HashSet<String> {
+    let mut per: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (t, n) in load {
+        *per.entry(t).or_default() += n;
+    }
+    let total: usize = per.values().sum();
+    let tenants = per.len().max(1);
+    per.into_iter()
+        .filter(|(_, n)| n * tenants > 2 * total)
+        .map(|(t, _)| t.to_owned())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tenant_floods_past_twice_the_mean_and_never_alone() {
+        assert!(flooding([("a", 500)]).is_empty());
+        // Mean 4: 9 is past twice it.
+        let load = [("flood", 9), ("a", 1), ("b", 1), ("c", 1), ("c", 0)];
+        assert_eq!(flooding(load), ["flood".to_owned()].into());
+        // Two even tenants: neither.
+        assert!(flooding([("a", 10), ("b", 10)]).is_empty());
+    }
 
     #[test]
     fn order_parses_and_names_the_scan_direction() {

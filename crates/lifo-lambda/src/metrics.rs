@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub enum Unit {
     Count,
     Milliseconds,
+    Percent,
 }
 
 impl Unit {
@@ -20,6 +21,7 @@ impl Unit {
         match self {
             Self::Count => "Count",
             Self::Milliseconds => "Milliseconds",
+            Self::Percent => "Percent",
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Wakeups-ups: one small SNS message that says "there may be work", and
+//! Wake-ups: one small SNS message that says "there may be work", and
 //! the one fan-out of them ([`Fanout`]): a wake-up per shard group with
 //! work when more than one processor claims.
 
@@ -7,11 +7,17 @@ use aws_sdk_sns::config::retry::RetryConfig;
 use aws_sdk_sns::error::ProvideErrorMetadata;
 use lifo_core::error::BoxError;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+/// The fair share's memory handed on by a tail call: each tenant's starts
+/// in the last window, as milliseconds before the wake-up's `at`, newest
+/// first.
+pub type Served = BTreeMap<String, Vec<u32>>;
+
 /// The body of a wake-up message. Receivers do not depend on it (any message
-/// wakes them); it is there for logs and traces.
+/// wakes them); it is there for logs and traces, and a tail call's hands on
+/// what the next invocation of the loop should remember (`served`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Wakeup {
     /// Which function sent it: `trigger`, `process`, …
@@ -37,6 +43,11 @@ pub struct Wakeup {
     /// for ends.
     #[serde(default, rename = "wakeAt", skip_serializing_if = "Option::is_none")]
     pub wake_at: Option<u64>,
+    /// A tail call's: the fair share's ledger of starts
+    /// (`process::select::fair`), so the next invocation does not hand the
+    /// flooding tenant the top again. At most 32 KB.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub served: Served,
 }
 
 impl Wakeup {
@@ -50,7 +61,22 @@ impl Wakeup {
             group: None,
             previous_trace: None,
             wake_at: None,
+            served: Served::new(),
         }
+    }
+
+    /// This wake-up's `served`, counted back from `at` instead (a later
+    /// epoch ms): what the trigger forwards of a tail call, so the next
+    /// invocation reads the starts as old as they are.
+    pub fn served_from(&self, at: u64) -> Served {
+        let hop = u32::try_from(at.saturating_sub(self.at)).unwrap_or(u32::MAX);
+        self.served
+            .iter()
+            .map(|(tenant, ago)| {
+                let ago = ago.iter().map(|a| a.saturating_add(hop)).collect();
+                (tenant.clone(), ago)
+            })
+            .collect()
     }
 }
 
@@ -265,6 +291,17 @@ mod tests {
 
     fn wakeup() -> Wakeup {
         Wakeup::new("trigger", "stream-insert", 1)
+    }
+
+    #[test]
+    fn a_forwarded_ledger_keeps_the_starts_as_old_as_they_are() {
+        let mut w = Wakeup::new("process", "tail-call", 10_000);
+        w.served.insert("flood".into(), vec![0, 2_500, u32::MAX]);
+        // Forwarded 120 ms later.
+        let served = w.served_from(10_120);
+        assert_eq!(served["flood"], vec![120, 2_620, u32::MAX]);
+        // A clock behind the sender's adds nothing.
+        assert_eq!(w.served_from(9_000), w.served);
     }
 
     /// An SNS endpoint that answers every publish and keeps the trace

@@ -8,6 +8,7 @@ pub mod contention;
 pub mod empty_maps;
 pub mod filter;
 pub mod iam;
+pub mod ideal;
 pub mod invoke;
 pub mod lambda_api;
 pub mod latency;

@@ -49,9 +49,35 @@ pub struct Workload {
     pub linger: Option<Duration>,
     /// process's `FAIR_SHARE` (a fair share per tenant).
     pub fair_share: bool,
+    /// process's `TENANT_MAX_IN_FLIGHT` (the fair share's opt-in cap).
+    pub tenant_max_in_flight: Option<std::num::NonZeroU32>,
 }
 
 impl Workload {
+    /// `rate` tasks a second for `duration` into the demo's downstream (5
+    /// slots of 500 ms), with a 20 s TTL on one shard, a 60 s budget,
+    /// through create, the fair share on and nothing else: what
+    /// `lifo simulate` runs when no flag says otherwise.
+    pub fn demo(rate: f64, duration: Duration, seed: u64) -> Self {
+        Self {
+            rate,
+            duration,
+            concurrency: 5,
+            latency: Duration::from_millis(500),
+            latency_jitter: 0.0,
+            ttl_seconds: 20,
+            shards: 1,
+            budget: Duration::from_secs(60),
+            seed,
+            rate_limit: None,
+            rest: process::select::rest::RestPolicy::default(),
+            through_create: true,
+            linger: None,
+            fair_share: true,
+            tenant_max_in_flight: None,
+        }
+    }
+
     /// Tasks per second the downstream can serve.
     pub fn capacity_per_second(&self) -> f64 {
         self.concurrency as f64 / self.latency.as_secs_f64().max(1e-3)
@@ -250,6 +276,7 @@ pub async fn run_specs(
             processors: 1,
             order,
             fair_share: workload.fair_share,
+            tenant_max_in_flight: workload.tenant_max_in_flight,
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         },
     ));
@@ -447,20 +474,9 @@ mod tests {
 
     fn workload(rate: f64, seconds: u64, seed: u64) -> Workload {
         Workload {
-            rate,
-            duration: Duration::from_secs(seconds),
-            concurrency: 5,
-            latency: Duration::from_millis(500),
-            latency_jitter: 0.0,
-            ttl_seconds: 20,
             shards: 4,
             budget: Duration::from_secs(10),
-            seed,
-            rate_limit: None,
-            rest: process::select::rest::RestPolicy::default(),
-            through_create: true,
-            linger: None,
-            fair_share: true,
+            ..Workload::demo(rate, Duration::from_secs(seconds), seed)
         }
     }
 

@@ -14,6 +14,7 @@ pub mod redrive;
 pub mod since;
 pub mod stats;
 pub mod tasks;
+pub mod tenants;
 
 pub use error::OpsError;
 pub use queue::{Produce, Queue, Settings};

@@ -202,7 +202,15 @@ pub(crate) async fn refill(
     exclude: &HashSet<String>,
     fair: Option<&mut Ledger>,
 ) -> Result<Vec<Candidate>, StoreError> {
-    match heads.to_read(want, exclude, Instant::now()) {
+    let mut read = heads.to_read(want, exclude, Instant::now());
+    if matches!(read, Read::Nothing)
+        && let Some(ledger) = fair.as_deref()
+        && heads.any_tenant()
+        && fair::needs_fresh_heads(heads, want, exclude, ledger, Instant::now())
+    {
+        read = Read::All;
+    }
+    match read {
         Read::Nothing => {}
         Read::All => {
             let now = now_ms();
@@ -220,9 +228,10 @@ pub(crate) async fn refill(
             heads.replace_some(&shards, read);
         }
     }
+    // The share orders the tenants from the first read that shows one.
     Ok(match fair {
-        Some(ledger) => fair::take(heads, want, exclude, ledger),
-        None => heads.take(want, exclude),
+        Some(ledger) if heads.any_tenant() => fair::take(heads, want, exclude, ledger),
+        _ => heads.take(want, exclude),
     })
 }
 
@@ -259,6 +268,8 @@ pub(crate) struct Claiming<'a, R> {
     /// A rest alarm wakes the queue when a later rest ends: the loop waits
     /// only for one that ends within [`MAX_REST_SLEEP`].
     pub alarm: bool,
+    /// The fair share's ledger the tail call before handed on.
+    pub handover: Option<&'a crate::wakeups::Handover>,
 }
 
 /// Takes one start from `limiter`: `Ok` (or no limit), or how long until
@@ -303,11 +314,31 @@ impl<R: TaskRunner> Claiming<'_, R> {
         };
         if self.config.fair_share {
             let group = assignment.group.map_or(0, |(g, _)| g);
-            let per_second = self.config.rate_limit.map(|l| {
-                lifo_core::groups::share(l.per_second.get(), group, self.config.processors.max(1))
+            let processors = self.config.processors.max(1);
+            let per_second = self
+                .config
+                .rate_limit
+                .map(|l| lifo_core::groups::share(l.per_second.get(), group, processors));
+            // Each processor caps its share of the slots.
+            let cap = self.config.tenant_max_in_flight.map(|n| {
+                let n = lifo_core::groups::share(n.get(), group, processors) as usize;
+                fair::Cap::new(n, capacity, per_second)
             });
-            state.fair =
-                Some(crate::select::fair::Ledger::new(per_second).in_order(self.config.order));
+            let mut ledger = Ledger::new(per_second)
+                .in_order(self.config.order)
+                .with_cap(cap);
+            if let Some(h) = self
+                .handover
+                .filter(|h| h.group == assignment.group.map(|(g, _)| g))
+            {
+                ledger.take_over(&h.served, h.at);
+                // The invocation before saw tenants: read as it did, and
+                // once deeper, to see again the tasks it kept in view
+                // under another tenant's newer ones.
+                tenanted = true;
+                heads.set_policy(fair::first_after_handover(policy));
+            }
+            state.fair = Some(ledger);
         }
         let mut control_read = Instant::now();
         // When there last was work: a candidate found, or a task running.
@@ -367,7 +398,7 @@ impl<R: TaskRunner> Claiming<'_, R> {
             let now = now_ms();
             if self.config.fair_share && !tenanted && heads.any_tenant() {
                 tenanted = true;
-                heads.set_policy(crate::select::fair::policy(policy));
+                heads.set_policy(fair::policy(policy));
             }
             let exclude = state.exclude();
             let mut candidates = refill(
@@ -377,9 +408,13 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 now.saturating_sub(self.config.max_ttl_seconds * 1000),
                 free,
                 &exclude,
-                state.fair.as_mut().filter(|_| tenanted),
+                state.fair.as_mut(),
             )
             .await?;
+            // After the first read of a handover, the share's usual reads.
+            if tenanted && heads.reads() > 0 && heads.policy() != fair::policy(policy) {
+                heads.set_policy(fair::policy(policy));
+            }
             let mut granted = 0;
             while granted < candidates.len() {
                 match take_start(limiter) {

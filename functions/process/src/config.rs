@@ -54,6 +54,11 @@ pub struct ProcessConfig {
     /// tenants have work, those served less lately go first, and one past
     /// its share of the rate limit last ([`crate::select::fair`]).
     pub fair_share: bool,
+    /// The opt-in per-tenant cap (`TENANT_MAX_IN_FLIGHT`; unset or 0:
+    /// none): a tenant never holds more of the runner's slots than this,
+    /// nor more than the same fraction of the rate limit, even when slots
+    /// are free ([`crate::select::fair::Cap`]). Needs the fair share.
+    pub tenant_max_in_flight: Option<NonZeroU32>,
 }
 
 impl ProcessConfig {
@@ -79,6 +84,7 @@ impl ProcessConfig {
             processors: 1,
             order: Order::Lifo,
             fair_share: true,
+            tenant_max_in_flight: None,
         }
     }
 
@@ -121,6 +127,31 @@ impl ProcessConfig {
             config::required(src, "TRIGGER_TOPIC_ARN")?,
         );
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let fair_share = config::value(src, "FAIR_SHARE", d.fair_share)?;
+        let tenant_max_in_flight = NonZeroU32::new(config::parsed(
+            src,
+            "TENANT_MAX_IN_FLIGHT",
+            0u32,
+            0..=10_000,
+        )?);
+        if let Some(cap) = tenant_max_in_flight {
+            let reason = if !fair_share {
+                Some("needs FAIR_SHARE=true: the cap is the fair share's".to_owned())
+            } else if cap.get() < processors {
+                Some(format!(
+                    "must be at least PROCESSOR_COUNT ({processors}): each processor takes an even share"
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(ConfigError::Invalid {
+                    name: "TENANT_MAX_IN_FLIGHT",
+                    value: cap.to_string(),
+                    reason,
+                });
+            }
+        }
         Ok(Self {
             shard_count,
             processors,
@@ -152,7 +183,8 @@ impl ProcessConfig {
             rate_limit,
             lease_margin: config::millis(src, "LEASE_MARGIN_MS", ms(d.lease_margin), 0..=60_000)?,
             order: config::value(src, "SELECTION_ORDER", d.order)?,
-            fair_share: config::value(src, "FAIR_SHARE", d.fair_share)?,
+            fair_share,
+            tenant_max_in_flight,
             ..d
         })
     }
@@ -217,6 +249,36 @@ mod tests {
         );
         let fifo = ProcessConfig::from_source(&env(&[("SELECTION_ORDER", "fifo")])).unwrap();
         assert_eq!(fifo.order, Order::Fifo);
+    }
+
+    #[test]
+    fn the_tenant_cap_is_opt_in_and_needs_the_fair_share() {
+        let off = ProcessConfig::from_source(&env(&[("TENANT_MAX_IN_FLIGHT", "0")])).unwrap();
+        assert_eq!(off.tenant_max_in_flight, None);
+        let on = ProcessConfig::from_source(&env(&[("TENANT_MAX_IN_FLIGHT", "4")])).unwrap();
+        assert_eq!(on.tenant_max_in_flight, NonZeroU32::new(4));
+        let err = ProcessConfig::from_source(&env(&[
+            ("TENANT_MAX_IN_FLIGHT", "4"),
+            ("FAIR_SHARE", "false"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "environment variable TENANT_MAX_IN_FLIGHT=\"4\" is invalid: \
+             needs FAIR_SHARE=true: the cap is the fair share's"
+        );
+        let err = ProcessConfig::from_source(&env(&[
+            ("TENANT_MAX_IN_FLIGHT", "2"),
+            ("SHARD_COUNT", "4"),
+            ("PROCESSOR_COUNT", "3"),
+        ]))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "TENANT_MAX_IN_FLIGHT=\"2\" is invalid: must be at least PROCESSOR_COUNT (3)"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub use error::ProcessError;
 pub use processor::Processor;
 pub use report::{ProcessReport, StopReason};
 pub use serve::{serve, serve_with};
-pub use wakeups::Wakeups;
+pub use wakeups::{Handover, Wakeups};
 
 #[cfg(test)]
 mod tests;

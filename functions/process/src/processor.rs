@@ -216,6 +216,7 @@ impl<R: TaskRunner> Processor<R> {
             config: &self.config,
             assignment: &assignment,
             alarm: self.alarm.is_some(),
+            handover: wake.handover.as_ref(),
         }
         .run(
             &mut report,
@@ -231,6 +232,14 @@ impl<R: TaskRunner> Processor<R> {
         // The tasks it put back and did not claim again: the rest alarms',
         // if it ends without a tail call.
         let rest_ends = state.unclaimed_rest_ends();
+        report.fairness = state.fair.as_ref().map(|l| l.fairness());
+        // What the next invocation of the loop remembers of the share.
+        let sent_at = now_ms();
+        let served = state
+            .fair
+            .as_mut()
+            .map(|l| l.handover(sent_at))
+            .unwrap_or_default();
         state.finish(&mut report);
         let outcome = outcome.and_then(|()| failure.map_or(Ok(()), Err));
         // A tail call only after claiming something (as in model/lifo.pml):
@@ -261,7 +270,8 @@ impl<R: TaskRunner> Processor<R> {
                 let wakeup = Wakeup {
                     group: assignment.group.map(|(g, _)| g),
                     previous_trace: lifo_lambda::xray::current().map(|t| t.root.to_string()),
-                    ..Wakeup::new("process", "tail-call", now_ms())
+                    served,
+                    ..Wakeup::new("process", "tail-call", sent_at)
                 };
                 self.tail.wake(&wakeup).await?;
                 report.tail_call = true;
@@ -299,6 +309,8 @@ impl<R: TaskRunner> Processor<R> {
             stop = ?report.stop,
             tailCall = report.tail_call,
             restAlarms = report.rest_alarms,
+            floodingStarts = report.fairness.map(|f| f.flooding_starts),
+            quietTenantsOldestAgeMs = report.fairness.and_then(|f| f.quiet_oldest_age_ms),
             elapsedMs = report.elapsed_ms,
             error = result.as_ref().err().map(|e| lifo_core::error::chain(e)),
         );

@@ -60,6 +60,9 @@ pub struct ProcessReport {
     /// Rest alarms set at the end ([`lifo_lambda::alarm`]).
     pub rest_alarms: usize,
     pub elapsed_ms: u64,
+    /// What the fair share saw, once tasks with a tenant were claimed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<crate::select::fair::Fairness>,
     /// Age at start (ms) of each claimed task, for the AgeAtStartMs metric.
     #[serde(skip)]
     pub ages_ms: Vec<u64>,
@@ -68,7 +71,20 @@ pub struct ProcessReport {
 impl ProcessReport {
     /// The invocation's metrics (EMF).
     pub fn metrics(&self) -> lifo_lambda::metrics::Metrics {
+        use lifo_lambda::metrics::Unit;
         let ages: Vec<f64> = self.ages_ms.iter().map(|a| *a as f64).collect();
+        // Fairness as SQS shows it for fair queues: how long the tenants
+        // that are not flooding wait, and how much the flooding ones get.
+        let fair = self.fairness.filter(|f| f.starts > 0);
+        let flooding_share: Vec<f64> = fair
+            .map(|f| 100.0 * f.flooding_starts as f64 / f.starts as f64)
+            .into_iter()
+            .collect();
+        let quiet_oldest: Vec<f64> = fair
+            .and_then(|f| f.quiet_oldest_age_ms)
+            .map(|ms| ms as f64)
+            .into_iter()
+            .collect();
         lifo_lambda::metrics::Metrics::new()
             .cold_start()
             .count("TasksClaimed", self.claimed.len())
@@ -88,11 +104,13 @@ impl ProcessReport {
             .count("TasksSuperseded", self.superseded)
             .count("TailCalls", usize::from(self.tail_call))
             .count("RestAlarms", self.rest_alarms)
+            .values("AgeAtStartMs", Unit::Milliseconds, &ages)
             .values(
-                "AgeAtStartMs",
-                lifo_lambda::metrics::Unit::Milliseconds,
-                &ages,
+                "FloodingTenantsShareOfStarts",
+                Unit::Percent,
+                &flooding_share,
             )
+            .values("QuietTenantsOldestAgeMs", Unit::Milliseconds, &quiet_oldest)
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::ProcessError;
 use lifo_lambda::Wakeup;
+use lifo_lambda::notify::Served;
 
 /// What woke an invocation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,6 +19,19 @@ pub struct Wakeups {
     /// The latest rest end a rest alarm among the wake-ups named (epoch
     /// ms): the invocation looks until then ([`lifo_lambda::alarm`]).
     pub wake_at: Option<u64>,
+    /// A tail call's fair-share ledger ([`crate::select::fair`]).
+    pub handover: Option<Handover>,
+}
+
+/// The fair share's ledger a tail call handed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handover {
+    /// When it was sent (epoch ms, the sender's clock): the starts are
+    /// counted back from it.
+    pub at: u64,
+    /// The shard group it was kept for (more than one processor).
+    pub group: Option<u32>,
+    pub served: Served,
 }
 
 impl Wakeups {
@@ -28,6 +42,7 @@ impl Wakeups {
             groups: Vec::new(),
             previous_trace: None,
             wake_at: None,
+            handover: None,
         }
     }
 
@@ -44,7 +59,10 @@ impl Wakeups {
     pub fn parse(event: serde_json::Value) -> Result<Self, ProcessError> {
         // serde reads a struct from an array too: `[[]]` would be an SNS
         // event of no records.
-        if !event.get("Records").is_some_and(serde_json::Value::is_array) {
+        if !event
+            .get("Records")
+            .is_some_and(serde_json::Value::is_array)
+        {
             return Err(ProcessError::Malformed(
                 "an SNS event is an object with a \"Records\" array".to_owned(),
             ));
@@ -54,8 +72,18 @@ impl Wakeups {
         let mut groups = Vec::new();
         let mut previous_trace = None;
         let mut wake_at: Option<u64> = None;
+        let mut handover = None;
         for r in &sns.records {
             let w = serde_json::from_str::<Wakeup>(&r.sns.message).ok();
+            if handover.is_none()
+                && let Some(w) = w.as_ref().filter(|w| !w.served.is_empty())
+            {
+                handover = Some(Handover {
+                    at: w.at,
+                    group: w.group,
+                    served: w.served.clone(),
+                });
+            }
             if previous_trace.is_none() {
                 previous_trace = w.as_ref().and_then(|w| w.previous_trace.clone());
             }
@@ -71,6 +99,7 @@ impl Wakeups {
             groups,
             previous_trace,
             wake_at,
+            handover,
         })
     }
 }

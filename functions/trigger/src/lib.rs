@@ -131,6 +131,9 @@ struct Groups {
     previous_trace: Option<String>,
     /// Rest alarms: the latest rest end they named.
     wake_at: Option<u64>,
+    /// Tail calls: the fair share's ledger each handed on, by the group it
+    /// named, forwarded to that group's processor.
+    handovers: std::collections::BTreeMap<Option<u32>, Wakeup>,
 }
 
 /// What invoked the trigger: the table stream, an SNS tail call, or the
@@ -270,6 +273,9 @@ impl Trigger {
                     // wakes names it (each starts a trace of its own).
                     if groups.previous_trace.is_none() {
                         groups.previous_trace = w.as_ref().and_then(|w| w.previous_trace.clone());
+                    }
+                    if let Some(w) = w.as_ref().filter(|w| !w.served.is_empty()) {
+                        groups.handovers.entry(w.group).or_insert_with(|| w.clone());
                     }
                     match w.and_then(|w| w.group) {
                         Some(g) => {
@@ -468,8 +474,7 @@ impl Trigger {
                 .filter(|(_, n)| **n > 0)
                 .map(|(shard, _)| lifo_core::groups::group_of(shard as u32, self.fanout.processors))
                 .collect(),
-            previous_trace: None,
-            wake_at: None,
+            ..Groups::default()
         };
         let mut outcome = TriggerOutcome {
             signals: usize::from(depth > 0),
@@ -515,13 +520,30 @@ impl Trigger {
     /// One wake-up, or with more than one processor one per group named
     /// (every group for `all`); how many were published.
     async fn publish(&self, reason: &'static str, groups: &Groups) -> Result<usize, NotifyError> {
+        let at = now_ms();
         let wakeup = Wakeup {
             previous_trace: groups.previous_trace.clone(),
             wake_at: groups.wake_at,
-            ..Wakeup::new("trigger", reason, now_ms())
+            ..Wakeup::new("trigger", reason, at)
         };
         let targets = self.fanout.targets(groups.all, &groups.named);
-        self.fanout.wake_all(&wakeup, &targets).await
+        if groups.handovers.is_empty() {
+            return self.fanout.wake_all(&wakeup, &targets).await;
+        }
+        // Each group's processor gets the ledger its tail call handed on.
+        for group in &targets {
+            let served = groups
+                .handovers
+                .get(group)
+                .map(|w| w.served_from(at))
+                .unwrap_or_default();
+            let wakeup = Wakeup {
+                served,
+                ..wakeup.clone()
+            };
+            self.fanout.wake(&wakeup, *group).await?;
+        }
+        Ok(targets.len())
     }
 }
 

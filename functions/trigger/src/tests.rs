@@ -435,6 +435,30 @@ async fn with_three_processors_each_wakeup_names_the_group_with_work() {
     assert_eq!(groups_of(&sent), vec![None]);
 }
 
+/// A tail call's fair-share ledger reaches the processor of its group,
+/// its starts as old as they are when the trigger forwards them.
+#[tokio::test]
+async fn a_tail_calls_ledger_is_forwarded_to_its_group() {
+    let (rule, sent) = recording();
+    let mut tail = fixture("trigger-tail-call.json");
+    let sent_at = lifo_core::now_ms();
+    tail["Records"][0]["Sns"]["Message"] = json!(format!(
+        r#"{{"source":"process","reason":"tail-call","at":{sent_at},"group":1,"served":{{"flood":[0,900]}}}}"#
+    ));
+    trigger(&rule)
+        .with_processors(2)
+        .handle_outcome(tail)
+        .await
+        .unwrap();
+    let sent = sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].group, Some(1));
+    let ago = &sent[0].served["flood"];
+    let hop = u64::from(ago[0]);
+    assert!(hop <= sent[0].at - sent_at, "{ago:?}");
+    assert_eq!(ago[1] - ago[0], 900);
+}
+
 /// A rest alarm that went off: the processor is woken (the fixture's rest
 /// ended long ago).
 #[tokio::test]

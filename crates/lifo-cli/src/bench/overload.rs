@@ -14,20 +14,9 @@ use std::time::Duration;
 /// against 20 arrivals/s.
 pub(super) fn overload(duration: Duration, ttl_seconds: u64) -> Workload {
     Workload {
-        rate: 20.0,
-        duration: duration.max(Duration::from_secs(1)),
-        concurrency: 5,
-        latency: Duration::from_millis(500),
         ttl_seconds,
-        shards: 1,
         budget: Duration::from_secs(10),
-        seed: 1,
-        rate_limit: None,
-        rest: process::select::rest::RestPolicy::default(),
-        through_create: true,
-        linger: None,
-        latency_jitter: 0.0,
-        fair_share: true,
+        ..Workload::demo(20.0, duration.max(Duration::from_secs(1)), 1)
     }
 }
 

@@ -147,10 +147,8 @@ async fn processors(config: Config, tasks: usize) -> anyhow::Result<Measured> {
         let p = p.clone();
         async move {
             let wake = Wakeups {
-                records: 1,
                 groups: vec![g as u32],
-                previous_trace: None,
-                wake_at: None,
+                ..Wakeups::one()
             };
             p.handle(&wake, SystemTime::now() + Duration::from_secs(900))
                 .await

@@ -17,9 +17,10 @@ pub const CLAIM_READ_PAGES: usize = 8;
 
 impl Store {
     /// The head of each of `shards` (in that order): its first `page`
-    /// claimable tasks in `order`, and whether that is all it holds. One
-    /// query per shard, in parallel (more only when the page held entries
-    /// that are not claimable now). Expired entries met on the way are shed
+    /// claimable tasks in `order` at most, and whether that is all it
+    /// holds. One query per shard, in parallel (more only when the page
+    /// held fewer than half of `page` claimable now: tasks running, resting
+    /// or expired). Expired entries met on the way are shed
     /// before the next page is read ([`Store::shed`]), so no read meets
     /// them again; at most [`CLAIM_READ_PAGES`] pages per shard, after
     /// which the head counts as cut short.
@@ -87,7 +88,11 @@ impl Store {
                     .fetch_add(shed as u64, std::sync::atomic::Ordering::Relaxed);
             }
             start = out.last_evaluated_key;
-            if found.len() >= want || start.is_none() || pages >= CLAIM_READ_PAGES {
+            // Half a page is enough to go on with: the rest of the shard
+            // is the next refill's (the head counts as cut short). A
+            // second page for the running tasks a page met would double
+            // every read.
+            if found.len() >= want.div_ceil(2) || start.is_none() || pages >= CLAIM_READ_PAGES {
                 let complete = start.is_none() && found.len() <= want;
                 found.truncate(want);
                 return Ok((found, complete));

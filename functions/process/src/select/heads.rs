@@ -54,6 +54,11 @@ pub struct HeadsPolicy {
     pub min_age: Duration,
     /// Read again when the heads are older than this.
     pub max_age: Duration,
+    /// With the fair share: of a read cut short, each tenant's candidates
+    /// in the heads before it that sort past its end are kept, up to this
+    /// many per tenant with the read's own ([`ShardHeads::replace`]); 0:
+    /// none.
+    pub keep_per_tenant: usize,
 }
 
 impl HeadsPolicy {
@@ -68,6 +73,7 @@ impl HeadsPolicy {
             min_claims: 2 * shards - 1,
             min_age: Duration::from_millis(100),
             max_age: Duration::from_secs(1),
+            keep_per_tenant: 0,
         }
     }
 }
@@ -91,6 +97,17 @@ pub struct ShardHeads {
     served: usize,
     reads: usize,
     partial_reads: usize,
+}
+
+/// One tenant's candidates in the heads ([`ShardHeads::tenant_heads`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantHead {
+    /// The index key of its first candidate in the claim order.
+    pub first: i64,
+    /// Its candidates waiting.
+    pub waiting: usize,
+    /// When its oldest candidate became claimable (epoch ms).
+    pub oldest_ms: u64,
 }
 
 /// What a refill must read ([`ShardHeads::to_read`]).
@@ -124,6 +141,11 @@ impl ShardHeads {
             reads: 0,
             partial_reads: 0,
         }
+    }
+
+    /// How old the heads are at `now` (`None`: never read).
+    pub fn age(&self, now: Instant) -> Option<Duration> {
+        self.read_at.map(|at| now.duration_since(at))
     }
 
     pub fn shards(&self) -> &[u32] {
@@ -217,6 +239,7 @@ impl ShardHeads {
     /// [`ShardHeads::shards`]), its candidates in order and whether that
     /// was all of it.
     pub fn replace(&mut self, read: Vec<(Vec<Candidate>, bool)>, now: Instant) {
+        let before = std::mem::take(&mut self.heads);
         self.heads = read
             .into_iter()
             .map(|(items, complete)| Head {
@@ -225,9 +248,50 @@ impl ShardHeads {
             })
             .collect();
         self.heads.resize(self.shards.len(), Head::default());
+        if self.policy.keep_per_tenant > 0 {
+            self.keep(before, lifo_core::now_ms());
+        }
         self.read_at = Some(now);
         self.served = 0;
         self.reads += 1;
+    }
+
+    /// Keeps, of the heads `before` a read, what the read cut short out of
+    /// view: the candidates past the end of a cut-short head, of tenants
+    /// with fewer than [`HeadsPolicy::keep_per_tenant`] in the heads, not
+    /// expired at `now_ms`. A tenant's tasks buried under another tenant's
+    /// newer ones stay in view without a deeper read; one that was claimed
+    /// or cancelled meanwhile fails its conditional claim.
+    fn keep(&mut self, before: Vec<Head>, now_ms: u64) {
+        let limit = self.policy.keep_per_tenant;
+        let mut per_tenant: HashMap<String, usize> = HashMap::new();
+        for c in self.heads.iter().flat_map(|h| &h.items) {
+            *per_tenant.entry(c.tenant_name().to_owned()).or_default() += 1;
+        }
+        let order = self.order;
+        for (head, old) in self.heads.iter_mut().zip(before) {
+            let Some(end) = head.items.back().map(|c| c.claimable_at) else {
+                continue;
+            };
+            if head.complete {
+                continue;
+            }
+            let read: HashSet<String> = head.items.iter().map(|c| c.task_id.clone()).collect();
+            for c in old.items {
+                let past_end = match order {
+                    Order::Lifo => c.claimable_at < end,
+                    Order::Fifo => c.claimable_at > end,
+                };
+                if !past_end || read.contains(&c.task_id) || c.expires_at <= now_ms / 1000 {
+                    continue;
+                }
+                let n = per_tenant.entry(c.tenant_name().to_owned()).or_default();
+                if *n < limit {
+                    *n += 1;
+                    head.items.push_back(c);
+                }
+            }
+        }
     }
 
     /// Up to `want` candidates in order, skipping those in `exclude`. Stops
@@ -238,25 +302,54 @@ impl ShardHeads {
     }
 
     /// Each tenant with candidates waiting in the heads (none in
-    /// `exclude`), with the index key of its first one in the claim order.
-    pub fn tenant_heads(&self, exclude: &HashSet<String>) -> HashMap<String, i64> {
-        let mut out: HashMap<String, &Candidate> = HashMap::new();
+    /// `exclude`): the index key of its first one in the claim order, how
+    /// many wait, and when its oldest became claimable.
+    pub fn tenant_heads(&self, exclude: &HashSet<String>) -> HashMap<String, TenantHead> {
+        let mut out: HashMap<String, (&Candidate, usize, u64)> = HashMap::new();
         for c in self
             .heads
             .iter()
             .flat_map(|h| &h.items)
             .filter(|c| !exclude.contains(&c.task_id))
         {
-            let tenant = c.tenant_name();
-            match out.get_mut(tenant) {
-                Some(first) if before(self.order, c, first) => *first = c,
-                Some(_) => {}
+            let at = lifo_core::priority::at_ms(c.claimable_at);
+            match out.get_mut(c.tenant_name()) {
+                Some((first, waiting, oldest)) => {
+                    if before(self.order, c, first) {
+                        *first = c;
+                    }
+                    *waiting += 1;
+                    *oldest = (*oldest).min(at);
+                }
                 None => {
-                    out.insert(tenant.to_owned(), c);
+                    out.insert(c.tenant_name().to_owned(), (c, 1, at));
                 }
             }
         }
-        out.into_iter().map(|(t, c)| (t, c.claimable_at)).collect()
+        out.into_iter()
+            .map(|(t, (c, waiting, oldest_ms))| {
+                let head = TenantHead {
+                    first: c.claimable_at,
+                    waiting,
+                    oldest_ms,
+                };
+                (t, head)
+            })
+            .collect()
+    }
+
+    /// The index key of `tenant`'s first candidate in the claim order (none
+    /// in `exclude`), if one waits in the heads.
+    pub fn tenant_first(&self, tenant: &str, exclude: &HashSet<String>) -> Option<i64> {
+        self.heads
+            .iter()
+            .filter_map(|h| {
+                h.items
+                    .iter()
+                    .find(|c| c.tenant_name() == tenant && !exclude.contains(&c.task_id))
+            })
+            .reduce(|a, b| if before(self.order, b, a) { b } else { a })
+            .map(|c| c.claimable_at)
     }
 
     /// [`ShardHeads::take`] of the candidates `admit` accepts, in order.
@@ -350,6 +443,60 @@ mod tests {
     }
 
     #[test]
+    fn with_the_fair_share_a_tenant_buried_by_a_cut_short_read_stays_in_view() {
+        let t = |id: &str, tenant: &str, at: i64| Candidate {
+            tenant: Some(tenant.into()),
+            ..c(id, at)
+        };
+        let expired = Candidate {
+            expires_at: 1,
+            ..t("q6", "quiet", 6)
+        };
+        let first = vec![
+            t("f9", "flood", 9),
+            expired,
+            t("q5", "quiet", 5),
+            t("q4", "quiet", 4),
+            t("q3", "quiet", 3),
+            t("f2", "flood", 2),
+        ];
+        // The flood's newer tasks fill the next read, cut short.
+        let second = vec![
+            t("f12", "flood", 12),
+            t("f11", "flood", 11),
+            t("f10", "flood", 10),
+        ];
+        let none = HashSet::new();
+        let now = Instant::now();
+        let taken = |keep: usize| {
+            let policy = HeadsPolicy {
+                keep_per_tenant: keep,
+                ..HeadsPolicy::new(1, 5)
+            };
+            let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
+            h.replace(vec![(first.clone(), false)], now);
+            h.replace(vec![(second.clone(), false)], now);
+            let got: Vec<String> = h.take(10, &none).into_iter().map(|c| c.task_id).collect();
+            got
+        };
+        // The quiet tenant's first two stay (the limit), past the read's
+        // end; not the expired one, nor the flood's (it has three in the
+        // read).
+        assert_eq!(taken(2), ["f12", "f11", "f10", "q5", "q4"]);
+        // Without the fair share, the read is all there is.
+        assert_eq!(taken(0), ["f12", "f11", "f10"]);
+        // A read in full holds every claimable task: nothing is kept.
+        let policy = HeadsPolicy {
+            keep_per_tenant: 2,
+            ..HeadsPolicy::new(1, 5)
+        };
+        let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
+        h.replace(vec![(first.clone(), false)], now);
+        h.replace(vec![(second.clone(), true)], now);
+        assert_eq!(h.take(10, &none).len(), 3);
+    }
+
+    #[test]
     fn a_cut_short_shard_blocks_the_merge_when_used_up() {
         let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 8));
         let now = Instant::now();
@@ -392,6 +539,7 @@ mod tests {
             min_claims: 2,
             min_age: Duration::from_millis(100),
             max_age: Duration::from_secs(1),
+            keep_per_tenant: 0,
         };
         let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
         let t0 = Instant::now();
@@ -442,13 +590,24 @@ mod tests {
             now,
         );
         let none = HashSet::new();
+        let head = |first, waiting, oldest_ms| TenantHead {
+            first,
+            waiting,
+            oldest_ms,
+        };
         assert_eq!(
             h.tenant_heads(&none),
-            HashMap::from([("a".to_owned(), 9), ("b".to_owned(), 6)]),
-            "each tenant's first candidate in the claim order"
+            HashMap::from([
+                ("a".to_owned(), head(9, 3, 7)),
+                ("b".to_owned(), head(6, 2, 3))
+            ]),
+            "each tenant's first candidate in the claim order, its count, its oldest"
         );
         let past_a9 = HashSet::from(["a9".to_owned()]);
-        assert_eq!(h.tenant_heads(&past_a9).get("a"), Some(&8));
+        assert_eq!(h.tenant_heads(&past_a9).get("a"), Some(&head(8, 2, 7)));
+        assert_eq!(h.tenant_first("a", &past_a9), Some(8));
+        assert_eq!(h.tenant_first("b", &none), Some(6));
+        assert_eq!(h.tenant_first("c", &none), None);
         let only_b: Vec<String> = h
             .take_by(2, &none, |c| c.tenant.as_deref() == Some("b"))
             .into_iter()

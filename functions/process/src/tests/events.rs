@@ -36,6 +36,7 @@ fn a_wakeup_that_names_a_group_is_read() {
             groups: vec![2],
             previous_trace: None,
             wake_at: None,
+            handover: None,
         }
     );
 }
@@ -54,4 +55,30 @@ fn a_rest_alarms_wakeup_names_when_its_rests_end() {
         serde_json::json!(r#"{"source":"trigger","reason":"rest-end","at":1,"wakeAt":7000}"#);
     event["Records"].as_array_mut().unwrap().push(second);
     assert_eq!(Wakeups::parse(event).unwrap().wake_at, Some(7000));
+}
+
+#[test]
+fn a_tail_call_hands_on_the_fair_share_s_ledger() {
+    let mut event: serde_json::Value =
+        serde_json::from_str(include_str!("../../../../events/process-wakeup.json")).unwrap();
+    let mut wakeup = lifo_lambda::Wakeup::new("process", "tail-call", 1_000);
+    wakeup.group = Some(1);
+    wakeup.served.insert("flood".into(), vec![10, 400, 9_000]);
+    event["Records"][0]["Sns"]["Message"] =
+        serde_json::json!(serde_json::to_string(&wakeup).unwrap());
+    let got = Wakeups::parse(event).unwrap();
+    assert_eq!(
+        got.handover,
+        Some(crate::wakeups::Handover {
+            at: 1_000,
+            group: Some(1),
+            served: wakeup.served.clone(),
+        })
+    );
+    // What travels: `served`, tenant to milliseconds before `at`.
+    let message = serde_json::to_value(&wakeup).unwrap();
+    assert_eq!(
+        message["served"],
+        serde_json::json!({"flood": [10, 400, 9000]})
+    );
 }

@@ -136,6 +136,7 @@ fn processor_with(
         lease_margin: Duration::from_millis(100),
         order: lifo_core::Order::Lifo,
         fair_share: true,
+        tenant_max_in_flight: None,
     };
     let runner = Arc::new(SimulatedRunner::new(2, Duration::from_millis(5), 0.0, 0.0));
     Processor::new(

@@ -2,8 +2,9 @@
 //! LIFO queue, each through the local pipeline (AWS's timings, the
 //! template's settings) against a run that shows what they change:
 //!
-//! - **tenants**: ten tenants, one arriving at 10× the others' rate, with
-//!   the fair share on and off, and the same arrivals without that tenant;
+//! - **tenants**: nine tenants and one or more flooding ones, with the
+//!   fair share on, capped and off, and the nine alone, against the ideal
+//!   scheduler ([`tenants`]);
 //! - **keys**: 50 keys, each updated about once a second, with
 //!   `supersedeKey` (latest wins) and without;
 //! - **priorities**: 2× overload with half the arrivals `high`, and the high
@@ -24,6 +25,8 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
+
+pub mod tenants;
 
 /// Each run of a mix takes the downstream's latency ± this (uniform).
 pub const JITTER: f64 = 0.5;
@@ -120,7 +123,7 @@ fn spec(n: usize, ttl: u64, extra: Value) -> Value {
 }
 
 /// The runs of `mix` over `base`'s downstream.
-fn plans(mix: Mix, base: &Workload) -> Vec<Plan> {
+fn plans(mix: Mix, base: &Workload, tenants: &tenants::TenantsArgs) -> Vec<Plan> {
     let cap = base.capacity_per_second();
     let ttl = base.ttl_seconds;
     let mut w = base.clone();
@@ -129,32 +132,7 @@ fn plans(mix: Mix, base: &Workload) -> Vec<Plan> {
     // latency the slots free in lockstep, every run of the mix alike.
     w.latency_jitter = JITTER;
     match mix {
-        Mix::Tenants => {
-            // Nine tenants at 60% of the capacity together, a tenth at 10×
-            // each of them: 1.27× load with it, 0.6× without.
-            let r = 0.6 * cap / 9.0;
-            let mut rates = vec![10.0 * r];
-            rates.extend([r; 9]);
-            let all = merged(&w, &rates);
-            let tagged = |skip_heavy: bool| -> Vec<(Duration, Value)> {
-                all.iter()
-                    .enumerate()
-                    .filter(|(_, (_, t))| !(skip_heavy && *t == 0))
-                    .map(|(n, (at, t))| {
-                        (*at, spec(n, ttl, json!({"tenant": format!("tenant-{t}")})))
-                    })
-                    .collect()
-            };
-            let mut on = w.clone();
-            on.fair_share = true;
-            let mut off = w.clone();
-            off.fair_share = false;
-            vec![
-                plan("tenant-0 absent", &on, tagged(true)),
-                plan("fair share on", &on, tagged(false)),
-                plan("fair share off", &off, tagged(false)),
-            ]
-        }
+        Mix::Tenants => tenants::plans(&w, tenants),
         Mix::Keys => {
             // 50 keys, each updated about once a second: 5× the capacity
             // of the default downstream.
@@ -202,22 +180,23 @@ fn plans(mix: Mix, base: &Workload) -> Vec<Plan> {
     }
 }
 
-/// The class a task is shown under in `mix`.
-fn class_of(mix: Mix, t: &Task) -> String {
+/// The class a task is shown under in `run` of `mix`.
+fn class_of(mix: Mix, run: &str, t: &Task) -> String {
     match mix {
-        Mix::Tenants => match t.tenant.as_deref() {
-            Some("tenant-0") => "tenant-0 (10×)".to_owned(),
-            _ => "the other nine".to_owned(),
-        },
+        Mix::Tenants => tenants::class_of(run, t),
         Mix::Keys => "every task".to_owned(),
         Mix::Priorities => t.priority().as_str().to_owned(),
     }
 }
 
 /// Runs `mix` on fresh stacks, one per run.
-pub async fn run(mix: Mix, base: &Workload) -> anyhow::Result<Vec<MixRun>> {
+pub async fn run(
+    mix: Mix,
+    base: &Workload,
+    tenants: &tenants::TenantsArgs,
+) -> anyhow::Result<Vec<MixRun>> {
     let mut runs = Vec::new();
-    for p in plans(mix, base) {
+    for p in plans(mix, base, tenants) {
         eprintln!(
             "mix {} / {}: {} arrivals over {} s into {:.1} tasks/s",
             mix.name(),
@@ -237,7 +216,7 @@ pub async fn run(mix: Mix, base: &Workload) -> anyhow::Result<Vec<MixRun>> {
         .with_context(|| format!("the {} mix, {}", mix.name(), p.label))?;
         let mut classes: Vec<(String, Vec<Task>)> = Vec::new();
         for t in &outcome.tasks {
-            let class = class_of(mix, t);
+            let class = class_of(mix, &p.label, t);
             match classes.iter_mut().find(|(c, _)| *c == class) {
                 Some((_, list)) => list.push(t.clone()),
                 None => classes.push((class, vec![t.clone()])),
@@ -359,19 +338,9 @@ pub fn table(mix: Mix, rows: &[ClassRow]) -> String {
     };
     let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
     let _ = match mix {
-        Mix::Tenants => writeln!(
-            out,
-            "\nThe other nine tenants' p95 age at start: {:.2}× their p95 without tenant-0 with the \
-             fair share on, {:.2}× with it off.",
-            ratio(
-                p95("fair share on", "the other nine"),
-                p95("tenant-0 absent", "the other nine")
-            ),
-            ratio(
-                p95("fair share off", "the other nine"),
-                p95("tenant-0 absent", "the other nine")
-            ),
-        ),
+        // The tenants mix's comparisons are its summary
+        // ([`tenants::summary`]), over every seed.
+        Mix::Tenants => Ok(()),
         Mix::Keys => writeln!(
             out,
             "\nWithout a key, every start after a newer task of its key was created is work nobody \
@@ -422,7 +391,7 @@ pub fn plot(
         .first()
         .map_or(0.0, |r| r.outcome.workload.duration.as_secs_f64());
     let title = match mix {
-        Mix::Tenants => "Age at start: ten tenants, tenant-0 at 10× each other's rate",
+        Mix::Tenants => "Age at start: nine tenants and the flooding ones",
         Mix::Keys => "Age at start: 50 keys, each updated every second (5× load)",
         Mix::Priorities => "Age at start: 2× overload, half of it high",
     };

@@ -1,68 +1,40 @@
-//! A fair share per tenant: when several tenants have work, the tenants
-//! served less lately than the most served one go first, newest first
-//! within each, and a tenant past its share of the rate limit goes last; a
-//! tenant alone gets everything.
-//!
-//! The mechanism is a per-tenant order while claiming, not a change of the
-//! index: a task's `tenant` is projected into the claimable index, so the
-//! processor sees it on each candidate at no extra read. Each free slot
-//! goes to one waiting tenant ([`Shares::pick`]), which gives its newest
-//! task:
-//! - a tenant served less in the last [`WINDOW`] than the most served one
-//!   (under its share) goes before one at the top, so the tenant that
-//!   floods the queue gets what the others leave free, and no slot idles
-//!   while anyone has work;
-//! - among the tenants under the top, the one that has waited longest
-//!   (since its newest task was written, or since its last start if that
-//!   came later) goes first: across them, as near to first come, first
-//!   served as newest first within each allows. Their p95 age at start is
-//!   what the share is judged by, and ordering them by service instead let
-//!   an unlucky task be passed over again and again;
-//! - with a rate limit, a tenant past `ceil(per_second / active)` starts
-//!   in the last second goes last (active: running, or waiting in the
-//!   heads);
-//! - priorities come first: all this orders the tenants within a priority.
-//!
-//! Service is counted in starts, not slot-time: runs of one downstream take
-//! about as long whoever's task they run. Tasks without a tenant share one
-//! (the empty name).
-//!
-//! The LIFO guarantee that remains: within a tenant, exactly what the
-//! heads give ([`super::heads`]); across the tenants of a priority, a newer
-//! task is passed over only for a tenant under the top, or because its own
-//! tenant is past its share of the rate. What it costs, once tasks with a
-//! tenant are seen (a queue without tenants pays nothing): the tenant's
-//! name in each index entry, and reads of [`PAGE`] entries per shard,
-//! again after [`MIN_AGE`] ([`policy`]).
+//! The fair share's books: what each tenant has running and was served in
+//! the last [`WINDOW`] ([`Ledger`], one per invocation, handed on by a tail
+//! call), and one claim round's admission ([`Shares`]): which waiting
+//! tenant the next free slot goes to.
 
-use super::heads::ShardHeads;
-use lifo_core::{Candidate, Order, now_ms};
+use lifo_core::Order;
+use lifo_core::priority::{Priority, at_ms};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-/// Candidates per shard per read with the fair share on: a tenant's task
-/// deeper than this under other tenants' newer tasks is not seen (and gets
-/// no slot) until those are claimed or the heads are read again.
-pub const PAGE: usize = 40;
-
-/// With the fair share on, heads that served a claim are read again once
-/// this old (not 100 ms): a task that a tenant under its share wrote a
-/// moment ago is seen before a free slot goes to a tenant above it.
-pub const MIN_AGE: Duration = Duration::from_millis(20);
-
-/// The heads' policy once tasks with a tenant are seen: reads of [`PAGE`]
-/// entries per shard, again after [`MIN_AGE`]. A queue whose tasks have no
-/// tenant keeps `base` and pays nothing for the fair share.
-pub fn policy(base: super::heads::HeadsPolicy) -> super::heads::HeadsPolicy {
-    super::heads::HeadsPolicy {
-        page: base.page.max(PAGE),
-        min_age: MIN_AGE,
-        ..base
-    }
-}
-
 /// How far back service counts.
 pub const WINDOW: Duration = Duration::from_secs(10);
+
+/// The per-tenant cap (`TENANT_MAX_IN_FLIGHT`, opt-in): a tenant never
+/// holds more than `in_flight` slots of this invocation, nor starts more
+/// than `per_second` tasks a second (its matching share of the rate
+/// limit), even when slots are free. Isolation for a price: a tenant at
+/// its cap waits while slots idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cap {
+    pub in_flight: usize,
+    pub per_second: Option<usize>,
+}
+
+impl Cap {
+    /// The cap of an invocation with `capacity` slots and `per_second`
+    /// starts a second (if rate limited): `in_flight` slots, and the same
+    /// fraction of the rate, at least one start a second.
+    pub fn new(in_flight: usize, capacity: usize, per_second: Option<u32>) -> Self {
+        let in_flight = in_flight.max(1);
+        Self {
+            in_flight,
+            per_second: per_second
+                .map(|r| (r as usize * in_flight).div_ceil(capacity.max(1)).max(1)),
+        }
+    }
+}
 
 /// What one invocation's tenants have running and were served lately.
 #[derive(Debug, Clone, Default)]
@@ -71,12 +43,31 @@ pub struct Ledger {
     per_second: Option<u32>,
     /// The claim order (newest first unless comparing with FIFO).
     order: Order,
+    cap: Option<Cap>,
     running: HashMap<String, usize>,
     /// Task id → tenant, for the tasks running.
     by_task: HashMap<String, String>,
-    /// Start times within [`WINDOW`], per tenant, epoch ms: the wall
-    /// clock, as the index keys a tenant's waiting time is read from.
-    starts: HashMap<String, VecDeque<u64>>,
+    /// Start times within [`WINDOW`], per tenant, epoch ms, oldest first:
+    /// the wall clock, as the index keys a tenant's waiting time is read
+    /// from.
+    pub(super) starts: HashMap<String, VecDeque<u64>>,
+    /// The tenants flooding at the last round ([`Shares::flooding`]).
+    flooding: HashSet<String>,
+    /// What operators see of the share ([`Fairness`]).
+    seen: Fairness,
+}
+
+/// What an invocation saw of the fair share, for its metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fairness {
+    /// Starts of tasks with the fair share's ledger.
+    pub starts: usize,
+    /// Of them, starts of a tenant that was flooding at the time.
+    pub flooding_starts: usize,
+    /// The oldest age (ms) of a task waiting in the heads, among the
+    /// tenants not flooding, at any round.
+    pub quiet_oldest_age_ms: Option<u64>,
 }
 
 /// One claim round's admission: each tenant's service, counting what this
@@ -85,12 +76,15 @@ pub struct Ledger {
 pub struct Shares {
     /// Each tenant's share of the starts in a second, if rate limited.
     per_second: Option<usize>,
+    cap: Option<Cap>,
     /// Starts in the window, per tenant.
     served: HashMap<String, usize>,
-    /// Starts in the last second, per tenant (rate limited only).
+    /// Starts in the last second, per tenant.
     last_second: HashMap<String, usize>,
     /// Each tenant's last start, epoch ms.
     last_start_ms: HashMap<String, u64>,
+    /// Tasks running, per tenant, counting this round's admissions.
+    running: HashMap<String, usize>,
     /// This round's time, epoch ms.
     now_ms: u64,
     order: Order,
@@ -111,6 +105,11 @@ impl Ledger {
         Self { order, ..self }
     }
 
+    /// The same with a per-tenant cap.
+    pub fn with_cap(self, cap: Option<Cap>) -> Self {
+        Self { cap, ..self }
+    }
+
     /// Books the start of `task_id` for `tenant` at `now_ms` (epoch ms).
     pub fn start(&mut self, task_id: &str, tenant: &str, now_ms: u64) {
         *self.running.entry(tenant.to_owned()).or_default() += 1;
@@ -119,6 +118,8 @@ impl Ledger {
             .entry(tenant.to_owned())
             .or_default()
             .push_back(now_ms);
+        self.seen.starts += 1;
+        self.seen.flooding_starts += usize::from(self.flooding.contains(tenant));
     }
 
     /// Books the end of `task_id` (a run that ended, a claim that failed).
@@ -138,6 +139,43 @@ impl Ledger {
         self.running.get(tenant).copied().unwrap_or(0)
     }
 
+    /// What the invocation saw of the share so far.
+    pub fn fairness(&self) -> Fairness {
+        self.seen
+    }
+
+    /// Books what one round saw: the tenants flooding, and the oldest age
+    /// of a task waiting among the others.
+    pub fn observe(&mut self, flooding: HashSet<String>, quiet_oldest_age_ms: Option<u64>) {
+        self.flooding = flooding;
+        self.seen.quiet_oldest_age_ms = self.seen.quiet_oldest_age_ms.max(quiet_oldest_age_ms);
+    }
+
+    /// Drops the starts older than [`WINDOW`] at `now_ms`.
+    pub(super) fn forget(&mut self, now_ms: u64) {
+        let window = WINDOW.as_millis() as u64;
+        for times in self.starts.values_mut() {
+            while times
+                .front()
+                .is_some_and(|t| now_ms.saturating_sub(*t) >= window)
+            {
+                times.pop_front();
+            }
+        }
+        self.starts.retain(|_, t| !t.is_empty());
+    }
+
+    /// The tenants flooding among `waiting` (each with its tasks waiting
+    /// in the heads) and those running ([`lifo_core::order::flooding`]).
+    pub fn flooding(&self, waiting: &HashMap<String, usize>) -> HashSet<String> {
+        lifo_core::order::flooding(
+            waiting
+                .iter()
+                .chain(self.running.iter())
+                .map(|(t, n)| (t.as_str(), *n)),
+        )
+    }
+
     /// The admission of one round at `now_ms` (epoch ms), with `waiting`
     /// the tenants of the candidates waiting in the heads.
     pub fn shares<'a>(
@@ -145,27 +183,27 @@ impl Ledger {
         waiting: impl IntoIterator<Item = &'a str>,
         now_ms: u64,
     ) -> Shares {
-        let mut active: HashSet<String> = self.running.keys().cloned().collect();
-        active.extend(waiting.into_iter().map(str::to_owned));
-        let n = active.len().max(1);
-        let ago = |t: &u64| Duration::from_millis(now_ms.saturating_sub(*t));
-        for times in self.starts.values_mut() {
-            while times.front().is_some_and(|t| ago(t) >= WINDOW) {
-                times.pop_front();
-            }
-        }
-        self.starts.retain(|_, t| !t.is_empty());
-        let second = Duration::from_secs(1);
+        let waiting: HashSet<&str> = waiting
+            .into_iter()
+            .filter(|t| !self.running.contains_key(*t))
+            .collect();
+        let n = (self.running.len() + waiting.len()).max(1);
+        self.forget(now_ms);
         let mut shares = Shares {
             per_second: self.per_second.map(|r| (r as usize).div_ceil(n).max(1)),
+            cap: self.cap,
             served: HashMap::new(),
             last_second: HashMap::new(),
             last_start_ms: HashMap::new(),
+            running: self.running.clone(),
             now_ms,
             order: self.order,
         };
         for (tenant, times) in &self.starts {
-            let recent = times.iter().filter(|t| ago(t) < second).count();
+            let recent = times
+                .iter()
+                .filter(|t| now_ms.saturating_sub(**t) < 1_000)
+                .count();
             shares.served.insert(tenant.clone(), times.len());
             shares.last_second.insert(tenant.clone(), recent);
             if let Some(last) = times.back() {
@@ -179,13 +217,26 @@ impl Ledger {
 impl Shares {
     /// Of the waiting tenants, each given with the index key of its first
     /// candidate (its newest, in LIFO order), the one the next free slot
-    /// goes to (the least by `rank`); `None` when none waits.
+    /// goes to (the least by `rank`); `None` when none waits, or every one
+    /// waiting is at its cap.
     pub fn pick<'a>(&self, waiting: impl IntoIterator<Item = (&'a str, i64)>) -> Option<&'a str> {
         let top = self.top();
         waiting
             .into_iter()
+            .filter(|(tenant, _)| !self.capped(tenant))
             .min_by_key(|(tenant, key)| (self.rank(tenant, *key, top), *tenant))
             .map(|(tenant, _)| tenant)
+    }
+
+    /// Whether `tenant` is at its cap: as many running as it may hold, or
+    /// as many starts in the last second as its share of the rate.
+    pub fn capped(&self, tenant: &str) -> bool {
+        self.cap.is_some_and(|cap| {
+            self.running.get(tenant).copied().unwrap_or(0) >= cap.in_flight
+                || cap
+                    .per_second
+                    .is_some_and(|r| self.last_second.get(tenant).copied().unwrap_or(0) >= r)
+        })
     }
 
     /// Where a waiting tenant stands, least first:
@@ -207,7 +258,7 @@ impl Shares {
             Order::Lifo => k.saturating_neg(),
             Order::Fifo => k,
         };
-        let priority = first(lifo_core::priority::Priority::of_key(key).shift());
+        let priority = first(Priority::of_key(key).shift());
         let served = self.served.get(tenant).copied().unwrap_or(0);
         let last = self.last_second.get(tenant).copied().unwrap_or(0);
         let over_rate = self.per_second.is_some_and(|s| last >= s);
@@ -217,18 +268,26 @@ impl Shares {
             (priority, 2, served, 0, first(key))
         } else if below_top {
             let last = self.last_start_ms.get(tenant).copied().unwrap_or(0);
-            let since =
-                i64::try_from(lifo_core::priority::at_ms(key).max(last)).unwrap_or(i64::MAX);
+            let since = i64::try_from(at_ms(key).max(last)).unwrap_or(i64::MAX);
             (priority, 0, since, served, first(key))
         } else {
             (priority, 1, served, 0, first(key))
         }
     }
 
+    /// Whether `tenant` is under the top and under its share of the rate:
+    /// the tenants a free slot goes to first.
+    pub fn favoured(&self, tenant: &str) -> bool {
+        let served = self.served.get(tenant).copied().unwrap_or(0);
+        let last = self.last_second.get(tenant).copied().unwrap_or(0);
+        served < self.top() && self.per_second.is_none_or(|s| last < s)
+    }
+
     /// Books one start of `tenant` in this round.
     pub fn book(&mut self, tenant: &str) {
         *self.served.entry(tenant.to_owned()).or_default() += 1;
         *self.last_second.entry(tenant.to_owned()).or_default() += 1;
+        *self.running.entry(tenant.to_owned()).or_default() += 1;
         self.last_start_ms.insert(tenant.to_owned(), self.now_ms);
     }
 
@@ -238,64 +297,22 @@ impl Shares {
     }
 }
 
-/// Up to `want` candidates of `heads` by the fair share: each free slot
-/// goes to the waiting tenant that [`Shares::pick`] names, and takes that
-/// tenant's first candidate in the claim order (its newest).
-pub fn take(
-    heads: &mut ShardHeads,
-    want: usize,
-    exclude: &HashSet<String>,
-    ledger: &mut Ledger,
-) -> Vec<Candidate> {
-    let mut taken = exclude.clone();
-    let mut waiting = heads.tenant_heads(&taken);
-    let mut shares = ledger.shares(waiting.keys().map(String::as_str), now_ms());
-    let mut out: Vec<Candidate> = Vec::with_capacity(want);
-    // Tenants whose first candidate sits behind a cut-short shard's end.
-    let mut blocked: HashSet<String> = HashSet::new();
-    while out.len() < want {
-        let next = shares.pick(
-            waiting
-                .iter()
-                .filter(|(t, _)| !blocked.contains(*t))
-                .map(|(t, key)| (t.as_str(), *key)),
-        );
-        let Some(tenant) = next.map(str::to_owned) else {
-            break;
-        };
-        let got = heads.take_by(1, &taken, |c| c.tenant_name() == tenant);
-        match got.into_iter().next() {
-            Some(c) => {
-                shares.book(&tenant);
-                taken.insert(c.task_id.clone());
-                out.push(c);
-                waiting = heads.tenant_heads(&taken);
-            }
-            None => {
-                blocked.insert(tenant);
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
-    use lifo_core::priority::Priority;
 
     /// The wall clock of the tests' rounds, epoch ms.
-    const NOW: u64 = 1_764_547_200_000;
+    pub(crate) const NOW: u64 = 1_764_547_200_000;
 
     /// Books `n` starts of `tenant` at `at` (epoch ms), still running.
-    fn started(l: &mut Ledger, tenant: &str, n: usize, at: u64) {
+    pub(crate) fn started(l: &mut Ledger, tenant: &str, n: usize, at: u64) {
         for i in 0..n {
             l.start(&format!("{tenant}{i}"), tenant, at);
         }
     }
 
     /// Books `n` starts of `tenant` at `at` that have ended.
-    fn ran(l: &mut Ledger, tenant: &str, n: usize, at: u64) {
+    pub(crate) fn ran(l: &mut Ledger, tenant: &str, n: usize, at: u64) {
         started(l, tenant, n, at);
         for i in 0..n {
             l.end(&format!("{tenant}{i}"));
@@ -440,5 +457,68 @@ mod tests {
             ("b", Priority::Normal.key(NOW - 10)),
         ];
         assert_eq!(s.pick(heads), Some("b"));
+    }
+
+    #[test]
+    fn a_tenant_at_its_cap_waits_though_slots_are_free() {
+        let mut l = Ledger::new(None).with_cap(Some(Cap::new(2, 5, None)));
+        started(&mut l, "a", 1, NOW);
+        let mut s = l.shares(["a"], NOW);
+        let a: Vec<u64> = (0..10).map(|i| NOW - i).collect();
+        // Five slots, one held by a: a gets one more, then waits.
+        assert_eq!(fill(&mut s, &[("a", &a)], 4), ["a"]);
+        assert!(s.capped("a"));
+        // b is not capped by a's cap.
+        assert_eq!(fill(&mut s, &[("a", &a), ("b", &[NOW])], 4), ["b"]);
+        // Once a run of a ends, a may start again.
+        l.end("a0");
+        let mut s = l.shares(["a"], NOW + 10);
+        assert_eq!(fill(&mut s, &[("a", &a)], 4), ["a", "a"]);
+    }
+
+    #[test]
+    fn the_cap_takes_its_share_of_the_rate_limit() {
+        // 2 of 5 slots at 10 starts a second: 4 a second for the tenant.
+        let cap = Cap::new(2, 5, Some(10));
+        assert_eq!(cap.per_second, Some(4));
+        assert_eq!(Cap::new(1, 5, Some(2)).per_second, Some(1));
+        let mut l = Ledger::new(Some(10)).with_cap(Some(cap));
+        ran(&mut l, "a", 4, NOW);
+        let s = l.shares(["a"], NOW + 100);
+        assert!(s.capped("a"));
+        assert_eq!(s.pick([("a", Priority::Normal.key(NOW))]), None);
+        let s = l.shares(["a"], NOW + 1_000);
+        assert!(!s.capped("a"));
+    }
+
+    #[test]
+    fn flooding_is_more_than_twice_the_mean_and_a_tenant_alone_never_floods() {
+        let mut l = Ledger::new(None);
+        started(&mut l, "f", 3, NOW);
+        let waiting: HashMap<String, usize> = [
+            ("f".to_owned(), 37),
+            ("a".to_owned(), 1),
+            ("b".to_owned(), 2),
+        ]
+        .into();
+        let flooding = l.flooding(&waiting);
+        assert_eq!(flooding, HashSet::from(["f".to_owned()]));
+        let alone: HashMap<String, usize> = [("f".to_owned(), 37)].into();
+        assert!(l.flooding(&alone).is_empty());
+        let even: HashMap<String, usize> = [("f".to_owned(), 1), ("a".to_owned(), 4)].into();
+        assert!(l.flooding(&even).is_empty());
+        // Starts are booked as flooding while the tenant floods.
+        l.observe(flooding, Some(120));
+        l.start("f9", "f", NOW);
+        l.start("a1", "a", NOW);
+        l.observe(HashSet::new(), Some(80));
+        assert_eq!(
+            l.fairness(),
+            Fairness {
+                starts: 5,
+                flooding_starts: 1,
+                quiet_oldest_age_ms: Some(120)
+            }
+        );
     }
 }

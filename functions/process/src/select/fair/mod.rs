@@ -1,0 +1,238 @@
+//! A fair share per tenant: when several tenants have work, the tenants
+//! served less lately than the most served one go first, newest first
+//! within each, and a tenant past its share of the rate limit goes last; a
+//! tenant alone gets everything.
+//!
+//! The mechanism is a per-tenant order while claiming, not a change of the
+//! index: a task's `tenant` is projected into the claimable index, so the
+//! processor sees it on each candidate at no extra read. Each free slot
+//! goes to one waiting tenant ([`Shares::pick`]), which gives its newest
+//! task:
+//! - a tenant served less in the last [`WINDOW`] than the most served one
+//!   (under its share) goes before one at the top, so the tenant that
+//!   floods the queue gets what the others leave free, and no slot idles
+//!   while anyone has work;
+//! - among the tenants under the top, the one that has waited longest
+//!   (since its newest task was written, or since its last start if that
+//!   came later) goes first: across them, as near to first come, first
+//!   served as newest first within each allows. Their p95 age at start is
+//!   what the share is judged by, and ordering them by service instead let
+//!   an unlucky task be passed over again and again;
+//! - with a rate limit, a tenant past `ceil(per_second / active)` starts
+//!   in the last second goes last (active: running, or waiting in the
+//!   heads);
+//! - priorities come first: all this orders the tenants within a priority;
+//! - with the opt-in cap ([`Cap`], `TENANT_MAX_IN_FLIGHT`), a tenant at its
+//!   cap gets no slot, free or not.
+//!
+//! Service is counted in starts, not slot-time: runs of one downstream take
+//! about as long whoever's task they run. Tasks without a tenant share one
+//! (the empty name). The ledger of starts is handed from one invocation of
+//! the tail-call loop to the next ([`handover`]).
+//!
+//! The LIFO guarantee that remains: within a tenant, exactly what the
+//! heads give ([`super::heads`]); across the tenants of a priority, a newer
+//! task is passed over only for a tenant under the top, or because its own
+//! tenant is past its share of the rate or at its cap. What it costs, once
+//! tasks with a tenant are seen (a queue without tenants pays nothing): the
+//! tenant's name in each index entry, and reads of up to [`PAGE`] entries
+//! per shard ([`policy`]).
+
+mod handover;
+mod ledger;
+
+pub use handover::MAX_BYTES as MAX_HANDOVER_BYTES;
+pub use ledger::{Cap, Fairness, Ledger, Shares, WINDOW};
+
+use super::heads::{HeadsPolicy, ShardHeads};
+use lifo_core::{Candidate, now_ms};
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+/// Candidates per shard per read with the fair share on. An index entry
+/// with a tenant name is about 170 bytes: 20 fit in one 4 KB read (0.5 read
+/// units). A tenant's task deeper than this under other tenants' newer
+/// tasks stays in view from the reads before ([`HeadsPolicy::keep_per_tenant`]).
+pub const PAGE: usize = 20;
+
+/// With the fair share on, heads that served a claim are read again once
+/// this old (without it, 100 ms): a slot for a favoured tenant is served
+/// from the heads in hand, and one for the tenant at the top waits for
+/// heads [`FRESH`] enough.
+pub const MIN_AGE: Duration = Duration::from_millis(250);
+
+/// With the fair share on, heads older than this are read again before a
+/// free slot goes to a tenant at the top (or past its share of the rate):
+/// a task that a tenant under its share wrote a moment ago is seen before
+/// the slot goes to the tenant that floods. A slot for a favoured tenant
+/// ([`Shares::favoured`]) is served from the heads in hand, as without
+/// the share: a task written since would wait behind the one it takes.
+pub const FRESH: Duration = Duration::from_millis(50);
+
+/// The heads' policy once tasks with a tenant are seen: reads of up to
+/// [`PAGE`] entries per shard, each tenant's candidates kept from read to
+/// read, again after [`MIN_AGE`]. A queue whose tasks have no tenant keeps `base` and
+/// pays nothing for the fair share.
+pub fn policy(base: HeadsPolicy) -> HeadsPolicy {
+    HeadsPolicy {
+        page: base.page.max(PAGE),
+        keep_per_tenant: PAGE,
+        min_age: MIN_AGE,
+        ..base
+    }
+}
+
+/// Entries per shard of an invocation's first read after a tail call that
+/// handed the ledger on (about 17 KB, 2.5 read units, once per
+/// invocation): the tasks the invocation before kept in view under another
+/// tenant's newer ones (up to [`PAGE`] per tenant) are seen again.
+pub const HANDOVER_PAGE: usize = 100;
+
+/// The heads' policy of an invocation's first read after a handover: as
+/// [`policy`], [`HANDOVER_PAGE`] deep; [`policy`] after it.
+pub fn first_after_handover(base: HeadsPolicy) -> HeadsPolicy {
+    HeadsPolicy {
+        page: HANDOVER_PAGE,
+        ..policy(base)
+    }
+}
+
+/// Whether `heads` must be read again before [`take`]: they are older than
+/// [`FRESH`] at `now`, and would give a slot to a tenant that is not
+/// favoured. Decided on copies: nothing is taken.
+pub fn needs_fresh_heads(
+    heads: &ShardHeads,
+    want: usize,
+    exclude: &HashSet<String>,
+    ledger: &Ledger,
+    now: std::time::Instant,
+) -> bool {
+    if heads.age(now).is_none_or(|age| age < FRESH) {
+        return false;
+    }
+    let (mut heads, mut ledger) = (heads.clone(), ledger.clone());
+    take_marked(&mut heads, want, exclude, &mut ledger).1
+}
+
+/// Up to `want` candidates of `heads` by the fair share: each free slot
+/// goes to the waiting tenant that [`Shares::pick`] names, and takes that
+/// tenant's first candidate in the claim order (its newest). The tenants'
+/// first candidates are found once; after each slot, only the served
+/// tenant's is looked up again.
+pub fn take(
+    heads: &mut ShardHeads,
+    want: usize,
+    exclude: &HashSet<String>,
+    ledger: &mut Ledger,
+) -> Vec<Candidate> {
+    take_marked(heads, want, exclude, ledger).0
+}
+
+/// As [`take`], and whether a slot went to a tenant that is not favoured.
+fn take_marked(
+    heads: &mut ShardHeads,
+    want: usize,
+    exclude: &HashSet<String>,
+    ledger: &mut Ledger,
+) -> (Vec<Candidate>, bool) {
+    let now = now_ms();
+    let mut to_unfavoured = false;
+    let mut taken = exclude.clone();
+    let seen = heads.tenant_heads(&taken);
+    let waiting: HashMap<String, usize> =
+        seen.iter().map(|(t, h)| (t.clone(), h.waiting)).collect();
+    let flooding = ledger.flooding(&waiting);
+    let quiet_oldest = seen
+        .iter()
+        .filter(|(t, _)| !flooding.contains(*t))
+        .map(|(_, h)| now.saturating_sub(h.oldest_ms))
+        .max();
+    ledger.observe(flooding, quiet_oldest);
+    let mut firsts: HashMap<String, i64> = seen.into_iter().map(|(t, h)| (t, h.first)).collect();
+    let mut shares = ledger.shares(firsts.keys().map(String::as_str), now);
+    let mut out: Vec<Candidate> = Vec::with_capacity(want);
+    while out.len() < want {
+        let next = shares.pick(firsts.iter().map(|(t, key)| (t.as_str(), *key)));
+        let Some(tenant) = next.map(str::to_owned) else {
+            break;
+        };
+        let got = heads.take_by(1, &taken, |c| c.tenant_name() == tenant);
+        match got.into_iter().next() {
+            Some(c) => {
+                to_unfavoured |= !shares.favoured(&tenant);
+                shares.book(&tenant);
+                taken.insert(c.task_id.clone());
+                out.push(c);
+                match heads.tenant_first(&tenant, &taken) {
+                    Some(key) => firsts.insert(tenant, key),
+                    None => firsts.remove(&tenant),
+                };
+            }
+            // Its first candidate sits behind a cut-short shard's end.
+            None => {
+                firsts.remove(&tenant);
+            }
+        }
+    }
+    (out, to_unfavoured)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ledger::tests::ran;
+    use super::*;
+    use lifo_core::Order;
+    use lifo_core::priority::Priority;
+    use std::time::Instant;
+
+    fn entry(id: &str, tenant: &str, at_ms: u64) -> Candidate {
+        Candidate {
+            tenant: Some(tenant.into()),
+            ..Candidate::pending(id, 0, Priority::Normal.key(at_ms))
+        }
+    }
+
+    fn heads(entries: Vec<Candidate>, read_at: Instant) -> ShardHeads {
+        let mut h = ShardHeads::new(Order::Lifo, vec![0], policy(HeadsPolicy::new(1, 5)));
+        h.replace(vec![(entries, true)], read_at);
+        h
+    }
+
+    #[test]
+    fn a_slot_for_the_tenant_at_the_top_waits_for_fresh_heads_a_favoured_one_does_not() {
+        let now = now_ms();
+        let mut ledger = Ledger::new(None);
+        ran(&mut ledger, "flood", 30, now - 2_000);
+        ran(&mut ledger, "quiet", 1, now - 2_000);
+        let none = HashSet::new();
+        let read_at = Instant::now();
+        // Only the flood waits: its slot wants heads at most FRESH old.
+        let h = heads(vec![entry("f1", "flood", now - 10)], read_at);
+        assert!(needs_fresh_heads(&h, 1, &none, &ledger, read_at + FRESH));
+        assert!(!needs_fresh_heads(
+            &h,
+            1,
+            &none,
+            &ledger,
+            read_at + FRESH / 2
+        ));
+        // A quiet task waits: the slot goes to it from the heads in hand.
+        let h = heads(
+            vec![
+                entry("f1", "flood", now - 10),
+                entry("q1", "quiet", now - 500),
+            ],
+            read_at,
+        );
+        assert!(!needs_fresh_heads(&h, 1, &none, &ledger, read_at + FRESH));
+        // Two slots: the second goes to the flood, so read first.
+        assert!(needs_fresh_heads(&h, 2, &none, &ledger, read_at + FRESH));
+        // Deciding took nothing.
+        let mut h = h;
+        let got: Vec<String> = take(&mut h, 2, &none, &mut ledger)
+            .into_iter()
+            .map(|c| c.task_id)
+            .collect();
+        assert_eq!(got, ["q1", "f1"]);
+    }
+}
