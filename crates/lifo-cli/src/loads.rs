@@ -5,6 +5,9 @@
 //!
 //! - **light**: one task every 5 s on average (Poisson), for `--light-seconds`;
 //! - **steady**: half the downstream's capacity, for 120 s;
+//! - **mild**: 1.2× its capacity, for 40 s (an overload the queue could
+//!   still catch up with: the one where newest first sheds what oldest
+//!   first would start in time);
 //! - **overload**: twice its capacity, for 40 s (the demo);
 //! - **burst**: 200 tasks within one second into an idle queue (nothing
 //!   running, no warm instance: a fresh stack is what ten idle minutes
@@ -31,17 +34,25 @@ use std::time::Duration;
 pub enum Load {
     Light,
     Steady,
+    Mild,
     Overload,
     Burst,
 }
 
 impl Load {
-    pub const ALL: [Load; 4] = [Load::Light, Load::Steady, Load::Overload, Load::Burst];
+    pub const ALL: [Load; 5] = [
+        Load::Light,
+        Load::Steady,
+        Load::Mild,
+        Load::Overload,
+        Load::Burst,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::Light => "light",
             Self::Steady => "steady",
+            Self::Mild => "mild",
             Self::Overload => "overload",
             Self::Burst => "burst",
         }
@@ -64,6 +75,10 @@ impl Load {
             Self::Steady => {
                 w.rate = capacity / 2.0;
                 w.duration = Duration::from_secs(120);
+            }
+            Self::Mild => {
+                w.rate = capacity * 1.2;
+                w.duration = Duration::from_secs(40);
             }
             Self::Overload => {
                 w.rate = capacity * 2.0;
@@ -208,4 +223,23 @@ pub fn json(rows: &[LoadRow]) -> Value {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_load_is_its_share_of_the_downstream_for_its_time() {
+        let base = simulate::Workload::demo(1.0, Duration::from_secs(1), 1);
+        let load = |l: Load| {
+            let (w, _) = l.arrivals(&base, 300);
+            (w.load(), w.duration.as_secs())
+        };
+        assert_eq!(load(Load::Steady), (0.5, 120));
+        assert_eq!(load(Load::Mild), (1.2, 40));
+        assert_eq!(load(Load::Overload), (2.0, 40));
+        let names: Vec<&str> = Load::ALL.iter().map(|l| l.name()).collect();
+        assert_eq!(names, ["light", "steady", "mild", "overload", "burst"]);
+    }
 }

@@ -57,8 +57,9 @@ pub struct SimulateArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=900))]
     pub budget: Option<u64>,
     /// Freshness at every load instead of one workload: light (a task every
-    /// 5 s), steady (half the downstream's capacity), overload (twice it),
-    /// burst (200 tasks into an idle queue); comma-separated.
+    /// 5 s), steady (half the downstream's capacity), mild (1.2× it for
+    /// 40 s), overload (twice it), burst (200 tasks into an idle queue);
+    /// comma-separated.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub load: Vec<crate::loads::Load>,
     /// A feature's workload instead: tenants (ten tenants, one at 10× the
