@@ -278,9 +278,11 @@ impl ShardHeads {
             }
             let read: HashSet<String> = head.items.iter().map(|c| c.task_id.clone()).collect();
             for c in old.items {
+                // Tasks written in one request share their key: one the
+                // read's page ended before sorts with its last entry.
                 let past_end = match order {
-                    Order::Lifo => c.claimable_at < end,
-                    Order::Fifo => c.claimable_at > end,
+                    Order::Lifo => c.claimable_at <= end,
+                    Order::Fifo => c.claimable_at >= end,
                 };
                 if !past_end || read.contains(&c.task_id) || c.expires_at <= now_ms / 1000 {
                     continue;
@@ -466,6 +468,8 @@ mod tests {
             t("f11", "flood", 11),
             t("f10", "flood", 10),
         ];
+        // A quiet task written with f10 (the same key), past the page.
+        let first = [vec![t("q10", "quiet", 10)], first].concat();
         let none = HashSet::new();
         let now = Instant::now();
         let taken = |keep: usize| {
@@ -479,10 +483,10 @@ mod tests {
             let got: Vec<String> = h.take(10, &none).into_iter().map(|c| c.task_id).collect();
             got
         };
-        // The quiet tenant's first two stay (the limit), past the read's
-        // end; not the expired one, nor the flood's (it has three in the
-        // read).
-        assert_eq!(taken(2), ["f12", "f11", "f10", "q5", "q4"]);
+        // The quiet tenant's first two stay (the limit), at or past the
+        // read's end; not the expired one, nor the flood's (it has three
+        // in the read).
+        assert_eq!(taken(2), ["f12", "f11", "f10", "q10", "q5"]);
         // Without the fair share, the read is all there is.
         assert_eq!(taken(0), ["f12", "f11", "f10"]);
         // A read in full holds every claimable task: nothing is kept.
