@@ -13,12 +13,16 @@ use std::time::Duration;
 
 /// Three tasks of a small tenant, then 30 newer ones of a big tenant.
 async fn flood(h: &Harness) {
+    flood_with(h, 30).await;
+}
+
+async fn flood_with(h: &Harness, big_tasks: usize) {
     let small: Vec<serde_json::Value> = (0..3)
         .map(|i| json!({"taskId": format!("small-{i}"), "tenant": "small", "payload": {}}))
         .collect();
     h.creator().handle(json!({ "tasks": small })).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let big: Vec<serde_json::Value> = (0..30)
+    let big: Vec<serde_json::Value> = (0..big_tasks)
         .map(|i| json!({"taskId": format!("big-{i:02}"), "tenant": "big", "payload": {}}))
         .collect();
     h.creator().handle(json!({ "tasks": big })).await.unwrap();
@@ -64,6 +68,27 @@ async fn a_flooding_tenant_gets_its_share_and_the_others_start_first() {
     );
     // The big tenant's newest still came first among its own.
     assert!(position(&report.claimed, "big-29") < position(&report.claimed, "big-00"));
+}
+
+/// A backlog deeper than a claim read's page: the invocation's first read
+/// goes deeper, so the small tenant's tasks under 80 newer ones of the big
+/// tenant are seen, and kept in view after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_under_a_deep_backlog_of_another_is_seen_from_the_first_read() {
+    let h = Harness::start(1).await;
+    flood_with(&h, 80).await;
+    let report = processor(&h, true)
+        .handle(&process::Wakeups::one(), deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.succeeded, 83);
+    for i in 0..3 {
+        assert!(
+            position(&report.claimed, &format!("small-{i}")) < 6,
+            "{:?}",
+            report.claimed
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

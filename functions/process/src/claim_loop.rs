@@ -332,13 +332,15 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 .filter(|h| h.group == assignment.group.map(|(g, _)| g))
             {
                 ledger.take_over(&h.served, h.at);
-                // The invocation before saw tenants: read as it did, and
-                // once deeper, to see again the tasks it kept in view
-                // under another tenant's newer ones.
+                // The invocation before saw tenants: read as it did.
                 tenanted = true;
-                heads.set_policy(fair::first_after_handover(policy));
+                heads.set_policy(fair::policy(policy));
             }
             state.fair = Some(ledger);
+            // The first read goes deeper: what a backlog holds under
+            // another tenant's newer tasks (kept in view by the invocation
+            // before, or there before any) is seen once, then kept.
+            heads.set_policy(fair::first_read(heads.policy()));
         }
         let mut control_read = Instant::now();
         // When there last was work: a candidate found, or a task running.
@@ -411,9 +413,12 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 state.fair.as_mut(),
             )
             .await?;
-            // After the first read of a handover, the share's usual reads.
-            if tenanted && heads.reads() > 0 && heads.policy() != fair::policy(policy) {
-                heads.set_policy(fair::policy(policy));
+            // After the deeper first read, the usual reads.
+            if heads.reads() == 1 && heads.policy().page == fair::FIRST_READ_PAGE {
+                heads.set_policy(match tenanted {
+                    true => fair::policy(policy),
+                    false => policy,
+                });
             }
             let mut granted = 0;
             while granted < candidates.len() {
