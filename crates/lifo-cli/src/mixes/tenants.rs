@@ -331,11 +331,16 @@ pub fn figures(seed: u64, runs: &[MixRun]) -> SeedFigures {
         ideal_quiet_p95(run, overhead, seed)
     };
     let mut alone = (None, None);
+    // The run without the flooders leaves slots idle, so what it spends
+    // per start cannot be read off it: its ideal takes the capped run's
+    // (or the share-on run's).
+    let mut absent: Option<&MixRun> = None;
+    let mut capped_overhead = None;
     for run in runs {
         match run.label.as_str() {
             "flooders absent" => {
                 f.quiet_p95_absent = Some(p95(run));
-                f.quiet_p95_absent_ideal = Some(ideal_with_overhead(run));
+                absent = Some(run);
             }
             "share on" => {
                 f.quiet_p95_on = Some(p95(run));
@@ -379,11 +384,16 @@ pub fn figures(seed: u64, runs: &[MixRun]) -> SeedFigures {
             }
             label if label.starts_with("share on, cap") => {
                 f.quiet_p95_capped = Some(p95(run));
+                capped_overhead = overhead_ms(run);
                 f.quiet_p95_capped_ideal = Some(ideal_with_overhead(run));
                 f.flooder_starts_capped = Some(flooder_starts(run));
             }
             _ => {}
         }
+    }
+    if let Some(run) = absent {
+        let overhead = Duration::from_millis(capped_overhead.or(f.overhead_ms).unwrap_or(0));
+        f.quiet_p95_absent_ideal = Some(ideal_quiet_p95(run, overhead, seed));
     }
     if let (Some(on), Some(off)) = alone {
         f.alone_starts = Some((on, off));
