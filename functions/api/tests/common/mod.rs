@@ -152,3 +152,14 @@ pub async fn answer(res: reqwest::Response) -> (StatusCode, Value) {
     }
     (status, body)
 }
+
+/// The strings of a JSON array (the ids a create or a bulk move answered).
+pub fn ids(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
