@@ -43,6 +43,8 @@ const FAULT_RATE: f64 = 0.05;
 /// Transaction conflicts on the items transactions write (keyed tasks and
 /// their key items), and on the transactions themselves.
 const CONFLICT_RATE: f64 = 0.05;
+/// Live tasks near their deadline, in the adaptive order's run.
+const TIGHT: usize = 60;
 const LIMIT: Duration = Duration::from_secs(240);
 
 /// Replaces a response by a throttling or 5xx error at `rate`, after the
@@ -158,6 +160,8 @@ struct Counts {
     /// Invocations that ended in an error caused by a transaction conflict.
     conflict_stops: AtomicUsize,
     stale_rejected: AtomicUsize,
+    /// Claims the adaptive order's deadline lane gave.
+    deadline_starts: AtomicUsize,
 }
 
 /// One "Lambda": invoked again and again, each invocation killed at a
@@ -182,6 +186,9 @@ async fn worker(p: Arc<Processor<Witness>>, counts: Arc<Counts>, stop: Arc<Atomi
                 counts
                     .stale_rejected
                     .fetch_add(report.stale_rejected, Ordering::Relaxed);
+                counts
+                    .deadline_starts
+                    .fetch_add(report.deadline_starts, Ordering::Relaxed);
                 if matches!(
                     report.stop,
                     process::StopReason::Empty | process::StopReason::Held
@@ -270,17 +277,25 @@ async fn stream_changes(h: &Harness) -> Vec<Change> {
 /// anyway: what a misconfigured concurrency or a duplicated wake-up does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_nothing_lost_nothing_stuck_nothing_committed_twice() {
-    chaos(1, 2).await;
+    chaos(1, 2, lifo_core::Order::Lifo).await;
+}
+
+/// The same in the adaptive order (`SelectionOrder: adaptive`): the
+/// deadline lane claims kept candidates that other invocations may have
+/// claimed, run or superseded since they were read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_in_the_adaptive_order_nothing_lost_nothing_stuck_nothing_committed_twice() {
+    chaos(1, 2, lifo_core::Order::Adaptive).await;
 }
 
 /// Three processors (ProcessorCount 3, shard group leases) and four
 /// invocations racing for the groups.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_with_three_processors_nothing_lost_nothing_stuck_nothing_committed_twice() {
-    chaos(3, 4).await;
+    chaos(3, 4, lifo_core::Order::Lifo).await;
 }
 
-async fn chaos(processors: u32, workers: usize) {
+async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
     let h = Harness::start_with(
         4,
         lifo_local::stack::StackOptions {
@@ -349,6 +364,31 @@ async fn chaos(processors: u32, workers: usize) {
         })
         .collect();
     h.store.put_new(&backlog).await.unwrap();
+    // In the adaptive order, live tasks near their deadline (written 50 s
+    // ago with a 60 s TTL) for the deadline lane to claim through the
+    // faults: each runs or is shed, like any task, exactly once.
+    let tight: Vec<Task> = match order {
+        lifo_core::Order::Adaptive => (0..TIGHT)
+            .map(|i| {
+                let payload = serde_json::json!({"tight": i})
+                    .as_object()
+                    .cloned()
+                    .unwrap();
+                let at = lifo_core::now_ms() - 50_000 + i as u64;
+                Task::new_pending(format!("tight-{i}"), payload, at, 60, 4)
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    h.store.put_new(&tight).await.unwrap();
+    created.extend(tight.iter().map(|t| t.task_id.clone()));
+    for t in &tight {
+        witness
+            .payloads
+            .lock()
+            .unwrap()
+            .insert(t.task_id.clone(), t.payload.clone());
+    }
 
     let injected = Arc::new(AtomicUsize::new(0));
     let enabled = Arc::new(AtomicBool::new(true));
@@ -381,6 +421,7 @@ async fn chaos(processors: u32, workers: usize) {
                 processors,
                 max_attempts: 50,
                 lease_margin: Duration::from_millis(200),
+                order,
                 ..h.process_config()
             },
         ))
@@ -543,8 +584,14 @@ async fn chaos(processors: u32, workers: usize) {
     let shed_twice = sheds.values().filter(|n| **n > 1).count();
     let shed_live = sheds
         .keys()
-        .filter(|id| !id.starts_with("expired-"))
+        .filter(|id| !id.starts_with("expired-") && !id.starts_with("tight-"))
         .count();
+    // The tasks near their deadline: each ran once or was shed once.
+    let tight_ran = outcomes
+        .keys()
+        .filter(|id| id.starts_with("tight-"))
+        .count();
+    let tight_shed = sheds.keys().filter(|id| id.starts_with("tight-")).count();
     let backlog_run = witness
         .started
         .lock()
@@ -609,7 +656,8 @@ async fn chaos(processors: u32, workers: usize) {
          stuck {stuck}, duplicates {duplicates}, stale commits {stale_commits}, lost {lost}, \
          backlog {BACKLOG}: shed {shed} (twice {shed_twice}, run {backlog_run}), \
          runs without their payload {}, keyed {} (superseded before a start {superseded_unstarted}, \
-         starts after a newer write {late_starts}, newest not run {newest_unrun}), in {:.1} s",
+         starts after a newer write {late_starts}, newest not run {newest_unrun}), \
+         order {order}: near their deadline {} (ran {tight_ran}, shed {tight_shed}), deadline-lane claims {}, in {:.1} s",
         injected.load(Ordering::Relaxed),
         conflicts,
         counts.conflict_stops.load(Ordering::Relaxed),
@@ -620,6 +668,8 @@ async fn chaos(processors: u32, workers: usize) {
         counts.stale_rejected.load(Ordering::Relaxed),
         witness.wrong_payload.load(Ordering::Relaxed),
         keys.len(),
+        tight.len(),
+        counts.deadline_starts.load(Ordering::Relaxed),
         elapsed.as_secs_f64(),
     );
     assert_eq!(lost, 0, "every task ends SUCCESS, FAILURE or SUPERSEDED");
@@ -642,14 +692,29 @@ async fn chaos(processors: u32, workers: usize) {
         "no outcome is committed with another claim's token"
     );
     assert_eq!(
-        outcomes.len() + superseded_unstarted,
+        outcomes.len() - tight_ran + superseded_unstarted,
         TASKS + UPDATES,
         "the stream shows one outcome per task (or its supersede before a start)"
     );
-    assert_eq!(shed, BACKLOG, "every expired task ends EXPIRED");
+    assert_eq!(
+        tight_ran + tight_shed,
+        tight.len(),
+        "each task near its deadline ran once or was shed once"
+    );
+    if order == lifo_core::Order::Adaptive {
+        assert!(
+            counts.deadline_starts.load(Ordering::Relaxed) > 0,
+            "the deadline lane claimed through the faults"
+        );
+    }
+    assert_eq!(
+        shed,
+        BACKLOG + tight_shed,
+        "every expired task ends EXPIRED"
+    );
     assert_eq!(
         sheds.len(),
-        BACKLOG,
+        BACKLOG + tight_shed,
         "the stream shows one shed per expired task"
     );
     assert_eq!(shed_twice, 0, "no task is shed twice");

@@ -249,31 +249,41 @@ async fn producer_ids_are_idempotent() {
 /// 40 tasks over 4 shards, then one processor that runs them one at a time
 /// in `order`; returns the created tasks (oldest first) and the claim order.
 async fn claim_order(order: lifo_core::Order) -> (Vec<Task>, Vec<String>) {
+    claim_in(order, Duration::ZERO, |now| {
+        (0..40)
+            .map(|i| pending(now - 10_000 + i * 10, 3600))
+            .collect()
+    })
+    .await
+}
+
+fn pending(created_ms: u64, ttl_seconds: u64) -> Task {
+    Task::new_pending(
+        lifo_core::new_task_id(),
+        Default::default(),
+        created_ms,
+        ttl_seconds,
+        4,
+    )
+}
+
+/// The tasks `make` gives for the time the stack is up (over 4 shards),
+/// claimed by one processor that runs them one at a time, each for
+/// `latency`, in `order`: the tasks and the claim order.
+async fn claim_in(
+    order: lifo_core::Order,
+    latency: Duration,
+    make: impl FnOnce(u64) -> Vec<Task>,
+) -> (Vec<Task>, Vec<String>) {
     let h = Harness::start(4).await;
-    let base = now_ms() - 10_000;
-    let tasks: Vec<Task> = (0..40)
-        .map(|i| {
-            Task::new_pending(
-                lifo_core::new_task_id(),
-                Default::default(),
-                base + i * 10,
-                3600,
-                4,
-            )
-        })
-        .collect();
+    let tasks = make(now_ms());
     let shards: HashSet<u32> = tasks.iter().map(|t| t.lifo_shard).collect();
     assert_eq!(shards.len(), 4, "the tasks span every shard");
     h.store.put_new(&tasks).await.unwrap();
     let p = h.processor(1, Duration::ZERO, Duration::from_secs(30));
     let p = h.stack.processor(
         h.store.clone(),
-        std::sync::Arc::new(process::runner::SimulatedRunner::new(
-            1,
-            Duration::ZERO,
-            0.0,
-            0.0,
-        )),
+        std::sync::Arc::new(process::runner::SimulatedRunner::new(1, latency, 0.0, 0.0)),
         process::ProcessConfig {
             order,
             ..p.config().clone()
@@ -284,6 +294,52 @@ async fn claim_order(order: lifo_core::Order) -> (Vec<Task>, Vec<String>) {
         .await
         .unwrap();
     (tasks, report.claimed)
+}
+
+/// Adaptive, one slot, runs of 200 ms (about 4 starts a second): twelve
+/// tasks 6 to 7 s from their deadline (a 40 s TTL) under 30 newer ones
+/// that arrived 5 s ago. Newest first would start the 30 first (7.5 s) and
+/// some of the twelve would expire; adaptive starts the one with the least
+/// time left first and all twelve in time, and the 30 newest first among
+/// themselves. LIFO on the same tasks starts fewer of the twelve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adaptive_order_starts_the_tasks_near_their_deadline_in_time() {
+    let make = |now: u64| {
+        let near = (0..12u64).map(|i| pending(now - 33_000 - i * 50, 40));
+        let fresh = (0..30u64).map(|i| pending(now - 5_000 - (30 - i), 3600));
+        near.chain(fresh).collect::<Vec<Task>>()
+    };
+    let run = Duration::from_millis(200);
+    let (tasks, claimed) = claim_in(lifo_core::Order::Adaptive, run, make).await;
+    let (near, fresh): (Vec<String>, Vec<String>) = claimed
+        .iter()
+        .cloned()
+        .partition(|id| tasks[..12].iter().any(|t| &t.task_id == id));
+    assert_eq!(
+        near.len(),
+        12,
+        "every task near its deadline started: {claimed:?}"
+    );
+    let least_left = tasks[..12]
+        .iter()
+        .min_by_key(|t| (t.expires_at, std::cmp::Reverse(t.claimable_at)))
+        .unwrap();
+    assert_eq!(claimed[0], least_left.task_id);
+    assert_eq!(fresh, newest_first_of(&tasks[12..]));
+    let (tasks, claimed) = claim_in(lifo_core::Order::Lifo, run, make).await;
+    let lifo_near = claimed
+        .iter()
+        .filter(|id| tasks[..12].iter().any(|t| &t.task_id == *id))
+        .count();
+    assert!(
+        lifo_near < 12,
+        "LIFO lets some expire: {lifo_near} of 12 started"
+    );
+    assert_eq!(claimed[..30], newest_first_of(&tasks[12..])[..]);
+}
+
+fn newest_first_of(tasks: &[Task]) -> Vec<String> {
+    tasks.iter().rev().map(|t| t.task_id.clone()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

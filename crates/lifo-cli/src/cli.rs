@@ -230,6 +230,10 @@ pub enum LocalCommand {
         process_timeout: Option<u64>,
         #[command(flatten)]
         pacing: crate::pacing::Pacing,
+        /// Which claimable tasks go first (the template's SelectionOrder): lifo, fifo, or
+        /// adaptive (newest first, but a task near its deadline that can still start first).
+        #[arg(long, default_value = "lifo")]
+        order: lifo_core::Order,
         /// Serve the web console too (`lifo ui`) on --ui-listen.
         #[arg(long)]
         ui: bool,

@@ -19,6 +19,12 @@
 //! every start for the burst; the burst's first and last start; and what
 //! the wiring cost per task: SNS publishes, process and trigger
 //! invocations, throttled attempts.
+//!
+//! With `--compare`, each load runs in every order (LIFO, FIFO, adaptive)
+//! on the same arrivals, for each of `--seeds` seeds: [`compare_table`]
+//! gives the tasks started within their TTL, the ages at start while tasks
+//! arrive and over every start, and the read units per success, then how
+//! adaptive fares against the better of the other two; one plot per load.
 
 use crate::print::secs;
 use anyhow::Context as _;
@@ -100,9 +106,13 @@ impl Load {
 #[derive(Debug, Clone)]
 pub struct LoadRow {
     pub load: Load,
+    pub seed: u64,
     pub outcome: Outcome,
-    /// p50, p95, p99 and the longest age at start over every start (ms).
+    /// p50, p95, p99 and the longest age at start (ms), of the tasks that
+    /// started while tasks arrived (every start for the burst).
     pub ages_ms: [u64; 4],
+    /// p50, p95, p99 over every start (ms), the drain's included.
+    pub all_ms: [u64; 3],
     /// From the first arrival to the first and to the last start (ms).
     pub first_start_ms: u64,
     pub last_start_ms: u64,
@@ -120,14 +130,19 @@ impl LoadRow {
         ages.sort_unstable();
         let [p50, p95, p99] = [50.0, 95.0, 99.0].map(|p| percentile(&ages, p));
         let max = ages.last().copied().unwrap_or(0);
+        let mut all: Vec<u64> = outcome.starts.iter().map(|s| s.age_ms).collect();
+        all.sort_unstable();
+        let all_ms = [50.0, 95.0, 99.0].map(|p| percentile(&all, p));
         let from_first =
             |at_s: f64| ((at_s - first_arrival.as_secs_f64()).max(0.0) * 1000.0) as u64;
         let first_start_ms = outcome.starts.first().map_or(0, |s| from_first(s.at_s));
         let last_start_ms = outcome.starts.last().map_or(0, |s| from_first(s.at_s));
         Self {
             load,
+            seed: outcome.workload.seed,
             outcome,
             ages_ms: [p50, p95, p99, max],
+            all_ms,
             first_start_ms,
             last_start_ms,
         }
@@ -138,29 +153,159 @@ impl LoadRow {
     }
 }
 
-/// Runs each of `loads` on a fresh stack.
+/// Runs each of `loads`, for each of `seeds`, in each of `orders`, each
+/// on a fresh stack (the orders of one seed on the same arrivals).
 pub async fn run(
     base: simulate::Workload,
     light_seconds: u64,
     loads: &[Load],
+    orders: &[Order],
+    seeds: std::ops::Range<u64>,
 ) -> anyhow::Result<Vec<LoadRow>> {
     let mut rows = Vec::new();
     for load in loads {
-        let (workload, arrivals) = load.arrivals(&base, light_seconds);
-        eprintln!(
-            "load {}: {} arrivals over {} s into {:.1} tasks/s",
-            load.name(),
-            arrivals.len(),
-            workload.duration.as_secs(),
-            workload.capacity_per_second()
-        );
-        let outcome = simulate::run(&workload, Order::Lifo, &arrivals, &mut |_| {})
-            .await
-            .with_context(|| format!("the {} load", load.name()))?;
-        let first = arrivals.first().copied().unwrap_or_default();
-        rows.push(LoadRow::of(*load, outcome, first));
+        for seed in seeds.clone() {
+            let seeded = simulate::Workload {
+                seed,
+                ..base.clone()
+            };
+            let (workload, arrivals) = load.arrivals(&seeded, light_seconds);
+            for order in orders {
+                eprintln!(
+                    "load {} ({order}, seed {seed}): {} arrivals over {} s into {:.1} tasks/s",
+                    load.name(),
+                    arrivals.len(),
+                    workload.duration.as_secs(),
+                    workload.capacity_per_second()
+                );
+                let outcome = simulate::run(&workload, *order, &arrivals, &mut |_| {})
+                    .await
+                    .with_context(|| format!("the {} load, {order}, seed {seed}", load.name()))?;
+                let first = arrivals.first().copied().unwrap_or_default();
+                rows.push(LoadRow::of(*load, outcome, first));
+            }
+        }
     }
     Ok(rows)
+}
+
+/// The median of `v` (the lower middle one), 0 when empty.
+fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<T> {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v.get(v.len().saturating_sub(1) / 2).copied()
+}
+
+/// The orders side by side at each load (`--compare`): per load and order,
+/// each seed's tasks started within their TTL and shed, the median over the
+/// seeds of the ages at start and of the read units per success; then, per
+/// load, adaptive against the better of LIFO and FIFO.
+pub fn compare_table(rows: &[LoadRow]) -> String {
+    let mut out = String::from(
+        "| load | order | started in TTL (each seed) | shed | age at start while arriving p50 | p95 | p99 | over every start p50 | p95 | p99 | read units / success |\n\
+         |---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let mut loads: Vec<Load> = rows.iter().map(|r| r.load).collect();
+    loads.dedup();
+    let of = |load: Load, order: Order| -> Vec<&LoadRow> {
+        rows.iter()
+            .filter(|r| r.load == load && r.outcome.order == order)
+            .collect()
+    };
+    let list = |v: Vec<usize>| {
+        v.iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut verdicts = String::new();
+    for load in &loads {
+        for order in Order::ALL {
+            let runs = of(*load, order);
+            if runs.is_empty() {
+                continue;
+            }
+            let med = |f: &dyn Fn(&LoadRow) -> u64| median(runs.iter().map(|r| f(r)).collect());
+            let ru = median(
+                runs.iter()
+                    .map(|r| r.outcome.read_units_per_success)
+                    .collect(),
+            );
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3} |",
+                load.name(),
+                order,
+                list(runs.iter().map(|r| r.outcome.starts.len()).collect()),
+                list(runs.iter().map(|r| r.outcome.shed).collect()),
+                secs(med(&|r| r.ages_ms[0]).unwrap_or(0)),
+                secs(med(&|r| r.ages_ms[1]).unwrap_or(0)),
+                secs(med(&|r| r.ages_ms[2]).unwrap_or(0)),
+                secs(med(&|r| r.all_ms[0]).unwrap_or(0)),
+                secs(med(&|r| r.all_ms[1]).unwrap_or(0)),
+                secs(med(&|r| r.all_ms[2]).unwrap_or(0)),
+                ru.unwrap_or(0.0),
+            );
+        }
+        let (l, f, a) = (
+            of(*load, Order::Lifo),
+            of(*load, Order::Fifo),
+            of(*load, Order::Adaptive),
+        );
+        if l.len() != a.len() || f.len() != a.len() || a.is_empty() {
+            continue;
+        }
+        let ratio = |x: f64, y: f64| if y > 0.0 { x / y } else { 1.0 };
+        let per_seed = |g: &dyn Fn(usize) -> f64| {
+            (0..a.len())
+                .map(|i| format!("{:.2}", g(i)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let started = |rs: &[&LoadRow], i: usize| rs[i].outcome.starts.len() as f64;
+        let p50 = |rs: &[&LoadRow], i: usize| rs[i].ages_ms[0] as f64;
+        let ru = |rs: &[&LoadRow], i: usize| rs[i].outcome.read_units_per_success;
+        let _ = writeln!(
+            verdicts,
+            "- {}: started in TTL, adaptive / the better of LIFO and FIFO: {} (bar ≥ 0.98); \
+             p50 while arriving, adaptive / LIFO: {}, adaptive / FIFO: {}; \
+             read units per success, adaptive / LIFO: {} (bar ≤ 1.1)",
+            load.name(),
+            per_seed(&|i| ratio(started(&a, i), started(&l, i).max(started(&f, i)))),
+            per_seed(&|i| ratio(p50(&a, i), p50(&l, i))),
+            per_seed(&|i| ratio(p50(&a, i), p50(&f, i))),
+            per_seed(&|i| ratio(ru(&a, i), ru(&l, i))),
+        );
+    }
+    if !verdicts.is_empty() {
+        out.push_str("\nAdaptive, per seed:\n");
+        out.push_str(&verdicts);
+    }
+    out
+}
+
+/// One plot per load (of the first seed), every order run: `<path>-<load>`.
+pub fn plots(path: &std::path::Path, rows: &[LoadRow]) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut written = Vec::new();
+    let Some(seed) = rows.first().map(|r| r.seed) else {
+        return Ok(written);
+    };
+    let mut loads: Vec<Load> = rows.iter().map(|r| r.load).collect();
+    loads.dedup();
+    for load in loads {
+        let outcomes: Vec<Outcome> = rows
+            .iter()
+            .filter(|r| r.load == load && r.seed == seed)
+            .map(|r| r.outcome.clone())
+            .collect();
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("lifo-simulate");
+        let at = path.with_file_name(format!("{stem}-{}.svg", load.name()));
+        let (_, png) = crate::plot::write(&at, &outcomes)?;
+        written.push(png);
+    }
+    Ok(written)
 }
 
 /// The table (Markdown).
@@ -205,6 +350,10 @@ pub fn json(rows: &[LoadRow]) -> Value {
                 let o = &r.outcome;
                 json!({
                     "load": r.load.name(),
+                    "order": r.outcome.order.as_str(),
+                    "seed": r.seed,
+                    "ageAtStartEveryStartMs": {"p50": r.all_ms[0], "p95": r.all_ms[1], "p99": r.all_ms[2]},
+                    "readUnitsPerSuccess": r.outcome.read_units_per_success,
                     "created": o.created,
                     "started": o.starts.len(),
                     "shed": o.shed,

@@ -109,6 +109,8 @@ pub struct UpOptions {
     pub retry_backoff: Duration,
     /// `TenantMaxInFlight`.
     pub tenant_max_in_flight: Option<std::num::NonZeroU32>,
+    /// `SelectionOrder`.
+    pub order: lifo_core::Order,
     /// Serve the console (`lifo ui`) on this address.
     pub ui: Option<std::net::SocketAddr>,
     /// Serve the HTTP API (the `api` function's router) on this address,
@@ -200,6 +202,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
                 base: options.retry_backoff,
             },
             tenant_max_in_flight: options.tenant_max_in_flight,
+            order: options.order,
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         },
     ));

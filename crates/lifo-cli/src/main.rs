@@ -20,6 +20,7 @@ async fn main() -> std::process::ExitCode {
             data_dir,
             process_timeout,
             pacing,
+            order,
             ui,
             ui_listen,
             api,
@@ -35,6 +36,7 @@ async fn main() -> std::process::ExitCode {
             rate_limit: pacing.rate_limit(),
             retry_backoff: Duration::from_secs(pacing.retry_backoff),
             tenant_max_in_flight: pacing.tenant_max_in_flight(),
+            order: *order,
         })
         .await
         .map(|()| None),

@@ -42,7 +42,8 @@ pub struct SimulateArgs {
     /// Which tasks the processor takes first.
     #[arg(long, default_value = "lifo")]
     pub order: Order,
-    /// Run LIFO, then FIFO, on the same arrivals and plot both.
+    /// Run LIFO, FIFO and adaptive on the same arrivals and plot them (with
+    /// --load: at each load, for each of --seeds).
     #[arg(long)]
     pub compare: bool,
     /// Seed of the arrival sequence.
@@ -119,6 +120,15 @@ impl SimulateArgs {
         })
     }
 
+    /// The orders to run: every one with `--compare`, else `--order`.
+    pub fn orders(&self) -> Vec<Order> {
+        if self.compare {
+            Order::ALL.to_vec()
+        } else {
+            vec![self.order]
+        }
+    }
+
     /// Refuses a rate clap cannot range-check (a float), naming the flag;
     /// the integer flags are range-checked by clap.
     pub fn check(&self) -> anyhow::Result<()> {
@@ -154,16 +164,12 @@ fn show(bar: &ProgressBar, p: &Progress) {
     ));
 }
 
-/// Runs the workload once per order (`--compare`: LIFO then FIFO).
+/// Runs the workload once per order (`--compare`: LIFO, FIFO, adaptive).
 pub async fn run_all(args: &SimulateArgs, shards: u32) -> anyhow::Result<Vec<Outcome>> {
     args.check()?;
     let workload = args.workload(shards)?;
     let arrivals = workload.arrivals();
-    let orders = if args.compare {
-        vec![Order::Lifo, Order::Fifo]
-    } else {
-        vec![args.order]
-    };
+    let orders = args.orders();
     eprintln!(
         "{} arrivals over {} s ({:.1}/s) into a downstream of {} × {} ms ({:.1}/s): {:.1}× load, TTL {} s, {} shard(s)",
         arrivals.len(),
@@ -260,13 +266,32 @@ pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow:
     }
     if !args.load.is_empty() {
         args.check()?;
-        let rows =
-            crate::loads::run(args.workload(shards)?, args.light_seconds, &args.load).await?;
-        return Ok(if as_json {
-            crate::loads::json(&rows).to_string()
-        } else {
-            crate::loads::table(&rows)
-        });
+        let rows = crate::loads::run(
+            args.workload(shards)?,
+            args.light_seconds,
+            &args.load,
+            &args.orders(),
+            args.seed..args.seed + args.seeds,
+        )
+        .await?;
+        if as_json {
+            return Ok(crate::loads::json(&rows).to_string());
+        }
+        if !args.compare {
+            return Ok(crate::loads::table(&rows));
+        }
+        let plots = crate::loads::plots(&args.plot, &rows)?;
+        let mut out = crate::loads::compare_table(&rows);
+        let _ = write!(
+            out,
+            "Plots: {}",
+            plots
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(out);
     }
     let outcomes = run_all(args, shards).await?;
     let (svg, png) = crate::plot::write(&args.plot, &outcomes)?;
@@ -292,7 +317,7 @@ pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow:
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if let [lifo, fifo] = outcomes.as_slice() {
+    if let [lifo, fifo, ..] = outcomes.as_slice() {
         let (l, f) = (lifo.age_under_load_ms[1], fifo.age_under_load_ms[1]);
         let _ = writeln!(
             out,

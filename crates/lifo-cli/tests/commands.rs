@@ -9,7 +9,7 @@ use common::*;
 use std::process::Command;
 
 #[test]
-fn simulate_compare_runs_both_orders_on_the_same_arrivals_and_plots_them() {
+fn simulate_compare_runs_every_order_on_the_same_arrivals_and_plots_them() {
     let dir = scratch("simulate");
     let svg = dir.join("age.svg");
     let stdout = run_ok(
@@ -38,17 +38,12 @@ fn simulate_compare_runs_both_orders_on_the_same_arrivals_and_plots_them() {
     );
     let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 2);
-    assert_eq!(
-        (rows[0]["order"].as_str(), rows[1]["order"].as_str()),
-        (Some("lifo"), Some("fifo"))
-    );
+    let orders: Vec<&str> = rows.iter().filter_map(|r| r["order"].as_str()).collect();
+    assert_eq!(orders, ["lifo", "fifo", "adaptive"]);
     let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap();
-    assert_eq!(
-        n(&rows[0], "created"),
-        n(&rows[1], "created"),
-        "same arrivals"
-    );
+    for r in &rows[1..] {
+        assert_eq!(n(&rows[0], "created"), n(r, "created"), "same arrivals");
+    }
     // 6 s at 20/s: about 120 arrivals.
     assert!((70..=170).contains(&n(&rows[0], "created")));
     for r in rows {
@@ -72,15 +67,22 @@ fn simulate_compare_runs_both_orders_on_the_same_arrivals_and_plots_them() {
         p95(&rows[0]),
         p95(&rows[1])
     );
-    // Starts that skipped a newer waiting task: almost none for LIFO (the
-    // check allows 250 ms for a write to become visible, which a loaded
-    // machine can exceed), most for FIFO.
+    // Starts that skipped a newer waiting task: few for LIFO, most for
+    // FIFO. The check allows 250 ms for a write to become visible, but the
+    // heads a start comes from may be up to 1 s old by design (2 shards:
+    // read again every 3 claims once 100 ms old, docs/design.md): 3 to 5
+    // of about 55 starts here (the binary of 6139186 too), so the bound is
+    // 15%.
     let inversions =
         |r: &serde_json::Value| n(r, "lifoInversions") as f64 / n(r, "processed") as f64;
-    assert!(inversions(&rows[0]) <= 0.05, "{}", rows[0]);
+    assert!(inversions(&rows[0]) <= 0.15, "{}", rows[0]);
     assert!(inversions(&rows[1]) >= 0.5, "{}", rows[1]);
+    // Adaptive passes newer tasks over only for those near their deadline.
+    assert!(inversions(&rows[2]) < inversions(&rows[1]), "{}", rows[2]);
     let svg_text = std::fs::read_to_string(&svg).unwrap();
-    assert!(svg_text.contains("<svg") && svg_text.contains("LIFO") && svg_text.contains("FIFO"));
+    for name in ["<svg", "LIFO", "FIFO", "ADAPTIVE"] {
+        assert!(svg_text.contains(name), "{name}");
+    }
     let png = std::fs::read(svg.with_extension("png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let _ = std::fs::remove_dir_all(&dir);

@@ -3,7 +3,9 @@
 //!
 //! [`Order::Lifo`] reads each shard newest first (`ScanIndexForward`
 //! false); [`Order::Fifo`] oldest first, the same pipeline as a FIFO queue
-//! for comparison (`lifo simulate --compare`). Merging the shards' answers
+//! for comparison (`lifo simulate --compare`); [`Order::Adaptive`] reads as
+//! LIFO does, and a task near its deadline that can still start goes first
+//! (process's `select::deadline`). Merging the shards' answers
 //! into one order across the queue is the claim policy's work (process's
 //! `select::heads`, which keeps each shard's head between reads).
 
@@ -17,6 +19,10 @@ pub enum Order {
     Lifo,
     /// Oldest first: a FIFO queue on the same pipeline, for comparison.
     Fifo,
+    /// Newest first, but a task near its deadline that can still start
+    /// goes first: up to a third of the starts while tasks arrive, every
+    /// start once they stop (the drain).
+    Adaptive,
 }
 
 impl Order {
@@ -24,12 +30,21 @@ impl Order {
         match self {
             Self::Lifo => "lifo",
             Self::Fifo => "fifo",
+            Self::Adaptive => "adaptive",
         }
     }
+
+    /// Every order, as `lifo simulate --compare` runs them.
+    pub const ALL: [Order; 3] = [Order::Lifo, Order::Fifo, Order::Adaptive];
 
     /// DynamoDB's `ScanIndexForward` for this order (ascending = oldest first).
     pub fn scan_index_forward(self) -> bool {
         self == Self::Fifo
+    }
+
+    /// Whether the index is merged newest first (LIFO and adaptive).
+    pub fn newest_first(self) -> bool {
+        self != Self::Fifo
     }
 }
 
@@ -39,7 +54,8 @@ impl std::str::FromStr for Order {
         match s.trim().to_ascii_lowercase().as_str() {
             "lifo" => Ok(Self::Lifo),
             "fifo" => Ok(Self::Fifo),
-            other => Err(format!("expected lifo or fifo, got {other:?}")),
+            "adaptive" => Ok(Self::Adaptive),
+            other => Err(format!("expected lifo, fifo or adaptive, got {other:?}")),
         }
     }
 }
@@ -134,9 +150,18 @@ mod tests {
     fn order_parses_and_names_the_scan_direction() {
         assert_eq!("LIFO".parse::<Order>(), Ok(Order::Lifo));
         assert_eq!("fifo".parse::<Order>(), Ok(Order::Fifo));
-        assert!("newest".parse::<Order>().is_err());
+        assert_eq!(" Adaptive".parse::<Order>(), Ok(Order::Adaptive));
+        assert_eq!(
+            "newest".parse::<Order>(),
+            Err("expected lifo, fifo or adaptive, got \"newest\"".to_owned())
+        );
         assert!(!Order::Lifo.scan_index_forward());
         assert!(Order::Fifo.scan_index_forward());
+        // Adaptive reads and merges as LIFO does.
+        assert!(!Order::Adaptive.scan_index_forward());
+        assert!(Order::Adaptive.newest_first() && !Order::Fifo.newest_first());
+        let names: Vec<String> = Order::ALL.iter().map(|o| o.to_string()).collect();
+        assert_eq!(names, ["lifo", "fifo", "adaptive"]);
     }
 
     #[test]

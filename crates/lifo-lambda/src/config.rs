@@ -212,7 +212,7 @@ mod tests {
         assert_eq!(value(&s, "ABSENT", Order::Lifo), Ok(Order::Lifo));
         assert_eq!(
             value(&s, "BAD", Order::Lifo).unwrap_err().to_string(),
-            "environment variable BAD=\"newest\" is invalid: expected lifo or fifo, got \"newest\""
+            "environment variable BAD=\"newest\" is invalid: expected lifo, fifo or adaptive, got \"newest\""
         );
     }
 }

@@ -19,9 +19,11 @@ use crate::finish::FinishPolicy;
 use crate::handle::{self, ClaimContext, Handled};
 use crate::report::{Finished, ProcessReport, StopReason, tally};
 use crate::runner::TaskRunner;
+use crate::select::deadline::Deadlines;
 use crate::select::fair::{self, Ledger};
-use crate::select::heads::{HeadsPolicy, Read, ShardHeads};
-use lifo_core::{Candidate, Store, StoreError, now_ms};
+use crate::select::heads::{HeadsPolicy, ShardHeads};
+use crate::select::refill;
+use lifo_core::{Store, StoreError, now_ms};
 use lifo_lambda::alarm::MAX_REST_SLEEP;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -54,6 +56,8 @@ pub(crate) struct LoopState {
     /// Each tenant's running tasks and recent starts, with the fair share
     /// on.
     pub fair: Option<Ledger>,
+    /// The deadline lane, with the adaptive order.
+    pub deadlines: Option<Deadlines>,
     /// The tasks this invocation put back and has not claimed since, each
     /// with its rest's end (epoch ms): it waits for one that ends within
     /// [`MAX_REST_SLEEP`], and sets rest alarms for the others when it
@@ -73,6 +77,7 @@ impl LoopState {
             seq: 0,
             claimed: Vec::new(),
             fair: None,
+            deadlines: None,
             rests: std::collections::HashMap::new(),
             look_until: None,
         }
@@ -119,6 +124,9 @@ impl LoopState {
         };
         if let Some(fair) = &mut self.fair {
             fair.end(handled.task_id());
+        }
+        if let Some(lane) = &mut self.deadlines {
+            lane.ended(handled.task_id());
         }
         match handled {
             Handled::Ran {
@@ -169,6 +177,7 @@ impl LoopState {
 
     /// The report's claim list, in the order the claims were sent.
     pub fn finish(mut self, report: &mut ProcessReport) {
+        report.deadline_starts = self.deadlines.as_ref().map_or(0, |d| d.starts);
         self.claimed.sort_unstable();
         report.claimed = self.claimed.into_iter().map(|(_, id)| id).collect();
     }
@@ -189,50 +198,6 @@ pub(crate) async fn wait_for_one(
     if let Ok(Some(done)) = tokio::time::timeout_at(limit.into(), running.join_next()).await {
         state.absorb(report, done);
     }
-}
-
-/// Reads the heads again if they cannot answer `want` candidates, then
-/// takes them (by the fair share, with a `fair` ledger).
-pub(crate) async fn refill(
-    store: &Store,
-    heads: &mut ShardHeads,
-    order: lifo_core::Order,
-    horizon_ms: u64,
-    want: usize,
-    exclude: &HashSet<String>,
-    fair: Option<&mut Ledger>,
-) -> Result<Vec<Candidate>, StoreError> {
-    let mut read = heads.to_read(want, exclude, Instant::now());
-    if matches!(read, Read::Nothing)
-        && let Some(ledger) = fair.as_deref()
-        && heads.any_tenant()
-        && fair::needs_fresh_heads(heads, want, exclude, ledger, Instant::now())
-    {
-        read = Read::All;
-    }
-    match read {
-        Read::Nothing => {}
-        Read::All => {
-            let now = now_ms();
-            let read = store
-                .claimable_heads(order, heads.shards(), heads.policy().page, now, horizon_ms)
-                .await?;
-            heads.replace(read, Instant::now());
-        }
-        // Only the cut-short shards whose heads ran out.
-        Read::Some(shards) => {
-            let now = now_ms();
-            let read = store
-                .claimable_heads(order, &shards, heads.policy().page, now, horizon_ms)
-                .await?;
-            heads.replace_some(&shards, read);
-        }
-    }
-    // The share orders the tenants from the first read that shows one.
-    Ok(match fair {
-        Some(ledger) if heads.any_tenant() => fair::take(heads, want, exclude, ledger),
-        _ => heads.take(want, exclude),
-    })
 }
 
 /// Drains every handling still running into the report.
@@ -342,6 +307,13 @@ impl<R: TaskRunner> Claiming<'_, R> {
             // before, or there before any) is seen once, then kept.
             heads.set_policy(fair::first_read(heads.policy()));
         }
+        if self.config.order == lifo_core::Order::Adaptive {
+            let per_second = self.config.rate_limit.map(|l| {
+                let group = assignment.group.map_or(0, |(g, _)| g);
+                lifo_core::groups::share(l.per_second.get(), group, self.config.processors.max(1))
+            });
+            state.deadlines = Some(Deadlines::new(capacity, per_second));
+        }
         let mut control_read = Instant::now();
         // When there last was work: a candidate found, or a task running.
         let mut last_work = Instant::now();
@@ -411,6 +383,7 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 free,
                 &exclude,
                 state.fair.as_mut(),
+                state.deadlines.as_mut(),
             )
             .await?;
             // After the deeper first read, the usual reads.
@@ -430,12 +403,24 @@ impl<R: TaskRunner> Claiming<'_, R> {
                     }
                 }
             }
-            if granted == 0 && !candidates.is_empty() {
+            // The bucket ran dry: what was taken and not started goes back
+            // where it came from (a task kept past a cut-short read's end
+            // would not be read again).
+            let dry = candidates.split_off(granted);
+            let mut back = Vec::with_capacity(dry.len());
+            for c in dry {
+                match &mut state.deadlines {
+                    Some(lane) if lane.gave(&c.task_id) => lane.not_started(&c.task_id),
+                    _ => back.push(c),
+                }
+            }
+            let any_back = !back.is_empty();
+            heads.put_back(back);
+            if candidates.is_empty() && any_back {
                 // Read, but the bucket is dry: they stay claimable.
                 last_work = Instant::now();
                 continue;
             }
-            candidates.truncate(granted);
             if candidates.is_empty() {
                 if running.is_empty() {
                     // Nothing to claim and nothing runs: look a little
@@ -494,6 +479,9 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 if let Some(fair) = &mut state.fair {
                     let tenant = c.tenant_name();
                     fair.start(&c.task_id, tenant, sent_at);
+                }
+                if let Some(lane) = &mut state.deadlines {
+                    lane.started(&c.task_id);
                 }
                 state.seq += 1;
                 state.rests.remove(&c.task_id);

@@ -47,8 +47,11 @@ pub struct ProcessConfig {
     /// reserved concurrency): each takes a shard group. At most the shard
     /// count and the runner's concurrency.
     pub processors: u32,
-    /// Newest first (the default). `fifo` exists only to compare the same
-    /// pipeline as a FIFO queue (`lifo simulate --compare`).
+    /// Which claimable tasks go first (`SELECTION_ORDER`): newest first
+    /// (the default); `adaptive`, newest first but a task near its
+    /// deadline that can still start first (`select::deadline`); `fifo`,
+    /// to compare the same pipeline as a FIFO queue (`lifo simulate
+    /// --compare`).
     pub order: Order,
     /// A fair share per tenant (`FAIR_SHARE`, default on): when several
     /// tenants have work, those served less lately go first, and one past

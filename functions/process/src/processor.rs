@@ -306,6 +306,7 @@ impl<R: TaskRunner> Processor<R> {
             skipped = report.skipped,
             finishErrors = report.finish_errors,
             shed = report.shed,
+            deadlineStarts = report.deadline_starts,
             stop = ?report.stop,
             tailCall = report.tail_call,
             restAlarms = report.rest_alarms,

@@ -55,6 +55,9 @@ pub struct ProcessReport {
     pub finish_errors: usize,
     /// Expired tasks the claim reads met and shed on their way.
     pub shed: usize,
+    /// With the adaptive order: claims of tasks near their deadline that
+    /// went before newer ones (`select::deadline`).
+    pub deadline_starts: usize,
     pub stop: StopReason,
     pub tail_call: bool,
     /// Rest alarms set at the end ([`lifo_lambda::alarm`]).

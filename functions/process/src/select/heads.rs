@@ -122,9 +122,10 @@ pub enum Read {
 /// The key candidates sort by: newest first for LIFO (greater first).
 fn before(order: Order, a: &Candidate, b: &Candidate) -> bool {
     let (ka, kb) = ((a.claimable_at, &a.task_id), (b.claimable_at, &b.task_id));
-    match order {
-        Order::Lifo => ka > kb,
-        Order::Fifo => ka < kb,
+    if order.newest_first() {
+        ka > kb
+    } else {
+        ka < kb
     }
 }
 
@@ -172,6 +173,17 @@ impl ShardHeads {
     /// Reads of all shards so far.
     pub fn reads(&self) -> usize {
         self.reads
+    }
+
+    /// The shards whose last read was cut short (they hold more than was
+    /// read).
+    pub fn cut_short(&self) -> Vec<u32> {
+        self.heads
+            .iter()
+            .zip(&self.shards)
+            .filter(|(h, _)| !h.complete)
+            .map(|(_, s)| *s)
+            .collect()
     }
 
     /// True when the heads must be read before [`ShardHeads::take`] can be
@@ -280,9 +292,10 @@ impl ShardHeads {
             for c in old.items {
                 // Tasks written in one request share their key: one the
                 // read's page ended before sorts with its last entry.
-                let past_end = match order {
-                    Order::Lifo => c.claimable_at <= end,
-                    Order::Fifo => c.claimable_at >= end,
+                let past_end = if order.newest_first() {
+                    c.claimable_at <= end
+                } else {
+                    c.claimable_at >= end
                 };
                 if !past_end || read.contains(&c.task_id) || c.expires_at <= now_ms / 1000 {
                     continue;
@@ -293,6 +306,36 @@ impl ShardHeads {
                     head.items.push_back(c);
                 }
             }
+        }
+    }
+
+    /// Drops `ids` from the heads: another way (the adaptive order's
+    /// deadline lane) claimed them, and a take must not claim them again.
+    pub fn forget(&mut self, ids: &HashSet<String>) {
+        if ids.is_empty() {
+            return;
+        }
+        for h in &mut self.heads {
+            h.items.retain(|c| !ids.contains(&c.task_id));
+        }
+    }
+
+    /// Puts candidates taken and not claimed back into their shards'
+    /// heads, each in its place in the order (the rate limit's bucket ran
+    /// dry): one kept past a cut-short read's end would not be read again.
+    pub fn put_back(&mut self, taken: Vec<Candidate>) {
+        for c in taken {
+            let Some(i) = self.shards.iter().position(|s| *s == c.lifo_shard) else {
+                continue;
+            };
+            let order = self.order;
+            let items = &mut self.heads[i].items;
+            let at = items
+                .iter()
+                .position(|x| before(order, &c, x))
+                .unwrap_or(items.len());
+            items.insert(at, c);
+            self.served = self.served.saturating_sub(1);
         }
     }
 
@@ -338,6 +381,16 @@ impl ShardHeads {
                 (t, head)
             })
             .collect()
+    }
+
+    /// The index key of the first candidate in the claim order (none in
+    /// `exclude`), if any waits in the heads.
+    pub fn first_key(&self, exclude: &HashSet<String>) -> Option<i64> {
+        self.heads
+            .iter()
+            .filter_map(|h| h.items.iter().find(|c| !exclude.contains(&c.task_id)))
+            .reduce(|a, b| if before(self.order, b, a) { b } else { a })
+            .map(|c| c.claimable_at)
     }
 
     /// The index key of `tenant`'s first candidate in the claim order (none
@@ -442,6 +495,34 @@ mod tests {
         assert_eq!((p.refresh_claims, p.min_claims, p.page), (10, 1, 12));
         let p = HeadsPolicy::new(8, 32);
         assert_eq!((p.refresh_claims, p.min_claims, p.page), (64, 15, 10));
+    }
+
+    #[test]
+    fn candidates_put_back_come_out_again_in_their_place() {
+        let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 8));
+        let one = |id: &str, at: i64| Candidate {
+            lifo_shard: 1,
+            ..c(id, at)
+        };
+        h.replace(
+            vec![
+                (vec![c("a9", 9), c("a5", 5), c("a1", 1)], false),
+                (vec![one("b7", 7), one("b3", 3)], true),
+            ],
+            Instant::now(),
+        );
+        let none = HashSet::new();
+        let taken = h.take(3, &none);
+        let ids = |v: &[Candidate]| v.iter().map(|c| c.task_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&taken), ["a9", "b7", "a5"]);
+        // Two of them could not start: back in place, a cut-short shard's
+        // last one included.
+        h.put_back(taken.into_iter().skip(1).collect());
+        let mut again = h.clone();
+        assert_eq!(ids(&again.take(4, &none)), ["b7", "a5", "b3", "a1"]);
+        // Claimed another way: gone from the heads.
+        h.forget(&["a5".to_owned(), "b3".to_owned()].into());
+        assert_eq!(ids(&h.take(4, &none)), ["b7", "a1"]);
     }
 
     #[test]

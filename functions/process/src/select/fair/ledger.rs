@@ -254,9 +254,12 @@ impl Shares {
     /// 4. then the first candidate in the claim order (the newest).
     fn rank(&self, tenant: &str, key: i64, top: usize) -> (i64, u8, i64, i64, i64) {
         // Greater first in LIFO order, smaller first in FIFO.
-        let first = |k: i64| match self.order {
-            Order::Lifo => k.saturating_neg(),
-            Order::Fifo => k,
+        let first = |k: i64| {
+            if self.order.newest_first() {
+                k.saturating_neg()
+            } else {
+                k
+            }
         };
         let priority = first(Priority::of_key(key).shift());
         let served = self.served.get(tenant).copied().unwrap_or(0);
