@@ -215,11 +215,16 @@ impl Deadlines {
     /// less the starts given and not yet sent. Infinite for an empty
     /// backlog.
     pub fn slack(&self, exclude: &HashSet<String>, now_ms: u64, throughput: f64) -> f64 {
+        self.slack_of(&self.by_deadline(exclude, now_ms), now_ms, throughput)
+    }
+
+    /// [`Deadlines::slack`] of `backlog`, already least time left first.
+    fn slack_of(&self, backlog: &[&Candidate], now_ms: u64, throughput: f64) -> f64 {
         // A start must be sent MARGIN before the deadline, and the next
         // free slot may be a whole hold away.
         let guard = MARGIN as f64 + self.hold();
         let mut least = f64::INFINITY;
-        for (i, c) in self.by_deadline(exclude, now_ms).iter().enumerate() {
+        for (i, c) in backlog.iter().enumerate() {
             let left_s = ((deadline_ms(c) - now_ms) as f64 - guard).max(0.0) / 1000.0;
             least = least.min(throughput * left_s - (i + 1) as f64);
         }
@@ -264,32 +269,30 @@ impl Deadlines {
         let Some(throughput) = self.throughput() else {
             return Vec::new();
         };
-        let mut slack = self.slack(exclude, now_ms, throughput);
         let rate = self.arrival_rate(now_ms);
+        // One sort per refill: the slack and the picks read the same order.
+        let backlog = self.by_deadline(exclude, now_ms);
+        let mut slack = self.slack_of(&backlog, now_ms, throughput);
         let enters =
             slack < -(throughput * OVERLOAD_SECONDS) || rate >= OVERLOAD_RATIO * throughput;
         let stays = self.overloaded && rate >= OVERLOAD_LEAVE_RATIO * throughput;
-        self.overloaded = self.arriving() && (enters || stays);
-        if self.overloaded {
-            return Vec::new();
-        }
+        let overloaded = self.arriving() && (enters || stays);
         let mut out: Vec<Candidate> = Vec::new();
-        let mut next = self
-            .by_deadline(exclude, now_ms)
-            .into_iter()
-            .filter(|c| admit(c));
-        for _ in 0..want {
-            if slack >= 1.0 {
-                // A fresh start keeps every deadline: the heads'.
-                slack -= 1.0;
-                continue;
-            }
-            match next.next() {
-                Some(c) => out.push(c.clone()),
-                None => break,
+        if !overloaded {
+            let mut next = backlog.into_iter().filter(|c| admit(c));
+            for _ in 0..want {
+                if slack >= 1.0 {
+                    // A fresh start keeps every deadline: the heads'.
+                    slack -= 1.0;
+                    continue;
+                }
+                match next.next() {
+                    Some(c) => out.push(c.clone()),
+                    None => break,
+                }
             }
         }
-        drop(next);
+        self.overloaded = overloaded;
         self.given.extend(out.iter().map(|c| c.task_id.clone()));
         out
     }

@@ -100,19 +100,23 @@ pub async fn refill(
             // Never past a higher priority waiting in the heads; with the
             // share, never a flooding tenant's.
             let by_priority = deadline::no_lower_priority(heads.first_key(exclude));
-            let flooding = match fair.as_deref() {
-                Some(ledger) if heads.any_tenant() => {
-                    let waiting = heads
-                        .tenant_heads(exclude)
-                        .into_iter()
-                        .map(|(t, h)| (t, h.waiting))
-                        .collect();
-                    ledger.flooding(&waiting)
-                }
-                _ => HashSet::new(),
+            // Found only when the lane picks: most refills it gives none.
+            let flooding = std::cell::OnceCell::new();
+            let flooding = || {
+                flooding.get_or_init(|| match fair.as_deref() {
+                    Some(ledger) if heads.any_tenant() => {
+                        let waiting = heads
+                            .tenant_heads(exclude)
+                            .into_iter()
+                            .map(|(t, h)| (t, h.waiting))
+                            .collect();
+                        ledger.flooding(&waiting)
+                    }
+                    _ => HashSet::new(),
+                })
             };
             lane.take(want, exclude, now_ms(), |c| {
-                by_priority(c) && !flooding.contains(c.tenant_name())
+                by_priority(c) && !flooding().contains(c.tenant_name())
             })
         }
         None => Vec::new(),
