@@ -364,9 +364,13 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
         })
         .collect();
     h.store.put_new(&backlog).await.unwrap();
-    // In the adaptive order, live tasks near their deadline (written 50 s
+    // In the adaptive order, live tasks near their deadline (written 40 s
     // ago with a 60 s TTL) for the deadline lane to claim through the
-    // faults: each runs or is shed, like any task, exactly once.
+    // faults: each runs or is shed, like any task, exactly once. High
+    // priority: the lane never passes over a higher priority waiting in the
+    // heads, and behind the 167 high tasks above, normal ones with 10 s to
+    // live reached it only after their deadline when the three chaos runs
+    // shared two cores (0 lane claims, all 60 shed).
     let tight: Vec<Task> = match order {
         lifo_core::Order::Adaptive => (0..TIGHT)
             .map(|i| {
@@ -374,8 +378,11 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
                     .as_object()
                     .cloned()
                     .unwrap();
-                let at = lifo_core::now_ms() - 50_000 + i as u64;
-                Task::new_pending(format!("tight-{i}"), payload, at, 60, 4)
+                let at = lifo_core::now_ms() - 40_000 + i as u64;
+                Task {
+                    claimable_at: Some(lifo_core::priority::Priority::High.key(at)),
+                    ..Task::new_pending(format!("tight-{i}"), payload, at, 60, 4)
+                }
             })
             .collect(),
         _ => Vec::new(),
