@@ -31,11 +31,12 @@
 //!
 //! No read LIFO does not pay: the lane is what the newest-first reads
 //! already brought and was not claimed, kept across refills (a task buried
-//! under newer ones was seen when it was new), plus one read oldest first
-//! (up to [`FIRST_READ_PAGE`] entries), once per invocation, of each shard
-//! whose head is cut short at the first read or once tasks stop arriving
-//! (what was buried before the invocation, or between two reads by a
-//! burst; a shard read whole showed it all). A
+//! under newer ones was seen when it was new), plus a read oldest first
+//! (up to [`FIRST_READ_PAGE`] entries) of each shard whose head is cut
+//! short, at the invocation's first read (what was buried before it) and
+//! when tasks stop arriving after some arrived since the last such read
+//! (what a burst buried between two reads), at most one every
+//! [`OLDEST_READ_GAP`] (a shard read whole showed it all). A
 //! kept task claimed or cancelled meanwhile fails its conditional claim, as
 //! any candidate does: the claim protocol is unchanged, and so is the state
 //! machine (`model/lifo.pml` has no new move). With priorities, the lane
@@ -76,12 +77,16 @@ pub const ARRIVAL_GAP: u64 = 500;
 /// Tasks kept at most (about 170 bytes each); past it, newer ones are not
 /// kept (the oldest are the nearest their deadline).
 pub const MAX_KEPT: usize = 20_000;
-/// Entries per shard of the one oldest-first read of an invocation: what
-/// the queue can start before the oldest deadlines is what the lane must
-/// know (200 tasks written at once, drained at 10 a second, 20 s to live:
-/// every one). About 6 read units at most, once per invocation, and only
-/// behind a backlog.
+/// Entries per shard of an oldest-first read: what the queue can start
+/// before the oldest deadlines is what the lane must know (200 tasks
+/// written at once, drained at 10 a second, 20 s to live: every one).
+/// About 6 read units at most, at an invocation's first read and when a
+/// drain begins, and only behind a backlog.
 pub const FIRST_READ_PAGE: usize = 500;
+/// Oldest-first reads come at most this often (ms): one a drain, and a
+/// queue whose arrivals pause now and then behind a deep backlog drains
+/// every time they do.
+pub const OLDEST_READ_GAP: u64 = 1_000;
 /// Until a claim ended, a claim is taken to hold its slot this long (ms).
 pub const PRIOR_HOLD_MS: f64 = 1000.0;
 /// Weight of the latest claim in the mean time a claim holds a slot.
@@ -109,8 +114,11 @@ pub struct Deadlines {
     per_second: Option<f64>,
     /// Mean time a claim holds a slot (ms), once one ended.
     hold_ms: Option<f64>,
-    /// The invocation's one oldest-first read is still to come.
-    oldest_unread: bool,
+    /// When the last oldest-first read was made (epoch ms; none yet).
+    oldest_read_ms: Option<u64>,
+    /// A newest-first read saw a task arrive since that read: what came
+    /// between two reads may lie buried under newer ones.
+    arrived_since_oldest: bool,
     /// In an overload no order catches up with, at the last take.
     overloaded: bool,
     /// Starts the lane gave.
@@ -130,21 +138,31 @@ impl Deadlines {
             slots: slots.max(1),
             per_second: per_second.map(f64::from),
             hold_ms: None,
-            oldest_unread: true,
+            oldest_read_ms: None,
+            arrived_since_oldest: false,
             overloaded: false,
             starts: 0,
         }
     }
 
-    /// Whether the invocation's one oldest-first read (of the shards whose
-    /// heads are cut short) is still to come.
-    pub fn wants_oldest(&self) -> bool {
-        self.oldest_unread
+    /// Whether an oldest-first read (of the shards whose heads are cut
+    /// short) is due at `now_ms`: at the invocation's first read (what was
+    /// buried before it), and once tasks stop arriving, if any arrived
+    /// since the last one (what a burst buried between two reads), at most
+    /// one every [`OLDEST_READ_GAP`].
+    pub fn wants_oldest(&self, first_read: bool, now_ms: u64) -> bool {
+        match self.oldest_read_ms {
+            None => first_read || !self.arriving(),
+            Some(at) => {
+                self.arrived_since_oldest && !self.arriving() && now_ms >= at + OLDEST_READ_GAP
+            }
+        }
     }
 
-    /// The oldest-first read was made.
-    pub fn read_oldest(&mut self) {
-        self.oldest_unread = false;
+    /// An oldest-first read was made at `now_ms`.
+    pub fn read_oldest(&mut self, now_ms: u64) {
+        self.oldest_read_ms = Some(now_ms);
+        self.arrived_since_oldest = false;
     }
 
     /// Tasks kept.
@@ -165,6 +183,9 @@ impl Deadlines {
             self.newest_ms = self.newest_ms.max(at_ms(c.claimable_at));
             if !self.started.contains_key(&c.task_id) && !self.kept.contains_key(&c.task_id) {
                 self.arrivals.push_back(at_ms(c.claimable_at));
+                self.arrived_since_oldest |= self
+                    .oldest_read_ms
+                    .is_some_and(|at| at_ms(c.claimable_at) > at);
             }
             self.keep_one(c);
         }
@@ -585,5 +606,36 @@ mod tests {
             .collect();
         d.observe(&many, NOW);
         assert_eq!(d.len(), MAX_KEPT);
+    }
+
+    #[test]
+    fn an_oldest_first_read_at_the_first_read_and_when_a_burst_stops() {
+        // A task that became claimable at `at` (epoch ms).
+        let at = |id: &str, at: u64| Candidate {
+            expires_at: at / 1000 + 20,
+            ..Candidate::pending(id, 0, Priority::Normal.key(at))
+        };
+        let t0 = NOW - 3_000;
+        let mut d = lane(1_000);
+        // The first read, while tasks arrive: what was buried before it.
+        d.observe(&[at("b0", t0)], t0);
+        assert!(d.arriving());
+        assert!(d.wants_oldest(true, t0));
+        assert!(!d.wants_oldest(false, t0), "later reads wait for a drain");
+        d.read_oldest(t0);
+        // The burst goes on (what it buries between two reads is unseen)...
+        d.observe(&[at("b1", t0 + 300)], t0 + 300);
+        assert!(!d.wants_oldest(false, t0 + 300), "not while tasks arrive");
+        // ...and stops: one more, for what it buried.
+        d.observe(&[], t0 + 1_000);
+        assert!(!d.arriving());
+        assert!(d.wants_oldest(false, t0 + 1_000));
+        d.read_oldest(t0 + 1_000);
+        assert!(!d.wants_oldest(false, t0 + 2_500), "nothing arrived since");
+        // Arrivals that pause again: at most one an OLDEST_READ_GAP.
+        d.observe(&[at("b2", t0 + 1_100)], t0 + 1_200);
+        d.observe(&[], t0 + 1_900);
+        assert!(!d.wants_oldest(false, t0 + 1_900), "900 ms after the last");
+        assert!(d.wants_oldest(false, t0 + 2_000));
     }
 }

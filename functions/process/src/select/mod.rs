@@ -69,14 +69,13 @@ pub async fn refill(
             heads.replace_some(&shards, read);
         }
     }
-    // What the newest-first reads cannot show, seen once: the oldest
-    // claimable tasks (the nearest their deadline) of each shard whose
-    // head is cut short, at the invocation's first read (buried before
-    // it) or once tasks stop arriving (what a burst buried between two
-    // reads). A shard read whole showed it all.
+    // What the newest-first reads cannot show: the oldest claimable tasks
+    // (the nearest their deadline) of each shard whose head is cut short,
+    // at the invocation's first read (buried before it) and once tasks
+    // stop arriving (what a burst buried between two reads). A shard read
+    // whole showed it all.
     if let Some(lane) = lane.as_deref_mut()
-        && lane.wants_oldest()
-        && (heads.reads() == 1 || !lane.arriving())
+        && lane.wants_oldest(heads.reads() == 1, now_ms())
     {
         let short = heads.cut_short();
         if !short.is_empty() {
@@ -91,7 +90,7 @@ pub async fn refill(
                 )
                 .await?;
             lane.keep(oldest.iter().flat_map(|(items, _)| items));
-            lane.read_oldest();
+            lane.read_oldest(now);
         }
     }
     // The tasks that must go first to keep their deadlines (adaptive).
