@@ -114,11 +114,10 @@ pub struct Deadlines {
     per_second: Option<f64>,
     /// Mean time a claim holds a slot (ms), once one ended.
     hold_ms: Option<f64>,
-    /// When the last oldest-first read was made (epoch ms; none yet).
+    /// When the last oldest-first read was made (epoch ms; none yet). A
+    /// task seen since that became claimable after it arrived since: what
+    /// came between two newest-first reads may lie buried under newer ones.
     oldest_read_ms: Option<u64>,
-    /// A newest-first read saw a task arrive since that read: what came
-    /// between two reads may lie buried under newer ones.
-    arrived_since_oldest: bool,
     /// In an overload no order catches up with, at the last take.
     overloaded: bool,
     /// Starts the lane gave.
@@ -139,7 +138,6 @@ impl Deadlines {
             per_second: per_second.map(f64::from),
             hold_ms: None,
             oldest_read_ms: None,
-            arrived_since_oldest: false,
             overloaded: false,
             starts: 0,
         }
@@ -153,16 +151,13 @@ impl Deadlines {
     pub fn wants_oldest(&self, first_read: bool, now_ms: u64) -> bool {
         match self.oldest_read_ms {
             None => first_read || !self.arriving(),
-            Some(at) => {
-                self.arrived_since_oldest && !self.arriving() && now_ms >= at + OLDEST_READ_GAP
-            }
+            Some(at) => self.newest_ms > at && !self.arriving() && now_ms >= at + OLDEST_READ_GAP,
         }
     }
 
     /// An oldest-first read was made at `now_ms`.
     pub fn read_oldest(&mut self, now_ms: u64) {
         self.oldest_read_ms = Some(now_ms);
-        self.arrived_since_oldest = false;
     }
 
     /// Tasks kept.
@@ -183,9 +178,6 @@ impl Deadlines {
             self.newest_ms = self.newest_ms.max(at_ms(c.claimable_at));
             if !self.started.contains_key(&c.task_id) && !self.kept.contains_key(&c.task_id) {
                 self.arrivals.push_back(at_ms(c.claimable_at));
-                self.arrived_since_oldest |= self
-                    .oldest_read_ms
-                    .is_some_and(|at| at_ms(c.claimable_at) > at);
             }
             self.keep_one(c);
         }

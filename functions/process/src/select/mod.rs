@@ -74,12 +74,12 @@ pub async fn refill(
     // at the invocation's first read (buried before it) and once tasks
     // stop arriving (what a burst buried between two reads). A shard read
     // whole showed it all.
+    let now = now_ms();
     if let Some(lane) = lane.as_deref_mut()
-        && lane.wants_oldest(heads.reads() == 1, now_ms())
+        && lane.wants_oldest(heads.reads() == 1, now)
     {
         let short = heads.cut_short();
         if !short.is_empty() {
-            let now = now_ms();
             let oldest = store
                 .claimable_heads(
                     lifo_core::Order::Fifo,
