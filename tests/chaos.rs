@@ -302,6 +302,8 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
             contention: lifo_local::contention::ContentionMode::Aws {
                 rate: CONFLICT_RATE,
             },
+            // The chaos run reads the table's stream (every change).
+            servers: lifo_local::stack::Servers::SharedMoto,
             ..Default::default()
         },
     )

@@ -43,11 +43,15 @@ async fn a_call_its_policy_does_not_allow_is_refused_naming_function_action_and_
         .await
         .expect_err("create may not put");
     let text = lifo_core::error::chain(&e);
+    let table_arn = format!(
+        "arn:aws:dynamodb:us-east-1:000000000000:table/{}",
+        h.stack.table
+    );
     for part in [
         "AccessDeniedException",
         "assumed-role/CreateFunctionRole/CreateFunction",
         "dynamodb:PutItem",
-        "arn:aws:dynamodb:us-east-1:000000000000:table/QueueTable",
+        &table_arn,
     ] {
         assert!(text.contains(part), "{part} in: {text}");
     }

@@ -24,7 +24,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_trigger_process_end_to_end_at_six_write_units_per_task() {
-    let h = Harness::start(2).await;
+    let h = Harness::own_dynamodb(2).await;
     let processor = Arc::new(h.processor(3, Duration::from_millis(20), Duration::from_secs(3)));
     let pipeline = Pipeline::start(
         &h.stack,
@@ -562,7 +562,7 @@ async fn the_deepest_and_largest_payloads_create_accepts_are_stored() {
 /// are served through it, and no poll fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_map_payloads_are_served_through_the_local_stream() {
-    let h = Harness::start(1).await;
+    let h = Harness::own_dynamodb(1).await;
     let processor = Arc::new(h.processor(3, Duration::from_millis(10), Duration::from_secs(3)));
     let pipeline = Pipeline::start(
         &h.stack,
@@ -597,4 +597,30 @@ async fn empty_map_payloads_are_served_through_the_local_stream() {
     assert_eq!(PipelineStats::get(&stats.sweeps), 0);
     assert_eq!(PipelineStats::get(&stats.errors), 0, "a stream poll failed");
     assert!(PipelineStats::get(&stats.stream_records) >= 3);
+}
+
+/// A stack in the test binary's shared DynamoDB Local cannot have its
+/// stream read: DynamoDB Local numbers stream records across its tables,
+/// and a read fails once another table is written, so the pipeline says so
+/// at start instead of missing every record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_refuses_a_stream_in_a_shared_dynamodb_local() {
+    let h = Harness::start(1).await;
+    let processor = Arc::new(h.processor(1, Duration::ZERO, Duration::from_secs(3)));
+    let refused = Pipeline::start(
+        &h.stack,
+        Arc::new(h.trigger()),
+        processor,
+        PipelineOptions::fast(),
+    )
+    .await
+    .err()
+    .map(|e| format!("{e:#}"));
+    let text = refused.expect("no pipeline on a shared DynamoDB Local");
+    assert!(
+        text.contains(&format!("the stream of {}", h.stack.table))
+            && text.contains("TrimmedDataAccessException")
+            && text.contains("Servers::SharedMoto"),
+        "{text}"
+    );
 }

@@ -82,8 +82,8 @@ async fn reads_stay_flat_in_a_shed_backlog_and_a_shed_costs_three_write_units() 
     let (floor, _) = drain(&h, 100, "floor").await;
 
     // A backlog of expired tasks: the sweep's reaper sheds it all, and
-    // counts it in this run.
-    let h = Harness::start(1).await;
+    // counts it in this run (within its time budget: a server of its own).
+    let h = Harness::own_dynamodb(1).await;
     backlog(&h, BACKLOG).await;
     let (reap_reads, outcome) = sweep(&h).await;
     assert_eq!(outcome.shed, BACKLOG);
@@ -161,7 +161,7 @@ async fn the_claim_read_sheds_the_expired_entries_it_meets() {
 /// minutes of its expiry, and has left the claimable index.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_expired_counts_a_shed_task_within_two_minutes_of_its_expiry() {
-    let h = Harness::start(1).await;
+    let h = Harness::own_dynamodb(1).await;
     // Paused: nothing is claimed, so every task is shed.
     h.store.set_paused(true, "test", now_ms()).await.unwrap();
     let processor = Arc::new(h.processor(3, Duration::ZERO, Duration::from_secs(3)));

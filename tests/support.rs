@@ -1,12 +1,15 @@
 //! Shared set-up of the integration tests: a fresh local stack per test
-//! (servers on free ports, stopped when the test ends, also on panic) and
-//! the real handlers wired to it.
+//! (its own table, topics and queues, in the DynamoDB Local and moto that
+//! the test binary starts once and that die with it; a DynamoDB Local of
+//! its own for a test that reads the stream or needs the server's pace)
+//! and the real handlers wired to it.
 
 pub use lifo_core::testing::{deadline, fixture, fixture_path, fixture_text};
 
 use lifo_core::{Store, Task, TaskStatus};
 use lifo_lambda::Notifier;
 use lifo_local::LocalStack;
+use lifo_local::stack::{Servers, StackOptions};
 use lifo_ops::create::{CreateConfig, Creator};
 use process::runner::SimulatedRunner;
 use process::{ProcessConfig, Processor};
@@ -24,13 +27,32 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// A stack in the test binary's shared servers: for a test that does
+    /// not read the table's stream (no [`lifo_local::Pipeline`]).
     pub async fn start(shards: u32) -> Self {
-        Self::start_with(shards, lifo_local::stack::StackOptions::default()).await
+        Self::start_with(shards, StackOptions::default()).await
+    }
+
+    /// A stack with a DynamoDB Local of its own ([`Servers::SharedMoto`]):
+    /// for a test that reads the table's stream (a [`lifo_local::Pipeline`]
+    /// runs on it), or that needs the server's whole pace (the reaper's
+    /// 2,000 sheds within its 20 s budget).
+    pub async fn own_dynamodb(shards: u32) -> Self {
+        Self::start_with(
+            shards,
+            StackOptions {
+                servers: Servers::SharedMoto,
+                ..StackOptions::default()
+            },
+        )
+        .await
     }
 
     /// [`Harness::start`] with the stack's options (for example transaction
-    /// conflicts at a rate).
-    pub async fn start_with(shards: u32, options: lifo_local::stack::StackOptions) -> Self {
+    /// conflicts at a rate). Servers [`Servers::Own`] (the options'
+    /// default) are taken as [`Servers::Shared`]: ask for
+    /// [`Servers::SharedMoto`] to read the stream.
+    pub async fn start_with(shards: u32, options: StackOptions) -> Self {
         // `LIFO_TEST_LOG=process=info,trigger=info cargo test …` shows the
         // functions' JSON log lines (as Logs Insights would) on stderr.
         if let Ok(filter) = std::env::var("LIFO_TEST_LOG") {
@@ -40,6 +62,13 @@ impl Harness {
                 .json()
                 .try_init();
         }
+        let options = match options.servers {
+            Servers::Own => StackOptions {
+                servers: Servers::Shared,
+                ..options
+            },
+            _ => options,
+        };
         let stack = LocalStack::start_with(options)
             .await
             .expect("local stack starts (run `make tools` first)");

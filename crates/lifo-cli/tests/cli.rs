@@ -29,10 +29,11 @@ async fn admin_commands_against_the_local_stack() {
 
     let stats = lifo(&h, &["stats"]).await.unwrap();
     assert!(
-        stats.ends_with(
+        stats.ends_with(&format!(
             "1 pending, 0 running, 0 backing off, 0 shed by expiry and 0 superseded \
-             in the last hour, 2 scheduled (due from 7 days ago to 7 days ahead) in table QueueTable"
-        ),
+             in the last hour, 2 scheduled (due from 7 days ago to 7 days ahead) in table {}",
+            h.stack.table
+        )),
         "{stats}"
     );
     let stats: serde_json::Value =
@@ -266,7 +267,7 @@ async fn stack_outputs_name_the_table_and_its_settings() {
         &h,
         "lifo-queue",
         &[
-            ("TableName", "QueueTable"),
+            ("TableName", &h.stack.table),
             ("ShardCount", "3"),
             ("DueShardCount", "4"),
             ("MaxTaskTtlSeconds", "86400"),
@@ -328,7 +329,7 @@ async fn create_against_a_stack_invokes_its_create_function() {
         &h,
         "with-create",
         &[
-            ("TableName", "QueueTable"),
+            ("TableName", &h.stack.table),
             ("ShardCount", "1"),
             ("DueShardCount", "4"),
             ("MaxTaskTtlSeconds", "86400"),
@@ -496,6 +497,8 @@ async fn a_reader_that_closes_the_pipe_early_is_not_an_error() {
         .args([
             "--endpoint-url",
             &h.stack.dynamodb_local.endpoint,
+            "--table",
+            &h.stack.table,
             "tasks",
             "get",
             "piped",

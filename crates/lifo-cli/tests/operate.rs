@@ -61,7 +61,7 @@ fn starts_between(tasks: &[Task], from: u64, to: u64) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_paused_fixed_resumed_and_redriven_ends_with_every_task_run() {
-    let h = Harness::start(2).await;
+    let h = Harness::own_dynamodb(2).await;
     let down = Arc::new(AtomicBool::new(true));
     let pause_poll = Duration::from_millis(500);
     let processor = Arc::new(h.stack.processor(

@@ -59,29 +59,54 @@ impl Tools {
 /// the *thread* that spawned the child exits, so start servers from a thread
 /// that lives as long as they should: the main thread, a test's thread, a
 /// Tokio worker (never a `spawn_blocking` thread, which idles out).
+///
+/// A handle to one of the [`shared`] servers owns no process: dropping it
+/// leaves the server running for the next test.
 #[derive(Debug)]
 pub struct Server {
     pub name: &'static str,
     pub endpoint: String,
     pub log: PathBuf,
-    child: Child,
+    pid: u32,
+    /// `None`: a handle to a [`shared`] server.
+    child: Option<Child>,
 }
 
 impl Server {
     pub fn pid(&self) -> u32 {
-        self.child.id().unwrap_or(0)
+        self.pid
+    }
+
+    /// A handle to the same server that owns no process.
+    fn handle(&self) -> Self {
+        Self {
+            name: self.name,
+            endpoint: self.endpoint.clone(),
+            log: self.log.clone(),
+            pid: self.pid,
+            child: None,
+        }
     }
 
     /// Stops the server now (also done on drop): SIGKILL, then waits until
-    /// it is reaped.
+    /// it is reaped. Does nothing on a handle to a [`shared`] server.
     pub fn stop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.start_kill();
+        let Some(child) = self.child.as_mut() else {
+            return;
+        };
+        if let Ok(None) = child.try_wait() {
+            let _ = child.start_kill();
             let until = Instant::now() + Duration::from_secs(5);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < until {
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
+    }
+
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 }
 
@@ -137,7 +162,8 @@ async fn spawn(name: &'static str, tools: &Tools, mut cmd: Command, port: u16) -
         name,
         endpoint: format!("http://127.0.0.1:{port}"),
         log,
-        child,
+        pid: child.id().unwrap_or(0),
+        child: Some(child),
     };
     let started = Instant::now();
     loop {
@@ -145,7 +171,7 @@ async fn spawn(name: &'static str, tools: &Tools, mut cmd: Command, port: u16) -
         if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(200), connect).await {
             return Ok(server);
         }
-        if let Ok(Some(status)) = server.child.try_wait() {
+        if let Some(status) = server.exited() {
             return Err(anyhow!(
                 "{name} exited at start ({status}); see {}",
                 server.log.display()
@@ -198,4 +224,84 @@ pub async fn start_moto(tools: &Tools) -> Result<Server> {
     let mut cmd = Command::new(tools.moto_server());
     cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
     spawn("moto", tools, cmd, port).await
+}
+
+/// One server started once for the whole process: the first call starts
+/// it, the next ones get handles to the same one. For test binaries whose
+/// tests each create their own table, topics and queues in it
+/// ([`crate::stack::Servers`]): a JVM and a moto cost about 5 s of CPU to
+/// start, once per test otherwise.
+///
+/// It runs on a thread of its own that lives until the process ends, so it
+/// dies with the process ([`Server`]'s `PR_SET_PDEATHSIG`): a test binary
+/// that passes, fails or is killed leaves no server behind.
+pub struct Shared {
+    cell: tokio::sync::OnceCell<Server>,
+    kind: SharedKind,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum SharedKind {
+    DynamoDbLocal,
+    Moto,
+}
+
+/// The process's shared DynamoDB Local (in memory).
+pub static SHARED_DYNAMODB_LOCAL: Shared = Shared::new(SharedKind::DynamoDbLocal);
+/// The process's shared moto.
+pub static SHARED_MOTO: Shared = Shared::new(SharedKind::Moto);
+
+impl Shared {
+    const fn new(kind: SharedKind) -> Self {
+        Self {
+            cell: tokio::sync::OnceCell::const_new(),
+            kind,
+        }
+    }
+
+    /// A handle to the server, started now if it is not running yet.
+    pub async fn get(&'static self, tools: &Tools) -> Result<Server> {
+        let server = self
+            .cell
+            .get_or_try_init(|| start_shared(self.kind, tools.clone()))
+            .await?;
+        Ok(server.handle())
+    }
+}
+
+async fn start_shared(kind: SharedKind, tools: Tools) -> Result<Server> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(format!("shared-{kind:?}"))
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.send(Err(anyhow!(e).context("starting a runtime")));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let started = match kind {
+                    SharedKind::DynamoDbLocal => start_dynamodb_local(&tools, None).await,
+                    SharedKind::Moto => start_moto(&tools).await,
+                };
+                match started {
+                    Ok(server) => {
+                        let _ = tx.send(Ok(server.handle()));
+                        // Owns the process until this process ends.
+                        let _owned = server;
+                        std::future::pending::<()>().await;
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                    }
+                }
+            });
+        })
+        .context("starting a shared server's thread")?;
+    rx.await.context("a shared server's thread ended")?
 }

@@ -37,6 +37,8 @@ pub struct LocalStack {
     /// Transaction conflicts as AWS answers them (see [`crate::contention`]);
     /// `None` when the options turned them off.
     pub contention: Option<Contention>,
+    /// Whose servers these are ([`StackOptions::servers`]).
+    pub servers: Servers,
     /// Each function's policy ([`crate::iam`]); empty when IAM is off.
     pub policies: std::collections::HashMap<&'static str, std::sync::Arc<crate::iam::Policy>>,
     // Dropped last: stops the servers.
@@ -97,6 +99,31 @@ pub struct StackOptions {
     /// IAM as deployed: each function's calls checked against its policy
     /// in template.yaml (or in this template instead); on by default.
     pub iam: IamMode,
+    /// Which servers the stack uses: its own (the default), or the
+    /// process's shared ones ([`servers::Shared`]), started by the first stack that
+    /// asks, with this stack's table, topics and queues named apart
+    /// (`QueueTable-3`, …). Ignored with a `data_dir`.
+    pub servers: Servers,
+}
+
+/// Whose servers a stack uses ([`StackOptions::servers`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Servers {
+    /// A DynamoDB Local and a moto of the stack's own, stopped with it.
+    #[default]
+    Own,
+    /// The shared moto, and a DynamoDB Local of its own: for a stack whose
+    /// stream is read (the local pipeline's trigger). DynamoDB Local
+    /// numbers stream records across all its tables, and a shard iterator
+    /// whose next record is not the very next number server-wide fails
+    /// with `TrimmedDataAccessException` (measured on DynamoDB Local 3.x:
+    /// table B written between taking table A's iterator and A's write),
+    /// so a stream is read only from a server with one table written.
+    SharedMoto,
+    /// The shared DynamoDB Local and moto: for a stack whose stream nobody
+    /// reads. An integration test binary then starts one JVM and one moto,
+    /// not one per test (about 5 s of CPU each time).
+    Shared,
 }
 
 /// Whether the functions' calls are checked against their policies.
@@ -133,10 +160,38 @@ impl LocalStack {
     pub async fn start_with(options: StackOptions) -> Result<Self> {
         let tools = Tools::locate()?;
         let template = Template::workspace()?;
-        let (dynamodb_local, moto) = tokio::try_join!(
-            servers::start_dynamodb_local(&tools, options.data_dir.as_deref()),
-            servers::start_moto(&tools),
-        )?;
+        // The resources' names: as the template names them on servers of
+        // the stack's own, apart from every other stack's on shared ones.
+        let shared = if options.data_dir.is_some() {
+            Servers::Own
+        } else {
+            options.servers
+        };
+        let (dynamodb_local, moto) = match shared {
+            Servers::Own => tokio::try_join!(
+                servers::start_dynamodb_local(&tools, options.data_dir.as_deref()),
+                servers::start_moto(&tools),
+            )?,
+            Servers::SharedMoto => tokio::try_join!(
+                servers::start_dynamodb_local(&tools, None),
+                servers::SHARED_MOTO.get(&tools),
+            )?,
+            Servers::Shared => tokio::try_join!(
+                servers::SHARED_DYNAMODB_LOCAL.get(&tools),
+                servers::SHARED_MOTO.get(&tools),
+            )?,
+        };
+        // The resources' names: as the template names them on servers of
+        // the stack's own, apart from every other stack's on shared ones.
+        let suffix = if shared == Servers::Own {
+            String::new()
+        } else {
+            static STACKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            format!(
+                "-{}",
+                STACKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            )
+        };
         let ddb_conf = sdk_config(&dynamodb_local.endpoint).await;
         let moto_conf = sdk_config(&moto.endpoint).await;
         let contention = Contention::new(options.contention);
@@ -157,7 +212,7 @@ impl LocalStack {
         let sns = aws_sdk_sns::Client::new(&moto_conf);
         let sqs = aws_sdk_sqs::Client::new(&moto_conf);
 
-        let table = TABLE.to_owned();
+        let table = format!("{TABLE}{suffix}");
         let def = template.table(TABLE)?;
         // DynamoDB Local may accept connections a moment before it serves.
         let mut attempt = 0;
@@ -222,14 +277,14 @@ impl LocalStack {
         for logical in template.topics() {
             let arn = sns
                 .create_topic()
-                .name(&logical)
+                .name(format!("{logical}{suffix}"))
                 .send()
                 .await
                 .context(format!("creating topic {logical}"))?
                 .topic_arn
                 .context("topic ARN")?;
             let (queue, queue_arn) =
-                create_queue(&sqs, &format!("{logical}-deliveries"), "5").await?;
+                create_queue(&sqs, &format!("{logical}{suffix}-deliveries"), "5").await?;
             sns.subscribe()
                 .topic_arn(&arn)
                 .protocol("sqs")
@@ -243,7 +298,7 @@ impl LocalStack {
         // The rest alarms' queue, as the template declares it.
         let (rest_wake_queue_url, rest_wake_queue_arn) = create_queue(
             &sqs,
-            REST_WAKE_QUEUE,
+            &format!("{REST_WAKE_QUEUE}{suffix}"),
             &template.queue_property(REST_WAKE_QUEUE, "VisibilityTimeout")?,
         )
         .await?;
@@ -293,6 +348,7 @@ impl LocalStack {
             sqs,
             table,
             stream_arn,
+            servers: shared,
             dynamodb_local,
             moto,
         })

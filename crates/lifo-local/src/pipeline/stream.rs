@@ -54,6 +54,14 @@ pub fn stream_record_json(r: &Record, stream_arn: &str) -> Value {
 
 /// A shard iterator per stream shard, from now on or from the start.
 pub(super) async fn stream_iterators(stack: &LocalStack, from_latest: bool) -> Result<Vec<String>> {
+    if stack.servers == crate::stack::Servers::Shared {
+        anyhow::bail!(
+            "the stream of {} is in a shared DynamoDB Local, which fails a read of one table's \
+             stream once another table is written (TrimmedDataAccessException): start the stack \
+             with a DynamoDB Local of its own (Servers::SharedMoto or Own)",
+            stack.table
+        );
+    }
     let shards = stack
         .streams
         .describe_stream()
