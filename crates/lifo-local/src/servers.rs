@@ -60,7 +60,7 @@ impl Tools {
 /// that lives as long as they should: the main thread, a test's thread, a
 /// Tokio worker (never a `spawn_blocking` thread, which idles out).
 ///
-/// A handle to one of the [`shared`] servers owns no process: dropping it
+/// A handle to one of the [`Shared`] servers owns no process: dropping it
 /// leaves the server running for the next test.
 #[derive(Debug)]
 pub struct Server {
@@ -68,7 +68,7 @@ pub struct Server {
     pub endpoint: String,
     pub log: PathBuf,
     pid: u32,
-    /// `None`: a handle to a [`shared`] server.
+    /// `None`: a handle to a [`Shared`] server.
     child: Option<Child>,
 }
 
@@ -89,7 +89,7 @@ impl Server {
     }
 
     /// Stops the server now (also done on drop): SIGKILL, then waits until
-    /// it is reaped. Does nothing on a handle to a [`shared`] server.
+    /// it is reaped. Does nothing on a handle to a [`Shared`] server.
     pub fn stop(&mut self) {
         let Some(child) = self.child.as_mut() else {
             return;

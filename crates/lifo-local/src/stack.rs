@@ -100,9 +100,9 @@ pub struct StackOptions {
     /// in template.yaml (or in this template instead); on by default.
     pub iam: IamMode,
     /// Which servers the stack uses: its own (the default), or the
-    /// process's shared ones ([`servers::Shared`]), started by the first stack that
-    /// asks, with this stack's table, topics and queues named apart
-    /// (`QueueTable-3`, …). Ignored with a `data_dir`.
+    /// process's shared ones ([`servers::Shared`]), started by the first
+    /// stack that asks, with this stack's table, topics and queues named
+    /// apart (`QueueTable-3`, …). Ignored with a `data_dir`.
     pub servers: Servers,
 }
 
@@ -160,14 +160,13 @@ impl LocalStack {
     pub async fn start_with(options: StackOptions) -> Result<Self> {
         let tools = Tools::locate()?;
         let template = Template::workspace()?;
-        // The resources' names: as the template names them on servers of
-        // the stack's own, apart from every other stack's on shared ones.
-        let shared = if options.data_dir.is_some() {
+        // A data folder's servers are the stack's own.
+        let servers = if options.data_dir.is_some() {
             Servers::Own
         } else {
             options.servers
         };
-        let (dynamodb_local, moto) = match shared {
+        let (dynamodb_local, moto) = match servers {
             Servers::Own => tokio::try_join!(
                 servers::start_dynamodb_local(&tools, options.data_dir.as_deref()),
                 servers::start_moto(&tools),
@@ -183,7 +182,7 @@ impl LocalStack {
         };
         // The resources' names: as the template names them on servers of
         // the stack's own, apart from every other stack's on shared ones.
-        let suffix = if shared == Servers::Own {
+        let suffix = if servers == Servers::Own {
             String::new()
         } else {
             static STACKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -348,7 +347,7 @@ impl LocalStack {
             sqs,
             table,
             stream_arn,
-            servers: shared,
+            servers,
             dynamodb_local,
             moto,
         })
