@@ -118,3 +118,30 @@ fn each_crate_has_a_role_of_one_sentence() {
     }
     assert!(rows.contains(&"tests".to_owned()));
 }
+
+/// Every suite file in `tests/` is a module of the suites binary (or the
+/// chaos binary, or the harness): a file named nowhere would never be
+/// compiled, and its tests would silently never run.
+#[test]
+fn every_suite_file_is_compiled_into_a_test_binary() {
+    let dir = root().join("tests");
+    let suites = std::fs::read_to_string(dir.join("suites.rs")).expect("tests/suites.rs");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("tests/ is readable") {
+        let path = entry.expect("an entry of tests/").path();
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let binaries = ["suites", "chaos", "support"];
+        if path.extension().is_some_and(|e| e == "rs")
+            && !binaries.contains(&name)
+            && !suites.contains(&format!("\nmod {name};\n"))
+        {
+            missing.push(name.to_owned());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "add `mod …;` to tests/suites.rs for {missing:?}"
+    );
+}
