@@ -36,7 +36,8 @@ impl Harness {
     /// A stack with a DynamoDB Local of its own ([`Servers::SharedMoto`]):
     /// for a test that reads the table's stream (a [`lifo_local::Pipeline`]
     /// runs on it), or that needs the server's whole pace (the reaper's
-    /// 2,000 sheds within its 20 s budget).
+    /// 2,000 sheds within its 20 s budget; read units per success compared
+    /// between two drains).
     pub async fn own_dynamodb(shards: u32) -> Self {
         Self::start_with(
             shards,
