@@ -161,12 +161,12 @@ impl LocalStack {
         let tools = Tools::locate()?;
         let template = Template::workspace()?;
         // A data folder's servers are the stack's own.
-        let servers = if options.data_dir.is_some() {
+        let kind = if options.data_dir.is_some() {
             Servers::Own
         } else {
             options.servers
         };
-        let (dynamodb_local, moto) = match servers {
+        let (dynamodb_local, moto) = match kind {
             Servers::Own => tokio::try_join!(
                 servers::start_dynamodb_local(&tools, options.data_dir.as_deref()),
                 servers::start_moto(&tools),
@@ -182,7 +182,7 @@ impl LocalStack {
         };
         // The resources' names: as the template names them on servers of
         // the stack's own, apart from every other stack's on shared ones.
-        let suffix = if servers == Servers::Own {
+        let suffix = if kind == Servers::Own {
             String::new()
         } else {
             static STACKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -347,7 +347,7 @@ impl LocalStack {
             sqs,
             table,
             stream_arn,
-            servers,
+            servers: kind,
             dynamodb_local,
             moto,
         })
