@@ -18,8 +18,10 @@
 //!
 //! Each seed's arrivals are the same in every run it has (the nine's are
 //! the same with the flooders and without). Over `--seeds` seeds it
-//! prints each seed's figures and their median and worst.
+//! prints each seed's figures and their median and worst ([`report`]),
+//! and where the nine's late tasks waited ([`late`]).
 
+mod late;
 mod report;
 
 pub use report::{SeedFigures, figures, json, summary};

@@ -2,7 +2,7 @@
 //! against the ideal's ([`lifo_local::ideal`]) for the same arrivals, and
 //! their median and worst over the seeds, as a table and as JSON.
 
-use super::{TenantsArgs, is_flooder};
+use super::{TenantsArgs, is_flooder, late};
 use crate::mixes::MixRun;
 use crate::print::secs;
 use lifo_core::{Task, TaskStatus};
@@ -40,6 +40,9 @@ pub struct SeedFigures {
     /// Every tenant backlogged: the least and the greatest share of the
     /// starts while tasks arrive, times the tenants (1.0: exactly 1/n).
     pub backlogged_shares: Option<(f64, f64)>,
+    /// Share on: where the nine's tasks later than the ideal + overhead's
+    /// p95 waited, against the ideal for the same tasks.
+    pub late: Option<late::Late>,
 }
 
 /// Starts while tasks arrived (ms of age), of `tasks`.
@@ -111,8 +114,13 @@ fn overhead_ms(run: &MixRun) -> Option<u64> {
     Some((mean(&held) - latency + mean(&gaps)).max(0.0).round() as u64)
 }
 
-/// The ideal scheduler's p95 for the other nine, fed `run`'s arrivals.
-fn ideal_quiet_p95(run: &MixRun, overhead: Duration, seed: u64) -> u64 {
+/// The ideal scheduler fed `run`'s arrivals: its tasks by arrival, the
+/// arrivals (ms from the run's start) and each one's start in the ideal.
+fn ideal_starts(
+    run: &MixRun,
+    overhead: Duration,
+    seed: u64,
+) -> (Vec<&Task>, Vec<Arrival>, Vec<ideal::Started>) {
     let w = &run.outcome.workload;
     let epoch = run.outcome.epoch_ms;
     let mut tasks: Vec<&Task> = run.outcome.tasks.iter().collect();
@@ -134,7 +142,13 @@ fn ideal_quiet_p95(run: &MixRun, overhead: Duration, seed: u64) -> u64 {
         seed,
     };
     let started = ideal::schedule(&arrivals, &slots);
-    let end = w.duration.as_millis() as u64;
+    (tasks, arrivals, started)
+}
+
+/// The ideal scheduler's p95 for the other nine, fed `run`'s arrivals.
+fn ideal_quiet_p95(run: &MixRun, overhead: Duration, seed: u64) -> u64 {
+    let (tasks, arrivals, started) = ideal_starts(run, overhead, seed);
+    let end = run.outcome.workload.duration.as_millis() as u64;
     let mut ages: Vec<u64> = tasks
         .iter()
         .zip(&arrivals)
@@ -144,6 +158,30 @@ fn ideal_quiet_p95(run: &MixRun, overhead: Duration, seed: u64) -> u64 {
         .collect();
     ages.sort_unstable();
     percentile(&ages, 95.0)
+}
+
+/// Where the nine's late tasks waited in `run` and in its ideal with
+/// `overhead` ([`late::waits`]): late is past `bar_ms`.
+fn late_waits(run: &MixRun, overhead: Duration, seed: u64, bar_ms: u64) -> late::Late {
+    let (tasks, arrivals, started) = ideal_starts(run, overhead, seed);
+    let epoch = run.outcome.epoch_ms;
+    let entries: Vec<late::Entry> = tasks
+        .iter()
+        .zip(&arrivals)
+        .zip(&started)
+        .map(|((t, a), ideal)| late::Entry {
+            tenant: a.tenant.clone(),
+            flooder: is_flooder(t),
+            ready: a.at_ms,
+            real: t.started_at.map(|s| s.saturating_sub(epoch)),
+            ideal: *ideal,
+        })
+        .collect();
+    late::waits(
+        &entries,
+        bar_ms,
+        run.outcome.workload.duration.as_millis() as u64,
+    )
 }
 
 /// One seed's figures from its runs.
@@ -200,6 +238,9 @@ pub fn figures(seed: u64, runs: &[MixRun]) -> SeedFigures {
                 f.overhead_ms = oh;
                 f.quiet_p95_ideal_overhead =
                     oh.map(|ms| ideal_quiet_p95(run, Duration::from_millis(ms), seed));
+                if let (Some(ms), Some(bar)) = (oh, f.quiet_p95_ideal_overhead) {
+                    f.late = Some(late_waits(run, Duration::from_millis(ms), seed, bar));
+                }
             }
             "share off" => f.read_units_off = Some(run.outcome.read_units_per_success),
             "one tenant alone, share on" => alone.0 = Some(starts(run)),
@@ -419,6 +460,11 @@ pub fn summary(args: &TenantsArgs, seeds: &[SeedFigures]) -> String {
             "- every tenant backlogged: each tenant's share of the starts between {lo:.2} and {hi:.2} × 1/n"
         );
     }
+    let late: Vec<(u64, late::Late)> = seeds
+        .iter()
+        .filter_map(|f| f.late.map(|l| (f.seed, l)))
+        .collect();
+    out.push_str(&late::table(&late));
     out
 }
 
@@ -438,6 +484,7 @@ pub fn json(args: &TenantsArgs, seeds: &[SeedFigures]) -> Value {
             "readUnitsPerSuccess": {"shareOn": f.read_units_on, "shareOff": f.read_units_off},
             "aloneStarts": f.alone_starts.map(|(on, off)| json!({"shareOn": on, "shareOff": off})),
             "backloggedShareTimesN": f.backlogged_shares.map(|(lo, hi)| json!({"least": lo, "greatest": hi})),
+            "lateShareOn": f.late,
         })).collect::<Vec<_>>(),
     })
 }
