@@ -94,15 +94,16 @@ fn per(a: Starts, n: usize) -> Starts {
 /// the ideal until its ideal start (a task shed in the ideal counts only
 /// on the real side).
 pub fn waits(entries: &[Entry], bar_ms: u64, end_ms: u64) -> Late {
-    let late: Vec<&Entry> = entries
+    // Each late task with its real start.
+    let late: Vec<(&Entry, u64)> = entries
         .iter()
         .filter(|t| !t.flooder && t.ready <= end_ms)
-        .filter(|t| t.real.is_some_and(|s| s.saturating_sub(t.ready) > bar_ms))
+        .filter_map(|t| Some((t, t.real?)))
+        .filter(|(t, started)| started.saturating_sub(t.ready) > bar_ms)
         .collect();
     let (mut real, mut ideal) = (Starts::default(), Starts::default());
     let (mut real_wait, mut ideal_wait, mut in_ideal) = (0, 0, 0);
-    for t in &late {
-        let Some(started) = t.real else { continue };
+    for &(t, started) in &late {
         real_wait += started - t.ready;
         add(
             &mut real,

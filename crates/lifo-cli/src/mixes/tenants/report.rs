@@ -114,74 +114,86 @@ fn overhead_ms(run: &MixRun) -> Option<u64> {
     Some((mean(&held) - latency + mean(&gaps)).max(0.0).round() as u64)
 }
 
-/// The ideal scheduler fed `run`'s arrivals: its tasks by arrival, the
-/// arrivals (ms from the run's start) and each one's start in the ideal.
-fn ideal_starts(
-    run: &MixRun,
-    overhead: Duration,
-    seed: u64,
-) -> (Vec<&Task>, Vec<Arrival>, Vec<ideal::Started>) {
-    let w = &run.outcome.workload;
-    let epoch = run.outcome.epoch_ms;
-    let mut tasks: Vec<&Task> = run.outcome.tasks.iter().collect();
-    tasks.sort_by_key(|t| t.ready_at);
-    let arrivals: Vec<Arrival> = tasks
-        .iter()
-        .map(|t| Arrival {
-            at_ms: t.ready_at.saturating_sub(epoch),
-            tenant: t.tenant.clone().unwrap_or_default(),
-        })
-        .collect();
-    let slots = Slots {
-        slots: w.concurrency,
-        latency: w.latency,
-        jitter: w.latency_jitter,
-        ttl: Duration::from_secs(w.ttl_seconds),
-        overhead,
-        tenant_cap: w.tenant_max_in_flight.map(|n| n.get() as usize),
-        seed,
-    };
-    let started = ideal::schedule(&arrivals, &slots);
-    (tasks, arrivals, started)
+/// The ideal scheduler fed a run's arrivals: its tasks by arrival, each
+/// one's start in the ideal (ms from the run's start), and the run's end.
+struct Ideal<'a> {
+    tasks: Vec<&'a Task>,
+    arrivals: Vec<Arrival>,
+    started: Vec<ideal::Started>,
+    epoch_ms: u64,
+    end_ms: u64,
+}
+
+impl<'a> Ideal<'a> {
+    /// Schedules `run`'s arrivals with `overhead` added to each start.
+    fn of(run: &'a MixRun, overhead: Duration, seed: u64) -> Self {
+        let w = &run.outcome.workload;
+        let epoch_ms = run.outcome.epoch_ms;
+        let mut tasks: Vec<&Task> = run.outcome.tasks.iter().collect();
+        tasks.sort_by_key(|t| t.ready_at);
+        let arrivals: Vec<Arrival> = tasks
+            .iter()
+            .map(|t| Arrival {
+                at_ms: t.ready_at.saturating_sub(epoch_ms),
+                tenant: t.tenant.clone().unwrap_or_default(),
+            })
+            .collect();
+        let slots = Slots {
+            slots: w.concurrency,
+            latency: w.latency,
+            jitter: w.latency_jitter,
+            ttl: Duration::from_secs(w.ttl_seconds),
+            overhead,
+            tenant_cap: w.tenant_max_in_flight.map(|n| n.get() as usize),
+            seed,
+        };
+        let started = ideal::schedule(&arrivals, &slots);
+        Self {
+            tasks,
+            arrivals,
+            started,
+            epoch_ms,
+            end_ms: w.duration.as_millis() as u64,
+        }
+    }
+
+    /// The other nine's p95 age at start while tasks arrive.
+    fn quiet_p95(&self) -> u64 {
+        let mut ages: Vec<u64> = self
+            .tasks
+            .iter()
+            .zip(&self.arrivals)
+            .zip(&self.started)
+            .filter(|((t, _), s)| !is_flooder(t) && s.is_some_and(|s| s <= self.end_ms))
+            .filter_map(|((_, a), s)| s.map(|s| s - a.at_ms))
+            .collect();
+        ages.sort_unstable();
+        percentile(&ages, 95.0)
+    }
+
+    /// Where the nine's tasks later than `bar_ms` waited in the real run
+    /// and here ([`late::waits`]).
+    fn late(&self, bar_ms: u64) -> late::Late {
+        let entries: Vec<late::Entry> = self
+            .tasks
+            .iter()
+            .zip(&self.arrivals)
+            .zip(&self.started)
+            .map(|((t, a), ideal)| late::Entry {
+                tenant: a.tenant.clone(),
+                flooder: is_flooder(t),
+                ready: a.at_ms,
+                real: t.started_at.map(|s| s.saturating_sub(self.epoch_ms)),
+                ideal: *ideal,
+            })
+            .collect();
+        late::waits(&entries, bar_ms, self.end_ms)
+    }
 }
 
 /// The ideal scheduler's p95 for the other nine, fed `run`'s arrivals.
 fn ideal_quiet_p95(run: &MixRun, overhead: Duration, seed: u64) -> u64 {
-    let (tasks, arrivals, started) = ideal_starts(run, overhead, seed);
-    let end = run.outcome.workload.duration.as_millis() as u64;
-    let mut ages: Vec<u64> = tasks
-        .iter()
-        .zip(&arrivals)
-        .zip(&started)
-        .filter(|((t, _), s)| !is_flooder(t) && s.is_some_and(|s| s <= end))
-        .filter_map(|((_, a), s)| s.map(|s| s - a.at_ms))
-        .collect();
-    ages.sort_unstable();
-    percentile(&ages, 95.0)
-}
-
-/// Where the nine's late tasks waited in `run` and in its ideal with
-/// `overhead` ([`late::waits`]): late is past `bar_ms`.
-fn late_waits(run: &MixRun, overhead: Duration, seed: u64, bar_ms: u64) -> late::Late {
-    let (tasks, arrivals, started) = ideal_starts(run, overhead, seed);
-    let epoch = run.outcome.epoch_ms;
-    let entries: Vec<late::Entry> = tasks
-        .iter()
-        .zip(&arrivals)
-        .zip(&started)
-        .map(|((t, a), ideal)| late::Entry {
-            tenant: a.tenant.clone(),
-            flooder: is_flooder(t),
-            ready: a.at_ms,
-            real: t.started_at.map(|s| s.saturating_sub(epoch)),
-            ideal: *ideal,
-        })
-        .collect();
-    late::waits(
-        &entries,
-        bar_ms,
-        run.outcome.workload.duration.as_millis() as u64,
-    )
+    Ideal::of(run, overhead, seed).quiet_p95()
 }
 
 /// One seed's figures from its runs.
@@ -236,10 +248,12 @@ pub fn figures(seed: u64, runs: &[MixRun]) -> SeedFigures {
                 f.quiet_p95_ideal = Some(ideal_quiet_p95(run, Duration::ZERO, seed));
                 let oh = overhead_ms(run);
                 f.overhead_ms = oh;
-                f.quiet_p95_ideal_overhead =
-                    oh.map(|ms| ideal_quiet_p95(run, Duration::from_millis(ms), seed));
-                if let (Some(ms), Some(bar)) = (oh, f.quiet_p95_ideal_overhead) {
-                    f.late = Some(late_waits(run, Duration::from_millis(ms), seed, bar));
+                // One schedule gives the bar and where the late ones waited.
+                if let Some(ms) = oh {
+                    let ideal = Ideal::of(run, Duration::from_millis(ms), seed);
+                    let bar = ideal.quiet_p95();
+                    f.quiet_p95_ideal_overhead = Some(bar);
+                    f.late = Some(ideal.late(bar));
                 }
             }
             "share off" => f.read_units_off = Some(run.outcome.read_units_per_success),
