@@ -83,12 +83,27 @@ async fn reads_stay_flat_in_a_shed_backlog_and_a_shed_costs_three_write_units() 
     let (sweep_floor, _) = sweep(&h).await;
     let (floor, _) = drain(&h, 100, "floor").await;
 
-    // A backlog of expired tasks: the sweep's reaper sheds it all, and
-    // counts it in this run (within its time budget: a server of its own).
+    // A backlog of expired tasks: the sweep's reaper sheds it all, each
+    // task counted once, in the run that shed it. How much one run sheds
+    // is the trigger's time budget over the machine's speed (here, a debug
+    // build on DynamoDB Local: all 2,000 in one run most days, 1,900 on a
+    // slow one); what is left, the next run sheds (`lifo bench` measures
+    // the rate, this test does not).
     let h = Harness::own_dynamodb(1).await;
     backlog(&h, BACKLOG).await;
-    let (reap_reads, outcome) = sweep(&h).await;
-    assert_eq!(outcome.shed, BACKLOG);
+    let (mut reap_reads, mut shed, mut runs) = (0.0, Vec::new(), 0);
+    while shed.iter().sum::<usize>() < BACKLOG && runs < 5 {
+        let (reads, outcome) = sweep(&h).await;
+        reap_reads += reads;
+        shed.push(outcome.shed);
+        runs += 1;
+    }
+    assert_eq!(
+        shed.iter().sum::<usize>(),
+        BACKLOG,
+        "shed per run: {shed:?}"
+    );
+    assert!(shed[0] > 0, "the first run shed nothing: {shed:?}");
     let tasks = h.tasks().await;
     assert_eq!(tasks.len(), BACKLOG);
     assert!(tasks.iter().all(|t| t.task_status == TaskStatus::Expired
@@ -100,7 +115,8 @@ async fn reads_stay_flat_in_a_shed_backlog_and_a_shed_costs_three_write_units() 
     assert_eq!(shed_by_claims, 0, "the reaper left nothing to shed");
     println!(
         "read units per success: no backlog {floor:.2}, {BACKLOG} shed {with_backlog:.2}; \
-         reaper: {:.3} read units per shed task; sweep: {sweep_floor:.1} read units empty",
+         reaper: {:.3} read units per shed task (shed per run: {shed:?}); sweep: \
+         {sweep_floor:.1} read units empty",
         reap_reads / BACKLOG as f64
     );
     assert!(
