@@ -210,3 +210,48 @@ async fn after_a_tail_call_the_flooding_tenant_does_not_go_back_to_the_top() {
         write(&h, "flood", 100 * (round + 1)..100 * (round + 1) + 10).await;
     }
 }
+
+/// A read since the read before sees every task written in between, however
+/// many newer ones a flood wrote after them: a page of the newest alone
+/// leaves the quiet tenant's tasks unseen (and the fair share cannot keep
+/// what it never saw: they would wait for their expiry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_since_the_last_one_sees_what_a_flood_buried_in_between() {
+    let h = Harness::start(1).await;
+    let since = lifo_core::now_ms();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    write(&h, "quiet", 0..3).await;
+    write(&h, "flood", 0..60).await;
+    let now = lifo_core::now_ms();
+    let read = |since: Option<u64>| {
+        let store = h.store.clone();
+        async move {
+            let mut heads = store
+                .claimable_heads_since(lifo_core::Order::Lifo, &[0], 20, now, 0, since)
+                .await
+                .unwrap();
+            let (items, complete) = heads.remove(0);
+            let ids: Vec<String> = items.into_iter().map(|c| c.task_id).collect();
+            (ids, complete)
+        }
+    };
+    // A page: the flood's 20 newest, cut short.
+    let (page, complete) = read(None).await;
+    assert_eq!(page.len(), 20);
+    assert!(!complete && page.iter().all(|id| id.starts_with("flood-")));
+    // Since the read before: all 63, the quiet tenant's (the oldest) last.
+    let (all, complete) = read(Some(since)).await;
+    assert_eq!(all.len(), 63, "{all:?}");
+    assert!(complete);
+    assert!(
+        all[60..].iter().all(|id| id.starts_with("quiet-")),
+        "{all:?}"
+    );
+    // Oldest first, `since` changes nothing (it bounds newest-first reads).
+    let oldest = h
+        .store
+        .claimable_heads_since(lifo_core::Order::Fifo, &[0], 20, now, 0, Some(since))
+        .await
+        .unwrap();
+    assert_eq!(oldest[0].0.len(), 20);
+}

@@ -8,6 +8,7 @@ use super::shed::sheddable;
 use super::{Item, Op, Store, StoreError};
 use crate::expr::{self, CLAIMABLE_INDEX};
 use crate::order::{Candidate, Order};
+use crate::priority;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 
 /// Most pages one shard's claim read takes: past them the head is cut
@@ -32,10 +33,32 @@ impl Store {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<Vec<(Vec<Candidate>, bool)>, StoreError> {
+        self.claimable_heads_since(order, shards, page, now_ms, horizon_ms, None)
+            .await
+    }
+
+    /// As [`Store::claimable_heads`], and with `since_ms`, newest first:
+    /// each shard's read goes on past `page` until it reaches the tasks
+    /// claimable since `since_ms` (epoch ms, whatever their priority),
+    /// within [`CLAIM_READ_PAGES`] pages. A reader that read last at
+    /// `since_ms` then sees every task that became claimable since, however
+    /// many arrived in between: what a page of the newest would leave
+    /// unseen under a flood of newer tasks (the fair share keeps what it
+    /// saw once; a task never seen would wait for its expiry).
+    pub async fn claimable_heads_since(
+        &self,
+        order: Order,
+        shards: &[u32],
+        page: usize,
+        now_ms: u64,
+        horizon_ms: u64,
+        since_ms: Option<u64>,
+    ) -> Result<Vec<(Vec<Candidate>, bool)>, StoreError> {
+        let since_ms = since_ms.filter(|_| order.newest_first());
         futures::future::try_join_all(
             shards
                 .iter()
-                .map(|shard| self.shard_head(order, *shard, page, now_ms, horizon_ms)),
+                .map(|shard| self.shard_head(order, *shard, page, now_ms, horizon_ms, since_ms)),
         )
         .await
     }
@@ -53,11 +76,14 @@ impl Store {
         want: usize,
         now_ms: u64,
         horizon_ms: u64,
+        since_ms: Option<u64>,
     ) -> Result<(Vec<Candidate>, bool), StoreError> {
         let q = expr::claim_read(shard, now_ms, horizon_ms);
         let mut found = Vec::with_capacity(want);
         let mut start: Option<Item> = None;
         let mut pages = 0;
+        // The time of the oldest entry read so far (newest first).
+        let mut reached_ms: Option<u64> = None;
         // Index items are tiny (keys and a few numbers, ~100 bytes): a page
         // of up to 40 is one read unit. At least 16, so that the tasks
         // running now (TAKEN, at the head, filtered out) and expired
@@ -77,8 +103,14 @@ impl Store {
             let mut expired = Vec::new();
             for item in out.items.unwrap_or_default() {
                 match serde_dynamo::from_item::<_, Candidate>(item) {
-                    Ok(c) if sheddable(&c, now_ms) => expired.push(c),
-                    Ok(c) => found.push(c),
+                    Ok(c) => {
+                        // Newest first: each entry is the oldest read yet.
+                        reached_ms = Some(priority::at_ms(c.claimable_at));
+                        match sheddable(&c, now_ms) {
+                            true => expired.push(c),
+                            false => found.push(c),
+                        }
+                    }
                     Err(e) => tracing::warn!(shard, error = %e, "skipping malformed index entry"),
                 }
             }
@@ -88,11 +120,30 @@ impl Store {
                     .fetch_add(shed as u64, std::sync::atomic::Ordering::Relaxed);
             }
             start = out.last_evaluated_key;
+            // Where the page stopped, the entries the filter left out
+            // (running, resting) included.
+            if let Some(at) = start
+                .as_ref()
+                .and_then(|k| k.get(expr::attr::CLAIMABLE_AT))
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse::<i64>().ok())
+            {
+                reached_ms = Some(priority::at_ms(at));
+            }
             // Half a page is enough to go on with: the rest of the shard
             // is the next refill's (the head counts as cut short). A
             // second page for the running tasks a page met would double
-            // every read.
-            if found.len() >= want.div_ceil(2) || start.is_none() || pages >= CLAIM_READ_PAGES {
+            // every read. With `since_ms`, not before the read reached it.
+            let reached = since_ms.is_none_or(|since| reached_ms.is_some_and(|at| at <= since));
+            if (found.len() >= want.div_ceil(2) && reached)
+                || start.is_none()
+                || pages >= CLAIM_READ_PAGES
+            {
+                // What a read since a time went past `want` for is kept:
+                // it is what a page alone would have left unseen.
+                if since_ms.is_some() {
+                    return Ok((found, start.is_none()));
+                }
                 let complete = start.is_none() && found.len() <= want;
                 found.truncate(want);
                 return Ok((found, complete));

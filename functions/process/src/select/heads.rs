@@ -29,7 +29,9 @@
 //! least 8, at most 40), no more, since what a read returns beyond what is
 //! claimed before the next read is wasted work. Under load a read of `S`
 //! shards (`S × 0.5` read units) then serves at least `2 × S − 1` claims:
-//! at most 0.5 read units per task, less under load.
+//! at most 0.5 read units per task, less under load. With the fair share,
+//! a read goes on past `page` until it reaches back to the read before
+//! ([`HeadsPolicy::reach_back`]): what arrived in between is all seen.
 //!
 //! **The LIFO guarantee that remains:** candidates come out in exact LIFO
 //! order of what was read (the merge never passes a cut-short shard's
@@ -59,6 +61,11 @@ pub struct HeadsPolicy {
     /// many per tenant with the read's own ([`ShardHeads::replace`]); 0:
     /// none.
     pub keep_per_tenant: usize,
+    /// With the fair share: each read goes on past `page` until it reaches
+    /// back to the read before, less this margin ([`ShardHeads::since_ms`]),
+    /// so that no task written between two reads is left unseen under
+    /// newer ones; `None`: a page is a read.
+    pub reach_back: Option<Duration>,
 }
 
 impl HeadsPolicy {
@@ -74,6 +81,7 @@ impl HeadsPolicy {
             min_age: Duration::from_millis(100),
             max_age: Duration::from_secs(1),
             keep_per_tenant: 0,
+            reach_back: None,
         }
     }
 }
@@ -94,6 +102,8 @@ pub struct ShardHeads {
     shards: Vec<u32>,
     heads: Vec<Head>,
     read_at: Option<Instant>,
+    /// The last full read's time, epoch ms (the claim query's clock).
+    read_at_ms: Option<u64>,
     served: usize,
     reads: usize,
     partial_reads: usize,
@@ -138,10 +148,19 @@ impl ShardHeads {
             shards,
             heads,
             read_at: None,
+            read_at_ms: None,
             served: 0,
             reads: 0,
             partial_reads: 0,
         }
+    }
+
+    /// With [`HeadsPolicy::reach_back`]: the time (epoch ms) the next read
+    /// must reach back to, the last full read's less the margin; `None`:
+    /// a page is a read (no margin set, or never read).
+    pub fn since_ms(&self) -> Option<u64> {
+        let margin = self.policy.reach_back?;
+        Some(self.read_at_ms?.saturating_sub(margin.as_millis() as u64))
     }
 
     /// How old the heads are at `now` (`None`: never read).
@@ -264,6 +283,7 @@ impl ShardHeads {
             self.keep(before, lifo_core::now_ms());
         }
         self.read_at = Some(now);
+        self.read_at_ms = Some(lifo_core::now_ms());
         self.served = 0;
         self.reads += 1;
     }
@@ -617,6 +637,27 @@ mod tests {
     }
 
     #[test]
+    fn with_a_reach_back_the_next_read_goes_back_to_the_last_one_less_the_margin() {
+        let none = HeadsPolicy::new(1, 5);
+        let policy = HeadsPolicy {
+            reach_back: Some(Duration::from_millis(200)),
+            ..none
+        };
+        let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
+        // Never read: the first read is a page (deeper with the share).
+        assert_eq!(h.since_ms(), None);
+        let before = lifo_core::now_ms();
+        h.replace(vec![(vec![c("a9", 9)], false)], Instant::now());
+        let after = lifo_core::now_ms();
+        let since = h.since_ms().unwrap();
+        assert!((before - 200..=after - 200).contains(&since), "{since}");
+        // Without the margin set, a page is a read.
+        let mut h = ShardHeads::new(Order::Lifo, vec![0], none);
+        h.replace(vec![(vec![c("a9", 9)], false)], Instant::now());
+        assert_eq!(h.since_ms(), None);
+    }
+
+    #[test]
     fn heads_are_read_again_after_serving_a_refill_or_a_second() {
         let policy = HeadsPolicy {
             page: 8,
@@ -625,6 +666,7 @@ mod tests {
             min_age: Duration::from_millis(100),
             max_age: Duration::from_secs(1),
             keep_per_tenant: 0,
+            reach_back: None,
         };
         let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
         let t0 = Instant::now();

@@ -49,8 +49,9 @@ pub async fn refill(
         Read::Nothing => {}
         Read::All => {
             let now = now_ms();
+            let (shards, page, since) = (heads.shards(), heads.policy().page, heads.since_ms());
             let read = store
-                .claimable_heads(order, heads.shards(), heads.policy().page, now, horizon_ms)
+                .claimable_heads_since(order, shards, page, now, horizon_ms, since)
                 .await?;
             if let Some(lane) = lane.as_deref_mut() {
                 lane.observe(read.iter().flat_map(|(items, _)| items), now);
@@ -60,8 +61,9 @@ pub async fn refill(
         // Only the cut-short shards whose heads ran out.
         Read::Some(shards) => {
             let now = now_ms();
+            let (page, since) = (heads.policy().page, heads.since_ms());
             let read = store
-                .claimable_heads(order, &shards, heads.policy().page, now, horizon_ms)
+                .claimable_heads_since(order, &shards, page, now, horizon_ms, since)
                 .await?;
             if let Some(lane) = lane.as_deref_mut() {
                 lane.observe(read.iter().flat_map(|(items, _)| items), now);

@@ -69,15 +69,27 @@ pub const MIN_AGE: Duration = Duration::from_millis(250);
 /// the share: a task written since would wait behind the one it takes.
 pub const FRESH: Duration = Duration::from_millis(50);
 
+/// With the fair share on, each read reaches back to the read before,
+/// less this margin (the read's own flight, and a write's between the time
+/// it stamps on a task and the task's entry in the index): tasks written
+/// between two reads are all seen, however many arrived. A page of the
+/// newest alone leaves a quiet tenant's task unseen under a flood that
+/// writes more than a page between two reads (at 20:1, two flooding
+/// tenants write 27 tasks a second, a page of 20 in 0.7 s), and what the
+/// heads never saw they cannot keep: it waited for its expiry.
+pub const REACH_BACK: Duration = Duration::from_millis(200);
+
 /// The heads' policy once tasks with a tenant are seen: reads of up to
-/// [`PAGE`] entries per shard, each tenant's candidates kept from read to
-/// read, again after [`MIN_AGE`]. A queue whose tasks have no tenant keeps `base` and
+/// [`PAGE`] entries per shard, and further back to the read before
+/// ([`REACH_BACK`]), each tenant's candidates kept from read to read, again
+/// after [`MIN_AGE`]. A queue whose tasks have no tenant keeps `base` and
 /// pays nothing for the fair share.
 pub fn policy(base: HeadsPolicy) -> HeadsPolicy {
     HeadsPolicy {
         page: base.page.max(PAGE),
         keep_per_tenant: PAGE,
         min_age: MIN_AGE,
+        reach_back: Some(REACH_BACK),
         ..base
     }
 }
