@@ -102,7 +102,9 @@ pub struct ShardHeads {
     shards: Vec<u32>,
     heads: Vec<Head>,
     read_at: Option<Instant>,
-    /// The last full read's time, epoch ms (the claim query's clock).
+    /// When the last full read was taken in, epoch ms (the clock the
+    /// index keys are stamped by); [`HeadsPolicy::reach_back`]'s margin
+    /// covers the read's own flight before it.
     read_at_ms: Option<u64>,
     served: usize,
     reads: usize,
