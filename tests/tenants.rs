@@ -255,3 +255,29 @@ async fn a_read_since_the_last_one_sees_what_a_flood_buried_in_between() {
         .unwrap();
     assert_eq!(oldest[0].0.len(), 20);
 }
+
+/// A read since the read before stops once it has reached it (on the page
+/// that got there), not at the shard's end: older tasks cost no more pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_since_the_last_one_stops_once_it_reaches_it() {
+    let h = Harness::start(1).await;
+    write(&h, "old", 0..100).await;
+    let since = lifo_core::now_ms();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    write(&h, "flood", 0..30).await;
+    let now = lifo_core::now_ms();
+    let mut heads = h
+        .store
+        .claimable_heads_since(lifo_core::Order::Lifo, &[0], 20, now, 0, Some(since))
+        .await
+        .unwrap();
+    let (items, complete) = heads.remove(0);
+    let ids: Vec<String> = items.into_iter().map(|c| c.task_id).collect();
+    // Two pages of 20: the 30 since, then 10 older; not all 130.
+    assert_eq!(ids.len(), 40, "{ids:?}");
+    assert!(!complete);
+    assert!(
+        ids[..30].iter().all(|id| id.starts_with("flood-")),
+        "{ids:?}"
+    );
+}

@@ -82,8 +82,6 @@ impl Store {
         let mut found = Vec::with_capacity(want);
         let mut start: Option<Item> = None;
         let mut pages = 0;
-        // The time of the oldest entry read so far (newest first).
-        let mut reached_ms: Option<u64> = None;
         // Index items are tiny (keys and a few numbers, ~100 bytes): a page
         // of up to 40 is one read unit. At least 16, so that the tasks
         // running now (TAKEN, at the head, filtered out) and expired
@@ -103,14 +101,8 @@ impl Store {
             let mut expired = Vec::new();
             for item in out.items.unwrap_or_default() {
                 match serde_dynamo::from_item::<_, Candidate>(item) {
-                    Ok(c) => {
-                        // Newest first: each entry is the oldest read yet.
-                        reached_ms = Some(priority::at_ms(c.claimable_at));
-                        match sheddable(&c, now_ms) {
-                            true => expired.push(c),
-                            false => found.push(c),
-                        }
-                    }
+                    Ok(c) if sheddable(&c, now_ms) => expired.push(c),
+                    Ok(c) => found.push(c),
                     Err(e) => tracing::warn!(shard, error = %e, "skipping malformed index entry"),
                 }
             }
@@ -120,16 +112,15 @@ impl Store {
                     .fetch_add(shed as u64, std::sync::atomic::Ordering::Relaxed);
             }
             start = out.last_evaluated_key;
-            // Where the page stopped, the entries the filter left out
-            // (running, resting) included.
-            if let Some(at) = start
+            // Where the page stopped (newest first: the oldest entry read,
+            // those the filter left out included); none when the shard
+            // ended, and then the read ends anyway.
+            let reached_ms = start
                 .as_ref()
                 .and_then(|k| k.get(expr::attr::CLAIMABLE_AT))
                 .and_then(|v| v.as_n().ok())
                 .and_then(|n| n.parse::<i64>().ok())
-            {
-                reached_ms = Some(priority::at_ms(at));
-            }
+                .map(priority::at_ms);
             // Half a page is enough to go on with: the rest of the shard
             // is the next refill's (the head counts as cut short). A
             // second page for the running tasks a page met would double
