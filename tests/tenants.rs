@@ -281,3 +281,64 @@ async fn a_read_since_the_last_one_stops_once_it_reaches_it() {
         "{ids:?}"
     );
 }
+
+/// A quiet tenant's tasks that one invocation's reads had found under a
+/// flood, left unclaimed when its budget ran out, with `keep` handed on in
+/// the tail call (through the trigger, as SNS delivers it); the tasks the
+/// next invocation claimed. A flood of 150 newer tasks, written between
+/// the two, fills the next invocation's first read.
+async fn next_after_a_buried_handover(keep: bool) -> Vec<String> {
+    let h = Harness::start(1).await;
+    let processor = h.stack.processor(
+        h.store.clone(),
+        Arc::new(SimulatedRunner::new(2, Duration::from_millis(50), 0.0, 0.0)),
+        ProcessConfig {
+            fair_share: true,
+            time_budget: Duration::from_millis(300),
+            ..h.process_config()
+        },
+    );
+    write(&h, "flood", 0..50).await;
+    write(&h, "quiet", 0..30).await;
+    write(&h, "flood", 50..100).await;
+    let first = processor
+        .handle(&process::Wakeups::one(), deadline())
+        .await
+        .unwrap();
+    assert!(first.tail_call, "{first:?}");
+    let quiet_first = first.claimed.iter().filter(|id| id.starts_with("quiet-"));
+    assert!(quiet_first.count() < 20, "{first:?}");
+    let tail = delivered(&h, &h.stack.trigger_queue_url).await;
+    assert_eq!(h.trigger().handle_outcome(tail).await.unwrap().wakeups, 1);
+    let event = delivered(&h, &h.stack.process_queue_url).await;
+    let mut wakeups = process::Wakeups::parse(event).unwrap();
+    let handover = wakeups.handover.as_mut().expect("the handover travelled");
+    // The quiet tenant's, a page of them (the flood's too, unless its
+    // waiting ones in the heads make it a flooding tenant).
+    let quiet_kept = handover
+        .kept
+        .iter()
+        .filter(|c| c.task_id.starts_with("quiet-"));
+    assert!((10..=20).contains(&quiet_kept.count()), "{handover:?}");
+    if !keep {
+        handover.kept.clear();
+    }
+    write(&h, "flood", 100..250).await;
+    let next = processor.handle(&wakeups, deadline()).await.unwrap();
+    next.claimed
+}
+
+/// After a tail call, a quiet tenant's tasks that the invocation before
+/// kept in view stay in view, however many newer tasks of a flood fill
+/// the first read (100 deep); without them, that read shows the flood
+/// alone and the quiet tenant's tasks wait until the flood's above them
+/// are claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_tail_call_the_kept_candidates_of_a_quiet_tenant_stay_in_view() {
+    let quiet = |claimed: &[String]| claimed.iter().filter(|id| id.starts_with("quiet-")).count();
+    let with = next_after_a_buried_handover(true).await;
+    assert!(quiet(&with) >= 2, "{with:?}");
+    let without = next_after_a_buried_handover(false).await;
+    assert!(!without.is_empty());
+    assert_eq!(quiet(&without), 0, "{without:?}");
+}

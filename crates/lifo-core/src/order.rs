@@ -9,7 +9,7 @@
 //! into one order across the queue is the claim policy's work (process's
 //! `select::heads`, which keeps each shard's head between reads).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Which claimable tasks the processor takes first.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -67,7 +67,9 @@ impl std::fmt::Display for Order {
 }
 
 /// A claimable task as the claimable index shows it (keys and ttl only).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// It serializes as it reads (the fair share hands kept candidates on in a
+/// tail call's wake-up), leaving out what is absent or zero.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Candidate {
     pub task_id: String,
@@ -77,16 +79,20 @@ pub struct Candidate {
     /// Claim deadline, epoch seconds.
     pub expires_at: u64,
     /// Present when the task is TAKEN and its lease has expired.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_until: Option<u64>,
     /// The fencing token the task holds.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub token: u64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub attempts: u32,
     /// Whose work it is (the fair share's tenant).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+}
+
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 impl Candidate {

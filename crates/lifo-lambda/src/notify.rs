@@ -48,6 +48,13 @@ pub struct Wakeup {
     /// flooding tenant the top again. At most 32 KB.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub served: Served,
+    /// A tail call's: the claimable tasks of the tenants that were not
+    /// flooding that its claim reads had found, buried under a flood's
+    /// newer ones, so the next invocation's first read (the newest only)
+    /// does not lose sight of them. At most 16 KB; one claimed or changed
+    /// meanwhile fails its conditional claim.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<lifo_core::Candidate>,
 }
 
 impl Wakeup {
@@ -62,7 +69,13 @@ impl Wakeup {
             previous_trace: None,
             wake_at: None,
             served: Served::new(),
+            kept: Vec::new(),
         }
+    }
+
+    /// Whether it hands the fair share's memory on (a tail call's).
+    pub fn hands_over(&self) -> bool {
+        !self.served.is_empty() || !self.kept.is_empty()
     }
 
     /// This wake-up's `served`, counted back from `at` instead (a later
@@ -302,6 +315,35 @@ mod tests {
         assert_eq!(served["flood"], vec![120, 2_620, u32::MAX]);
         // A clock behind the sender's adds nothing.
         assert_eq!(w.served_from(9_000), w.served);
+    }
+
+    #[test]
+    fn kept_candidates_travel_in_the_index_entry_s_own_names_without_empty_fields() {
+        let mut w = Wakeup::new("process", "tail-call", 10_000);
+        assert!(!w.hands_over());
+        w.kept.push(lifo_core::Candidate {
+            tenant: Some("quiet".into()),
+            expires_at: 1_800_000_020,
+            ..lifo_core::Candidate::pending("t-1", 3, 1_800_000_000_123)
+        });
+        assert!(w.hands_over());
+        let json = serde_json::to_value(&w).unwrap();
+        assert_eq!(
+            json["kept"],
+            serde_json::json!([{
+                "taskId": "t-1",
+                "lifoShard": 3,
+                "claimableAt": 1_800_000_000_123_i64,
+                "expiresAt": 1_800_000_020,
+                "tenant": "quiet"
+            }])
+        );
+        let back: Wakeup = serde_json::from_value(json).unwrap();
+        assert_eq!(back, w);
+        // A wake-up without it reads as none kept.
+        let plain: Wakeup =
+            serde_json::from_str(r#"{"source":"trigger","reason":"x","at":1}"#).unwrap();
+        assert!(plain.kept.is_empty());
     }
 
     /// An SNS endpoint that answers every publish and keeps the trace

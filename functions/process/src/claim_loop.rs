@@ -66,6 +66,10 @@ pub(crate) struct LoopState {
     /// The latest rest end the rest alarms that woke this invocation named
     /// (epoch ms): it looks until then.
     pub look_until: Option<u64>,
+    /// With the fair share, once the claim loop ends: the candidates of
+    /// the tenants that are not flooding still in view, for the tail
+    /// call to hand on ([`fair::kept`]).
+    pub kept: Vec<lifo_core::Candidate>,
 }
 
 impl LoopState {
@@ -80,6 +84,7 @@ impl LoopState {
             deadlines: None,
             rests: std::collections::HashMap::new(),
             look_until: None,
+            kept: Vec::new(),
         }
     }
 
@@ -260,11 +265,40 @@ impl<R: TaskRunner> Claiming<'_, R> {
         stop_claiming_at: Instant,
         lease_until: u64,
     ) -> Result<(), StoreError> {
+        let policy = HeadsPolicy::new(self.assignment.shards.len(), self.assignment.capacity);
+        let mut heads = ShardHeads::new(self.config.order, self.assignment.shards.clone(), policy);
+        let outcome = self
+            .claim(
+                report,
+                state,
+                running,
+                (stop_claiming_at, lease_until),
+                &mut heads,
+            )
+            .await;
+        if let Some(ledger) = &state.fair {
+            // Not what it claimed: a read while a claim ran can show it.
+            let mut exclude = state.exclude();
+            exclude.extend(state.claimed.iter().map(|(_, id)| id.clone()));
+            state.kept = fair::kept(&heads, &exclude, ledger, now_ms());
+        }
+        outcome
+    }
+
+    /// [`Claiming::run`]'s loop, on `heads` (what they hold when it ends
+    /// is handed on); `until` is the budget's end and the claims' lease.
+    async fn claim(
+        &self,
+        report: &mut ProcessReport,
+        state: &mut LoopState,
+        running: &mut JoinSet<Handled>,
+        (stop_claiming_at, lease_until): (Instant, u64),
+        heads: &mut ShardHeads,
+    ) -> Result<(), StoreError> {
         let assignment = self.assignment;
         let capacity = assignment.capacity;
         let limiter = assignment.limiter.as_deref();
-        let policy = HeadsPolicy::new(assignment.shards.len(), capacity);
-        let mut heads = ShardHeads::new(self.config.order, assignment.shards.clone(), policy);
+        let policy = heads.policy();
         // Tasks with a tenant were seen: the fair share's reads from then on.
         let mut tenanted = false;
         let ctx = ClaimContext {
@@ -297,9 +331,13 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 .filter(|h| h.group == assignment.group.map(|(g, _)| g))
             {
                 ledger.take_over(&h.served, h.at);
-                // The invocation before saw tenants: read as it did.
+                // The invocation before saw tenants: read as it did, and
+                // keep in view what it kept.
                 tenanted = true;
                 heads.set_policy(fair::policy(policy));
+                heads.seed(h.kept.clone());
+            } else {
+                heads.set_policy(fair::untenanted(policy));
             }
             state.fair = Some(ledger);
             // The first read goes deeper: what a backlog holds under
@@ -370,14 +408,10 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 next_start_at = None;
             }
             let now = now_ms();
-            if self.config.fair_share && !tenanted && heads.any_tenant() {
-                tenanted = true;
-                heads.set_policy(fair::policy(policy));
-            }
             let exclude = state.exclude();
             let mut candidates = refill(
                 self.store,
-                &mut heads,
+                heads,
                 self.config.order,
                 now.saturating_sub(self.config.max_ttl_seconds * 1000),
                 free,
@@ -386,11 +420,18 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 state.deadlines.as_mut(),
             )
             .await?;
-            // After the deeper first read, the usual reads.
-            if heads.reads() == 1 && heads.policy().page == fair::FIRST_READ_PAGE {
+            // The fair share's reads from the read after the first that
+            // showed a tenant, whatever it took (at light load it takes
+            // them all, and the reads in between, a page each and keeping
+            // nothing, lost sight of what a burst buried); after the
+            // deeper first read, the usual reads.
+            if self.config.fair_share && !tenanted && heads.seen_tenant() {
+                tenanted = true;
+                heads.set_policy(fair::policy(policy));
+            } else if heads.reads() == 1 && heads.policy().page == fair::FIRST_READ_PAGE {
                 heads.set_policy(match tenanted {
                     true => fair::policy(policy),
-                    false => policy,
+                    false => fair::untenanted(policy),
                 });
             }
             let mut granted = 0;

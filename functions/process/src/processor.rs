@@ -240,6 +240,7 @@ impl<R: TaskRunner> Processor<R> {
             .as_mut()
             .map(|l| l.handover(sent_at))
             .unwrap_or_default();
+        let kept = std::mem::take(&mut state.kept);
         state.finish(&mut report);
         let outcome = outcome.and_then(|()| failure.map_or(Ok(()), Err));
         // A tail call only after claiming something (as in model/lifo.pml):
@@ -271,6 +272,7 @@ impl<R: TaskRunner> Processor<R> {
                     group: assignment.group.map(|(g, _)| g),
                     previous_trace: lifo_lambda::xray::current().map(|t| t.root.to_string()),
                     served,
+                    kept,
                     ..Wakeup::new("process", "tail-call", sent_at)
                 };
                 self.tail.wake(&wakeup).await?;

@@ -23,7 +23,7 @@ pub struct Wakeups {
     pub handover: Option<Handover>,
 }
 
-/// The fair share's ledger a tail call handed on.
+/// The fair share's ledger and kept candidates a tail call handed on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handover {
     /// When it was sent (epoch ms, the sender's clock): the starts are
@@ -32,6 +32,9 @@ pub struct Handover {
     /// The shard group it was kept for (more than one processor).
     pub group: Option<u32>,
     pub served: Served,
+    /// The claimable candidates it had kept in view of the tenants that
+    /// were not flooding ([`lifo_lambda::Wakeup::kept`]).
+    pub kept: Vec<lifo_core::Candidate>,
 }
 
 impl Wakeups {
@@ -76,12 +79,13 @@ impl Wakeups {
         for r in &sns.records {
             let w = serde_json::from_str::<Wakeup>(&r.sns.message).ok();
             if handover.is_none()
-                && let Some(w) = w.as_ref().filter(|w| !w.served.is_empty())
+                && let Some(w) = w.as_ref().filter(|w| w.hands_over())
             {
                 handover = Some(Handover {
                     at: w.at,
                     group: w.group,
                     served: w.served.clone(),
+                    kept: w.kept.clone(),
                 });
             }
             if previous_trace.is_none() {

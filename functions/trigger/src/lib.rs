@@ -131,8 +131,8 @@ struct Groups {
     previous_trace: Option<String>,
     /// Rest alarms: the latest rest end they named.
     wake_at: Option<u64>,
-    /// Tail calls: the fair share's ledger each handed on, by the group it
-    /// named, forwarded to that group's processor.
+    /// Tail calls: the fair share's ledger and kept candidates each handed
+    /// on, by the group it named, forwarded to that group's processor.
     handovers: std::collections::BTreeMap<Option<u32>, Wakeup>,
 }
 
@@ -274,7 +274,7 @@ impl Trigger {
                     if groups.previous_trace.is_none() {
                         groups.previous_trace = w.as_ref().and_then(|w| w.previous_trace.clone());
                     }
-                    if let Some(w) = w.as_ref().filter(|w| !w.served.is_empty()) {
+                    if let Some(w) = w.as_ref().filter(|w| w.hands_over()) {
                         groups.handovers.entry(w.group).or_insert_with(|| w.clone());
                     }
                     match w.and_then(|w| w.group) {
@@ -532,13 +532,10 @@ impl Trigger {
         }
         // Each group's processor gets the ledger its tail call handed on.
         for group in &targets {
-            let served = groups
-                .handovers
-                .get(group)
-                .map(|w| w.served_from(at))
-                .unwrap_or_default();
+            let handover = groups.handovers.get(group);
             let wakeup = Wakeup {
-                served,
+                served: handover.map(|w| w.served_from(at)).unwrap_or_default(),
+                kept: handover.map(|w| w.kept.clone()).unwrap_or_default(),
                 ..wakeup.clone()
             };
             self.fanout.wake(&wakeup, *group).await?;

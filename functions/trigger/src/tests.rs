@@ -435,16 +435,12 @@ async fn with_three_processors_each_wakeup_names_the_group_with_work() {
     assert_eq!(groups_of(&sent), vec![None]);
 }
 
-/// A tail call's fair-share ledger reaches the processor of its group,
-/// its starts as old as they are when the trigger forwards them.
-#[tokio::test]
-async fn a_tail_calls_ledger_is_forwarded_to_its_group() {
+/// The one wake-up the trigger publishes for a tail call of group 1 (of
+/// two processors) whose message is `message`.
+async fn forwarded_to_group_1(message: String) -> Wakeup {
     let (rule, sent) = recording();
     let mut tail = fixture("trigger-tail-call.json");
-    let sent_at = lifo_core::now_ms();
-    tail["Records"][0]["Sns"]["Message"] = json!(format!(
-        r#"{{"source":"process","reason":"tail-call","at":{sent_at},"group":1,"served":{{"flood":[0,900]}}}}"#
-    ));
+    tail["Records"][0]["Sns"]["Message"] = json!(message);
     trigger(&rule)
         .with_processors(2)
         .handle_outcome(tail)
@@ -453,10 +449,39 @@ async fn a_tail_calls_ledger_is_forwarded_to_its_group() {
     let sent = sent.lock().unwrap().clone();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].group, Some(1));
-    let ago = &sent[0].served["flood"];
+    sent[0].clone()
+}
+
+/// A tail call's fair-share ledger reaches the processor of its group,
+/// its starts as old as they are when the trigger forwards them.
+#[tokio::test]
+async fn a_tail_calls_ledger_is_forwarded_to_its_group() {
+    let sent_at = lifo_core::now_ms();
+    let sent = forwarded_to_group_1(format!(
+        r#"{{"source":"process","reason":"tail-call","at":{sent_at},"group":1,"served":{{"flood":[0,900]}}}}"#
+    ))
+    .await;
+    let ago = &sent.served["flood"];
     let hop = u64::from(ago[0]);
-    assert!(hop <= sent[0].at - sent_at, "{ago:?}");
+    assert!(hop <= sent.at - sent_at, "{ago:?}");
     assert_eq!(ago[1] - ago[0], 900);
+}
+
+/// A tail call's kept candidates reach the processor of its group as
+/// they were sent, even with no ledger beside them.
+#[tokio::test]
+async fn a_tail_calls_kept_candidates_are_forwarded_to_its_group() {
+    let sent = forwarded_to_group_1(
+        r#"{"source":"process","reason":"tail-call","at":1,"group":1,"kept":[{"taskId":"q-1","lifoShard":2,"claimableAt":5,"expiresAt":9,"tenant":"quiet"}]}"#
+            .to_owned(),
+    )
+    .await;
+    let ids: Vec<(&str, u32, Option<&str>)> = sent
+        .kept
+        .iter()
+        .map(|c| (c.task_id.as_str(), c.lifo_shard, c.tenant.as_deref()))
+        .collect();
+    assert_eq!(ids, [("q-1", 2, Some("quiet"))]);
 }
 
 /// A rest alarm that went off: the processor is woken (the fixture's rest

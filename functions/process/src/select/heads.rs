@@ -66,6 +66,24 @@ pub struct HeadsPolicy {
     /// so that no task written between two reads is left unseen under
     /// newer ones; `None`: a page is a read.
     pub reach_back: Option<Duration>,
+    /// With [`HeadsPolicy::reach_back`]: how often a read reaches further
+    /// back, and how far ([`LateReach`]).
+    pub late_reach: Option<LateReach>,
+}
+
+/// Once every `every`, a read reaches back `reach` from its own time (if
+/// that is further than [`HeadsPolicy::reach_back`] takes it). A task is
+/// stamped (`claimableAt`) before its write is visible in the index: a
+/// create request's tasks all share the time it began, and are written
+/// chunk after chunk; an index propagates after its table. One that shows
+/// up later than the reach back's margin after its stamp sorts under what
+/// the read before already passed, and the reads after it stop above it;
+/// such a read sees it if it showed up within `reach − every` of its
+/// stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LateReach {
+    pub every: Duration,
+    pub reach: Duration,
 }
 
 impl HeadsPolicy {
@@ -82,6 +100,7 @@ impl HeadsPolicy {
             max_age: Duration::from_secs(1),
             keep_per_tenant: 0,
             reach_back: None,
+            late_reach: None,
         }
     }
 }
@@ -106,9 +125,14 @@ pub struct ShardHeads {
     /// index keys are stamped by); [`HeadsPolicy::reach_back`]'s margin
     /// covers the read's own flight before it.
     read_at_ms: Option<u64>,
+    /// When the last read reaching back [`LateReach::reach`] was taken in
+    /// (epoch ms).
+    late_read_ms: Option<u64>,
     served: usize,
     reads: usize,
     partial_reads: usize,
+    /// A read has shown a task with a tenant ([`ShardHeads::seen_tenant`]).
+    seen_tenant: bool,
 }
 
 /// One tenant's candidates in the heads ([`ShardHeads::tenant_heads`]).
@@ -151,18 +175,43 @@ impl ShardHeads {
             heads,
             read_at: None,
             read_at_ms: None,
+            late_read_ms: None,
             served: 0,
             reads: 0,
             partial_reads: 0,
+            seen_tenant: false,
         }
     }
 
     /// With [`HeadsPolicy::reach_back`]: the time (epoch ms) the next read
-    /// must reach back to, the last full read's less the margin; `None`:
-    /// a page is a read (no margin set, or never read).
+    /// must reach back to, the last full read's less the margin, or
+    /// further when a [`LateReach`] is due; `None`: a page is a read (no
+    /// margin set, or never read).
     pub fn since_ms(&self) -> Option<u64> {
+        self.since_at(lifo_core::now_ms())
+    }
+
+    /// [`ShardHeads::since_ms`] for a read at `now_ms` (epoch ms).
+    pub fn since_at(&self, now_ms: u64) -> Option<u64> {
         let margin = self.policy.reach_back?;
-        Some(self.read_at_ms?.saturating_sub(margin.as_millis() as u64))
+        let since = self.read_at_ms?.saturating_sub(margin.as_millis() as u64);
+        Some(match self.late_due(now_ms) {
+            Some(reach) => since.min(now_ms.saturating_sub(reach.as_millis() as u64)),
+            None => since,
+        })
+    }
+
+    /// How far back a read at `now_ms` must reach when its [`LateReach`] is
+    /// due.
+    fn late_due(&self, now_ms: u64) -> Option<Duration> {
+        let late = self
+            .policy
+            .late_reach
+            .filter(|_| self.policy.reach_back.is_some())?;
+        let due = self
+            .late_read_ms
+            .is_none_or(|at| now_ms.saturating_sub(at) >= late.every.as_millis() as u64);
+        due.then_some(late.reach)
     }
 
     /// How old the heads are at `now` (`None`: never read).
@@ -189,6 +238,22 @@ impl ShardHeads {
             .iter()
             .flat_map(|h| &h.items)
             .any(|c| c.tenant.is_some())
+    }
+
+    /// Whether any read so far has shown a task with a tenant, whatever
+    /// was taken since: the heads of a queue at light load are empty
+    /// between reads, and the fair share's reads must begin with the
+    /// read after the first that showed one, not with one that finds the
+    /// heads holding one at that moment.
+    pub fn seen_tenant(&self) -> bool {
+        self.seen_tenant
+    }
+
+    fn saw(&mut self, read: &[(Vec<Candidate>, bool)]) {
+        self.seen_tenant |= read
+            .iter()
+            .flat_map(|(items, _)| items)
+            .any(|c| c.tenant.is_some());
     }
 
     /// Reads of all shards so far.
@@ -252,6 +317,7 @@ impl ShardHeads {
     /// Replaces the heads of `shards` only (a [`Read::Some`]): the others
     /// keep theirs, and the read's age and count are the full read's.
     pub fn replace_some(&mut self, shards: &[u32], read: Vec<(Vec<Candidate>, bool)>) {
+        self.saw(&read);
         for (shard, (items, complete)) in shards.iter().zip(read) {
             if let Some(i) = self.shards.iter().position(|s| s == shard) {
                 self.heads[i] = Head {
@@ -272,6 +338,7 @@ impl ShardHeads {
     /// [`ShardHeads::shards`]), its candidates in order and whether that
     /// was all of it.
     pub fn replace(&mut self, read: Vec<(Vec<Candidate>, bool)>, now: Instant) {
+        self.saw(&read);
         let before = std::mem::take(&mut self.heads);
         self.heads = read
             .into_iter()
@@ -284,8 +351,13 @@ impl ShardHeads {
         if self.policy.keep_per_tenant > 0 {
             self.keep(before, lifo_core::now_ms());
         }
+        let now_ms = lifo_core::now_ms();
+        // The read just taken reached as far as a late one, if one was due.
+        if self.late_due(now_ms).is_some() {
+            self.late_read_ms = Some(now_ms);
+        }
         self.read_at = Some(now);
-        self.read_at_ms = Some(lifo_core::now_ms());
+        self.read_at_ms = Some(now_ms);
         self.served = 0;
         self.reads += 1;
     }
@@ -359,6 +431,31 @@ impl ShardHeads {
             items.insert(at, c);
             self.served = self.served.saturating_sub(1);
         }
+    }
+
+    /// Puts the candidates an invocation before kept in view (handed on by
+    /// its tail call) into heads never read yet: the first read keeps, of
+    /// them, those it cuts short out of view, as it keeps its own heads'
+    /// ([`HeadsPolicy::keep_per_tenant`]), and drops those it could have
+    /// shown. Once read, nothing is seeded.
+    pub fn seed(&mut self, kept: Vec<Candidate>) {
+        if self.read_at.is_none() {
+            self.put_back(kept);
+        }
+    }
+
+    /// Every candidate in the heads, in the claim order across the shards
+    /// (a cut-short shard's unread tasks aside).
+    pub fn in_order(&self) -> Vec<&Candidate> {
+        let mut all: Vec<&Candidate> = self.heads.iter().flat_map(|h| &h.items).collect();
+        all.sort_by(
+            |a, b| match (before(self.order, a, b), before(self.order, b, a)) {
+                (true, _) => std::cmp::Ordering::Less,
+                (_, true) => std::cmp::Ordering::Greater,
+                _ => std::cmp::Ordering::Equal,
+            },
+        );
+        all
     }
 
     /// Up to `want` candidates in order, skipping those in `exclude`. Stops
@@ -604,6 +701,82 @@ mod tests {
     }
 
     #[test]
+    fn a_tenant_once_read_is_remembered_when_the_heads_are_empty_again() {
+        let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 8));
+        let none = HashSet::new();
+        h.replace(
+            vec![(vec![c("a", 1)], true), (vec![], true)],
+            Instant::now(),
+        );
+        assert!(!h.seen_tenant(), "no tenant yet");
+        let tenanted = Candidate {
+            tenant: Some("t".into()),
+            lifo_shard: 1,
+            ..c("b", 2)
+        };
+        h.replace_some(&[1], vec![(vec![tenanted], true)]);
+        assert!(h.any_tenant() && h.seen_tenant());
+        // All taken at light load: the heads hold none, the reads saw one.
+        assert_eq!(h.take(5, &none).len(), 2);
+        assert!(!h.any_tenant());
+        assert!(h.seen_tenant());
+    }
+
+    #[test]
+    fn candidates_handed_on_stay_in_view_past_the_first_read_s_end_only() {
+        let t = |id: &str, tenant: &str, shard: u32, at: i64| Candidate {
+            tenant: Some(tenant.into()),
+            lifo_shard: shard,
+            ..c(id, at)
+        };
+        let policy = HeadsPolicy {
+            keep_per_tenant: 2,
+            ..HeadsPolicy::new(2, 5)
+        };
+        let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], policy);
+        // Handed on: two quiet tasks under shard 0's flood, one within
+        // the first read's range (claimed meanwhile: it is not in it), one
+        // of a shard this invocation does not hold.
+        h.seed(vec![
+            t("q3", "quiet", 0, 3),
+            t("q8", "quiet", 0, 8),
+            t("q1", "quiet", 0, 1),
+            t("x2", "quiet", 7, 2),
+        ]);
+        let in_order = |h: &ShardHeads| -> Vec<String> {
+            h.in_order().iter().map(|c| c.task_id.clone()).collect()
+        };
+        assert_eq!(in_order(&h), ["q8", "q3", "q1"]);
+        let none = HashSet::new();
+        let now = Instant::now();
+        let mut read = h.clone();
+        read.replace(
+            vec![
+                (vec![t("f9", "flood", 0, 9), t("f7", "flood", 0, 7)], false),
+                (vec![t("b6", "quiet", 1, 6)], true),
+            ],
+            now,
+        );
+        let got: Vec<String> = read
+            .take(10, &none)
+            .into_iter()
+            .map(|c| c.task_id)
+            .collect();
+        // Under the limit of 2 (b6 is one): q3 only, in its place.
+        assert_eq!(got, ["f9", "f7", "b6", "q3"]);
+        // A first read that shows its shard whole drops them all.
+        let mut whole = h.clone();
+        whole.replace(
+            vec![(vec![t("f9", "flood", 0, 9)], true), (vec![], true)],
+            now,
+        );
+        assert_eq!(in_order(&whole), ["f9"]);
+        // Once read, nothing is seeded.
+        whole.seed(vec![t("q2", "quiet", 0, 2)]);
+        assert_eq!(in_order(&whole), ["f9"]);
+    }
+
+    #[test]
     fn a_cut_short_shard_blocks_the_merge_when_used_up() {
         let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 8));
         let now = Instant::now();
@@ -660,6 +833,47 @@ mod tests {
     }
 
     #[test]
+    fn once_a_while_a_read_reaches_further_back_for_tasks_that_showed_up_late() {
+        let late = LateReach {
+            every: Duration::from_secs(1),
+            reach: Duration::from_secs(2),
+        };
+        let policy = HeadsPolicy {
+            reach_back: Some(Duration::from_millis(200)),
+            late_reach: Some(late),
+            ..HeadsPolicy::new(1, 5)
+        };
+        let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
+        let at = lifo_core::now_ms();
+        h.replace(vec![(vec![c("a9", 9)], false)], Instant::now());
+        let read_at = h.read_at_ms.unwrap();
+        // The first read counts as one (it is deeper anyway): within a
+        // second of it, back to the read before less 200 ms.
+        assert_eq!(h.since_at(read_at + 500), Some(read_at - 200));
+        // A second after it, two seconds back.
+        assert_eq!(h.since_at(read_at + 1_000), Some(read_at + 1_000 - 2_000));
+        // Reads further apart than that reach back to the one before.
+        assert_eq!(h.since_at(read_at + 5_000), Some(read_at - 200));
+        // A read taken then was the late one: the next is a second later.
+        h.late_read_ms = Some(at - 1_000);
+        h.replace(vec![(vec![c("a9", 9)], false)], Instant::now());
+        let second = h.read_at_ms.unwrap();
+        assert_eq!(h.late_read_ms, Some(second));
+        assert_eq!(h.since_at(second + 999), Some(second - 200));
+        // Without a reach back, none.
+        let mut plain = ShardHeads::new(
+            Order::Lifo,
+            vec![0],
+            HeadsPolicy {
+                late_reach: Some(late),
+                ..HeadsPolicy::new(1, 5)
+            },
+        );
+        plain.replace(vec![(vec![c("a9", 9)], false)], Instant::now());
+        assert_eq!(plain.since_at(read_at + 1_000), None);
+    }
+
+    #[test]
     fn heads_are_read_again_after_serving_a_refill_or_a_second() {
         let policy = HeadsPolicy {
             page: 8,
@@ -669,6 +883,7 @@ mod tests {
             max_age: Duration::from_secs(1),
             keep_per_tenant: 0,
             reach_back: None,
+            late_reach: None,
         };
         let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
         let t0 = Instant::now();

@@ -64,6 +64,11 @@ fn a_tail_call_hands_on_the_fair_share_s_ledger() {
     let mut wakeup = lifo_lambda::Wakeup::new("process", "tail-call", 1_000);
     wakeup.group = Some(1);
     wakeup.served.insert("flood".into(), vec![10, 400, 9_000]);
+    let quiet = lifo_core::Candidate {
+        tenant: Some("quiet".into()),
+        ..lifo_core::Candidate::pending("q-1", 0, 800)
+    };
+    wakeup.kept.push(quiet.clone());
     event["Records"][0]["Sns"]["Message"] =
         serde_json::json!(serde_json::to_string(&wakeup).unwrap());
     let got = Wakeups::parse(event).unwrap();
@@ -73,6 +78,7 @@ fn a_tail_call_hands_on_the_fair_share_s_ledger() {
             at: 1_000,
             group: Some(1),
             served: wakeup.served.clone(),
+            kept: vec![quiet],
         })
     );
     // What travels: `served`, tenant to milliseconds before `at`.
