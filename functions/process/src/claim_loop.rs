@@ -286,7 +286,8 @@ impl<R: TaskRunner> Claiming<'_, R> {
     }
 
     /// [`Claiming::run`]'s loop, on `heads` (what they hold when it ends
-    /// is handed on); `until` is the budget's end and the claims' lease.
+    /// is handed on), until the budget's end (`stop_claiming_at`), each
+    /// claim leased until `lease_until`.
     async fn claim(
         &self,
         report: &mut ProcessReport,

@@ -82,11 +82,11 @@ pub const REACH_BACK: Duration = Duration::from_millis(200);
 /// With the fair share on, once a second a read reaches two seconds back
 /// ([`LateReach`]): a task that showed up in the index up to a second after
 /// the time it was stamped with (the tasks of a create request share the
-/// time it began; DynamoDB Local, cold, took 300–580 ms to write a request
-/// of 10–38 at the tenants mix's start; an index propagates after its
-/// table) is seen within about a second, however many newer tasks a flood
-/// wrote on top of it. It costs what two seconds of arrivals take to read
-/// beyond a page, once a second.
+/// time it began; DynamoDB Local, cold, took 300–1,000 ms to write
+/// requests of 5–43 tasks at the tenants mix's start; an index propagates
+/// after its table) is seen within about a second, however many newer
+/// tasks a flood wrote on top of it. It costs what two seconds of arrivals
+/// take to read beyond a page, once a second.
 pub const LATE_REACH: LateReach = LateReach {
     every: Duration::from_secs(1),
     reach: Duration::from_secs(2),
