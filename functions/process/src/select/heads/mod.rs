@@ -39,8 +39,13 @@
 //! its shard was last read, which is at most `refresh_claims` candidates
 //! and one second ago. So never more than one refill's worth out of order.
 
+mod reach;
+mod tenants;
+
+pub use reach::LateReach;
+
 use lifo_core::{Candidate, Order};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// How often the heads are read again, and how much each read brings.
@@ -69,21 +74,6 @@ pub struct HeadsPolicy {
     /// With [`HeadsPolicy::reach_back`]: how often a read reaches further
     /// back, and how far ([`LateReach`]).
     pub late_reach: Option<LateReach>,
-}
-
-/// Once every `every`, a read reaches back `reach` from its own time (if
-/// that is further than [`HeadsPolicy::reach_back`] takes it). A task is
-/// stamped (`claimableAt`) before its write is visible in the index: a
-/// create request's tasks all share the time it began, and are written
-/// chunk after chunk; an index propagates after its table. One that shows
-/// up later than the reach back's margin after its stamp sorts under what
-/// the read before already passed, and the reads after it stop above it;
-/// such a read sees it if it showed up within `reach − every` of its
-/// stamp.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LateReach {
-    pub every: Duration,
-    pub reach: Duration,
 }
 
 impl HeadsPolicy {
@@ -183,37 +173,6 @@ impl ShardHeads {
         }
     }
 
-    /// With [`HeadsPolicy::reach_back`]: the time (epoch ms) the next read
-    /// must reach back to, the last full read's less the margin, or
-    /// further when a [`LateReach`] is due; `None`: a page is a read (no
-    /// margin set, or never read).
-    pub fn since_ms(&self) -> Option<u64> {
-        self.since_at(lifo_core::now_ms())
-    }
-
-    /// [`ShardHeads::since_ms`] for a read at `now_ms` (epoch ms).
-    pub fn since_at(&self, now_ms: u64) -> Option<u64> {
-        let margin = self.policy.reach_back?;
-        let since = self.read_at_ms?.saturating_sub(margin.as_millis() as u64);
-        Some(match self.late_due(now_ms) {
-            Some(reach) => since.min(now_ms.saturating_sub(reach.as_millis() as u64)),
-            None => since,
-        })
-    }
-
-    /// How far back a read at `now_ms` must reach when its [`LateReach`] is
-    /// due.
-    fn late_due(&self, now_ms: u64) -> Option<Duration> {
-        let late = self
-            .policy
-            .late_reach
-            .filter(|_| self.policy.reach_back.is_some())?;
-        let due = self
-            .late_read_ms
-            .is_none_or(|at| now_ms.saturating_sub(at) >= late.every.as_millis() as u64);
-        due.then_some(late.reach)
-    }
-
     /// How old the heads are at `now` (`None`: never read).
     pub fn age(&self, now: Instant) -> Option<Duration> {
         self.read_at.map(|at| now.duration_since(at))
@@ -230,30 +189,6 @@ impl ShardHeads {
     /// Reads from now on follow `policy`.
     pub fn set_policy(&mut self, policy: HeadsPolicy) {
         self.policy = policy;
-    }
-
-    /// Whether any candidate in the heads has a tenant.
-    pub fn any_tenant(&self) -> bool {
-        self.heads
-            .iter()
-            .flat_map(|h| &h.items)
-            .any(|c| c.tenant.is_some())
-    }
-
-    /// Whether any read so far has shown a task with a tenant, whatever
-    /// was taken since: the heads of a queue at light load are empty
-    /// between reads, and the fair share's reads must begin with the
-    /// read after the first that showed one, not with one that finds the
-    /// heads holding one at that moment.
-    pub fn seen_tenant(&self) -> bool {
-        self.seen_tenant
-    }
-
-    fn saw(&mut self, read: &[(Vec<Candidate>, bool)]) {
-        self.seen_tenant |= read
-            .iter()
-            .flat_map(|(items, _)| items)
-            .any(|c| c.tenant.is_some());
     }
 
     /// Reads of all shards so far.
@@ -362,47 +297,6 @@ impl ShardHeads {
         self.reads += 1;
     }
 
-    /// Keeps, of the heads `before` a read, what the read cut short out of
-    /// view: the candidates past the end of a cut-short head, of tenants
-    /// with fewer than [`HeadsPolicy::keep_per_tenant`] in the heads, not
-    /// expired at `now_ms`. A tenant's tasks buried under another tenant's
-    /// newer ones stay in view without a deeper read; one that was claimed
-    /// or cancelled meanwhile fails its conditional claim.
-    fn keep(&mut self, before: Vec<Head>, now_ms: u64) {
-        let limit = self.policy.keep_per_tenant;
-        let mut per_tenant: HashMap<String, usize> = HashMap::new();
-        for c in self.heads.iter().flat_map(|h| &h.items) {
-            *per_tenant.entry(c.tenant_name().to_owned()).or_default() += 1;
-        }
-        let order = self.order;
-        for (head, old) in self.heads.iter_mut().zip(before) {
-            let Some(end) = head.items.back().map(|c| c.claimable_at) else {
-                continue;
-            };
-            if head.complete {
-                continue;
-            }
-            let read: HashSet<String> = head.items.iter().map(|c| c.task_id.clone()).collect();
-            for c in old.items {
-                // Tasks written in one request share their key: one the
-                // read's page ended before sorts with its last entry.
-                let past_end = if order.newest_first() {
-                    c.claimable_at <= end
-                } else {
-                    c.claimable_at >= end
-                };
-                if !past_end || read.contains(&c.task_id) || c.expires_at <= now_ms / 1000 {
-                    continue;
-                }
-                let n = per_tenant.entry(c.tenant_name().to_owned()).or_default();
-                if *n < limit {
-                    *n += 1;
-                    head.items.push_back(c);
-                }
-            }
-        }
-    }
-
     /// Drops `ids` from the heads: another way (the adaptive order's
     /// deadline lane) claimed them, and a take must not claim them again.
     pub fn forget(&mut self, ids: &HashSet<String>) {
@@ -433,17 +327,6 @@ impl ShardHeads {
         }
     }
 
-    /// Puts the candidates an invocation before kept in view (handed on by
-    /// its tail call) into heads never read yet: the first read keeps, of
-    /// them, those it cuts short out of view, as it keeps its own heads'
-    /// ([`HeadsPolicy::keep_per_tenant`]), and drops those it could have
-    /// shown. Once read, nothing is seeded.
-    pub fn seed(&mut self, kept: Vec<Candidate>) {
-        if self.read_at.is_none() {
-            self.put_back(kept);
-        }
-    }
-
     /// Every candidate in the heads, in the claim order across the shards
     /// (a cut-short shard's unread tasks aside).
     pub fn in_order(&self) -> Vec<&Candidate> {
@@ -465,63 +348,12 @@ impl ShardHeads {
         self.take_by(want, exclude, |_| true)
     }
 
-    /// Each tenant with candidates waiting in the heads (none in
-    /// `exclude`): the index key of its first one in the claim order, how
-    /// many wait, and when its oldest became claimable.
-    pub fn tenant_heads(&self, exclude: &HashSet<String>) -> HashMap<String, TenantHead> {
-        let mut out: HashMap<String, (&Candidate, usize, u64)> = HashMap::new();
-        for c in self
-            .heads
-            .iter()
-            .flat_map(|h| &h.items)
-            .filter(|c| !exclude.contains(&c.task_id))
-        {
-            let at = lifo_core::priority::at_ms(c.claimable_at);
-            match out.get_mut(c.tenant_name()) {
-                Some((first, waiting, oldest)) => {
-                    if before(self.order, c, first) {
-                        *first = c;
-                    }
-                    *waiting += 1;
-                    *oldest = (*oldest).min(at);
-                }
-                None => {
-                    out.insert(c.tenant_name().to_owned(), (c, 1, at));
-                }
-            }
-        }
-        out.into_iter()
-            .map(|(t, (c, waiting, oldest_ms))| {
-                let head = TenantHead {
-                    first: c.claimable_at,
-                    waiting,
-                    oldest_ms,
-                };
-                (t, head)
-            })
-            .collect()
-    }
-
     /// The index key of the first candidate in the claim order (none in
     /// `exclude`), if any waits in the heads.
     pub fn first_key(&self, exclude: &HashSet<String>) -> Option<i64> {
         self.heads
             .iter()
             .filter_map(|h| h.items.iter().find(|c| !exclude.contains(&c.task_id)))
-            .reduce(|a, b| if before(self.order, b, a) { b } else { a })
-            .map(|c| c.claimable_at)
-    }
-
-    /// The index key of `tenant`'s first candidate in the claim order (none
-    /// in `exclude`), if one waits in the heads.
-    pub fn tenant_first(&self, tenant: &str, exclude: &HashSet<String>) -> Option<i64> {
-        self.heads
-            .iter()
-            .filter_map(|h| {
-                h.items
-                    .iter()
-                    .find(|c| c.tenant_name() == tenant && !exclude.contains(&c.task_id))
-            })
             .reduce(|a, b| if before(self.order, b, a) { b } else { a })
             .map(|c| c.claimable_at)
     }
@@ -597,6 +429,7 @@ impl ShardHeads {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::HashMap;
 
     fn c(id: &str, at: i64) -> Candidate {
         Candidate::pending(id, 0, at)
@@ -645,138 +478,6 @@ mod tests {
     }
 
     #[test]
-    fn with_the_fair_share_a_tenant_buried_by_a_cut_short_read_stays_in_view() {
-        let t = |id: &str, tenant: &str, at: i64| Candidate {
-            tenant: Some(tenant.into()),
-            ..c(id, at)
-        };
-        let expired = Candidate {
-            expires_at: 1,
-            ..t("q6", "quiet", 6)
-        };
-        let first = vec![
-            t("f9", "flood", 9),
-            expired,
-            t("q5", "quiet", 5),
-            t("q4", "quiet", 4),
-            t("q3", "quiet", 3),
-            t("f2", "flood", 2),
-        ];
-        // The flood's newer tasks fill the next read, cut short.
-        let second = vec![
-            t("f12", "flood", 12),
-            t("f11", "flood", 11),
-            t("f10", "flood", 10),
-        ];
-        // A quiet task written with f10 (the same key), past the page.
-        let first = [vec![t("q10", "quiet", 10)], first].concat();
-        let none = HashSet::new();
-        let now = Instant::now();
-        let taken = |keep: usize| {
-            let policy = HeadsPolicy {
-                keep_per_tenant: keep,
-                ..HeadsPolicy::new(1, 5)
-            };
-            let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
-            h.replace(vec![(first.clone(), false)], now);
-            h.replace(vec![(second.clone(), false)], now);
-            let got: Vec<String> = h.take(10, &none).into_iter().map(|c| c.task_id).collect();
-            got
-        };
-        // The quiet tenant's first two stay (the limit), at or past the
-        // read's end; not the expired one, nor the flood's (it has three
-        // in the read).
-        assert_eq!(taken(2), ["f12", "f11", "f10", "q10", "q5"]);
-        // Without the fair share, the read is all there is.
-        assert_eq!(taken(0), ["f12", "f11", "f10"]);
-        // A read in full holds every claimable task: nothing is kept.
-        let policy = HeadsPolicy {
-            keep_per_tenant: 2,
-            ..HeadsPolicy::new(1, 5)
-        };
-        let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
-        h.replace(vec![(first.clone(), false)], now);
-        h.replace(vec![(second.clone(), true)], now);
-        assert_eq!(h.take(10, &none).len(), 3);
-    }
-
-    #[test]
-    fn a_tenant_once_read_is_remembered_when_the_heads_are_empty_again() {
-        let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 8));
-        let none = HashSet::new();
-        h.replace(
-            vec![(vec![c("a", 1)], true), (vec![], true)],
-            Instant::now(),
-        );
-        assert!(!h.seen_tenant(), "no tenant yet");
-        let tenanted = Candidate {
-            tenant: Some("t".into()),
-            lifo_shard: 1,
-            ..c("b", 2)
-        };
-        h.replace_some(&[1], vec![(vec![tenanted], true)]);
-        assert!(h.any_tenant() && h.seen_tenant());
-        // All taken at light load: the heads hold none, the reads saw one.
-        assert_eq!(h.take(5, &none).len(), 2);
-        assert!(!h.any_tenant());
-        assert!(h.seen_tenant());
-    }
-
-    #[test]
-    fn candidates_handed_on_stay_in_view_past_the_first_read_s_end_only() {
-        let t = |id: &str, tenant: &str, shard: u32, at: i64| Candidate {
-            tenant: Some(tenant.into()),
-            lifo_shard: shard,
-            ..c(id, at)
-        };
-        let policy = HeadsPolicy {
-            keep_per_tenant: 2,
-            ..HeadsPolicy::new(2, 5)
-        };
-        let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], policy);
-        // Handed on: two quiet tasks under shard 0's flood, one within
-        // the first read's range (claimed meanwhile: it is not in it), one
-        // of a shard this invocation does not hold.
-        h.seed(vec![
-            t("q3", "quiet", 0, 3),
-            t("q8", "quiet", 0, 8),
-            t("q1", "quiet", 0, 1),
-            t("x2", "quiet", 7, 2),
-        ]);
-        let in_order = |h: &ShardHeads| -> Vec<String> {
-            h.in_order().iter().map(|c| c.task_id.clone()).collect()
-        };
-        assert_eq!(in_order(&h), ["q8", "q3", "q1"]);
-        let none = HashSet::new();
-        let now = Instant::now();
-        let mut read = h.clone();
-        read.replace(
-            vec![
-                (vec![t("f9", "flood", 0, 9), t("f7", "flood", 0, 7)], false),
-                (vec![t("b6", "quiet", 1, 6)], true),
-            ],
-            now,
-        );
-        let got: Vec<String> = read
-            .take(10, &none)
-            .into_iter()
-            .map(|c| c.task_id)
-            .collect();
-        // Under the limit of 2 (b6 is one): q3 only, in its place.
-        assert_eq!(got, ["f9", "f7", "b6", "q3"]);
-        // A first read that shows its shard whole drops them all.
-        let mut whole = h.clone();
-        whole.replace(
-            vec![(vec![t("f9", "flood", 0, 9)], true), (vec![], true)],
-            now,
-        );
-        assert_eq!(in_order(&whole), ["f9"]);
-        // Once read, nothing is seeded.
-        whole.seed(vec![t("q2", "quiet", 0, 2)]);
-        assert_eq!(in_order(&whole), ["f9"]);
-    }
-
-    #[test]
     fn a_cut_short_shard_blocks_the_merge_when_used_up() {
         let mut h = ShardHeads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 8));
         let now = Instant::now();
@@ -809,68 +510,6 @@ mod tests {
         one.replace(vec![(vec![c("a9", 9)], false)], now);
         assert_eq!(one.take(1, &none).len(), 1);
         assert_eq!(one.to_read(1, &none, now), Read::All);
-    }
-
-    #[test]
-    fn with_a_reach_back_the_next_read_goes_back_to_the_last_one_less_the_margin() {
-        let none = HeadsPolicy::new(1, 5);
-        let policy = HeadsPolicy {
-            reach_back: Some(Duration::from_millis(200)),
-            ..none
-        };
-        let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
-        // Never read: the first read is a page (deeper with the share).
-        assert_eq!(h.since_ms(), None);
-        let before = lifo_core::now_ms();
-        h.replace(vec![(vec![c("a9", 9)], false)], Instant::now());
-        let after = lifo_core::now_ms();
-        let since = h.since_ms().unwrap();
-        assert!((before - 200..=after - 200).contains(&since), "{since}");
-        // Without the margin set, a page is a read.
-        let mut h = ShardHeads::new(Order::Lifo, vec![0], none);
-        h.replace(vec![(vec![c("a9", 9)], false)], Instant::now());
-        assert_eq!(h.since_ms(), None);
-    }
-
-    #[test]
-    fn once_a_while_a_read_reaches_further_back_for_tasks_that_showed_up_late() {
-        let late = LateReach {
-            every: Duration::from_secs(1),
-            reach: Duration::from_secs(2),
-        };
-        let policy = HeadsPolicy {
-            reach_back: Some(Duration::from_millis(200)),
-            late_reach: Some(late),
-            ..HeadsPolicy::new(1, 5)
-        };
-        let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
-        let at = lifo_core::now_ms();
-        h.replace(vec![(vec![c("a9", 9)], false)], Instant::now());
-        let read_at = h.read_at_ms.unwrap();
-        // The first read counts as one (it is deeper anyway): within a
-        // second of it, back to the read before less 200 ms.
-        assert_eq!(h.since_at(read_at + 500), Some(read_at - 200));
-        // A second after it, two seconds back.
-        assert_eq!(h.since_at(read_at + 1_000), Some(read_at + 1_000 - 2_000));
-        // Reads further apart than that reach back to the one before.
-        assert_eq!(h.since_at(read_at + 5_000), Some(read_at - 200));
-        // A read taken then was the late one: the next is a second later.
-        h.late_read_ms = Some(at - 1_000);
-        h.replace(vec![(vec![c("a9", 9)], false)], Instant::now());
-        let second = h.read_at_ms.unwrap();
-        assert_eq!(h.late_read_ms, Some(second));
-        assert_eq!(h.since_at(second + 999), Some(second - 200));
-        // Without a reach back, none.
-        let mut plain = ShardHeads::new(
-            Order::Lifo,
-            vec![0],
-            HeadsPolicy {
-                late_reach: Some(late),
-                ..HeadsPolicy::new(1, 5)
-            },
-        );
-        plain.replace(vec![(vec![c("a9", 9)], false)], Instant::now());
-        assert_eq!(plain.since_at(read_at + 1_000), None);
     }
 
     #[test]
