@@ -481,17 +481,19 @@ async fn each_invocation_of_the_tail_call_loop_has_its_own_trace_naming_the_one_
     assert_eq!(first.len(), 1, "one invocation started the loop");
 }
 
-/// A busy invocation (1,000 tasks) stays within X-Ray's limits: 50
-/// annotations a trace (tasks carry none), 500 KB a trace (what does not
-/// fit is counted in the invocation's metadata, not sent). Each task's
-/// trace is in its `task.claimed` log line (`traceId`).
+/// A busy invocation (600 tasks, about 1 KB of subsegment each) stays
+/// within X-Ray's limits: 50 annotations a trace (tasks carry none), 500 KB
+/// a trace (what does not fit is counted in the invocation's metadata, not
+/// sent). Each task's trace is in its `task.claimed` log line (`traceId`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_thousand_tasks_in_one_invocation_stay_within_x_rays_limits() {
+async fn a_busy_invocation_stays_within_x_rays_limits() {
+    // Over the budget by half: about 410 task subsegments fit.
+    const TASKS: u64 = 600;
     let h = Harness::start(1).await;
     let daemon = Daemon::start();
     let tracer = daemon.tracer();
     let now = lifo_core::now_ms();
-    let tasks: Vec<lifo_core::Task> = (0..1000)
+    let tasks: Vec<lifo_core::Task> = (0..TASKS)
         .map(|i| {
             lifo_core::Task::new_pending(
                 format!("busy-{i:04}"),
@@ -505,7 +507,9 @@ async fn a_thousand_tasks_in_one_invocation_stay_within_x_rays_limits() {
     h.store.put_new(&tasks).await.unwrap();
     let conf = lifo_local::stack::sdk_config(&h.stack.dynamodb_local.endpoint).await;
     let store = Store::new(xray::dynamodb(&conf, &h.stack.table), &h.stack.table);
-    let processor = h.processor_on(store, 32, Duration::ZERO, Duration::from_secs(60));
+    // A budget that no day's machine reaches: the test is of the trace, not
+    // of the pace (15 tasks a second beside the other suites on a slow day).
+    let processor = h.processor_on(store, 32, Duration::ZERO, Duration::from_secs(120));
     let report = xray::invocation(&tracer, Some(&header(ROOT, true)), async {
         processor
             .handle(&process::Wakeups::one(), deadline())
@@ -513,20 +517,20 @@ async fn a_thousand_tasks_in_one_invocation_stay_within_x_rays_limits() {
             .unwrap()
     })
     .await;
-    assert_eq!(report.succeeded, 1000);
+    assert_eq!(report.succeeded, TASKS as usize);
     let docs = daemon.received_within_limits();
     let run = docs
         .iter()
         .find(|d| d["name"] == "invocation")
         .expect("the invocation's subsegment is sent whatever the budget");
-    assert_eq!(run["annotations"]["tasksClaimed"], 1000);
+    assert_eq!(run["annotations"]["tasksClaimed"], TASKS);
     let sent = run["metadata"]["lifo"]["traceBytes"].as_u64().unwrap();
     let dropped = run["metadata"]["lifo"]["subsegmentsDropped"]
         .as_u64()
         .unwrap();
     assert!(sent <= xray::TRACE_BUDGET as u64, "{sent}");
     let task_docs = docs.iter().filter(|d| d["name"] == "task").count() as u64;
-    println!("1,000 tasks: {task_docs} task subsegments sent ({sent} bytes), {dropped} left out");
+    println!("{TASKS} tasks: {task_docs} task subsegments sent ({sent} bytes), {dropped} left out");
     assert!(
         task_docs > 0 && dropped > 0,
         "the budget was reached and counted"

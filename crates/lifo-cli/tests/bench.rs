@@ -42,7 +42,7 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
                 "--latency-ms",
                 "5",
                 "--payload-bytes",
-                "100,4096",
+                "4096",
                 "--backlogs",
                 "0,300",
                 "--backlog-latency-ms",
@@ -120,9 +120,9 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
     let rows = bench["rows"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        1 + 6 + 4 + 1 + 1 + 1 + 6 + 2 + 3 + 1,
+        1 + 6 + 4 + 1 + 1 + 1 + 3 + 2 + 3 + 1,
         "sizes, 6 cold starts (process with X-Ray too), CPU, RSS, CPU with X-Ray, \
-         its ratio, write units, rate limit, throughput, 2 payload sizes × 3 storages, \
+         its ratio, write units, rate limit, throughput, one payload size × 3 storages, \
          2 shed backlogs, 3 HTTP API rows, freshness"
     );
     // The default storage of a 4 KB payload costs at most 6 + 4 write units.

@@ -2,7 +2,8 @@
 //! fair share's own policy ([`process::select::fair`]) with nothing in its
 //! way. A slot is filled the instant it frees, from every task waiting at
 //! that instant: no reads, no claims, no wake-ups, no tail calls. Each
-//! tenant gives its newest task; a task older than its TTL is shed.
+//! tenant gives its newest task (its oldest with
+//! [`FEW_WAITING`] or fewer waiting); a task older than its TTL is shed.
 //!
 //! Fed a real run's arrivals (the same tasks, tenants and times), with the
 //! run's slots and run times drawn as its downstream draws them, it gives
@@ -14,7 +15,7 @@
 //! one runs the policy's own code.
 
 use lifo_core::priority::Priority;
-use process::select::fair::{Cap, Ledger};
+use process::select::fair::{Cap, FEW_WAITING, Ledger};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
@@ -25,8 +26,24 @@ const EPOCH_MS: u64 = 1_700_000_000_000;
 /// One task that arrives: when (ms from the run's start) and whose.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Arrival {
+    /// The time the task was stamped with: its age and its TTL count from
+    /// here.
     pub at_ms: u64,
+    /// When its write was done (at least `at_ms`): no scheduler can start
+    /// it sooner. A create request stamps its tasks when it begins.
+    pub written_ms: u64,
     pub tenant: String,
+}
+
+impl Arrival {
+    /// A task written the instant it was stamped.
+    pub fn at(at_ms: u64, tenant: &str) -> Self {
+        Self {
+            at_ms,
+            written_ms: at_ms,
+            tenant: tenant.to_owned(),
+        }
+    }
 }
 
 /// The slots the ideal fills and how long each run holds one.
@@ -52,8 +69,9 @@ pub struct Slots {
 /// or `None` if it was shed.
 pub type Started = Option<u64>;
 
-/// Schedules `arrivals` (ascending by time) into `slots`; one entry per
-/// arrival, in the same order.
+/// Schedules `arrivals` (ascending by `written_ms`, and by `at_ms` among
+/// those written at once) into `slots`; one entry per arrival, in the same
+/// order.
 pub fn schedule(arrivals: &[Arrival], slots: &Slots) -> Vec<Started> {
     let mut out: Vec<Started> = vec![None; arrivals.len()];
     let mut rng = fastrand::Rng::with_seed(slots.seed);
@@ -69,7 +87,7 @@ pub fn schedule(arrivals: &[Arrival], slots: &Slots) -> Vec<Started> {
     let overhead_ms = slots.overhead.as_millis() as u64;
     let mut next = 0;
     loop {
-        let arrival = arrivals.get(next).map(|a| a.at_ms);
+        let arrival = arrivals.get(next).map(|a| a.written_ms);
         let end = ends.peek().map(|Reverse((at, _))| *at);
         let now = match (arrival, end) {
             (None, None) => break,
@@ -85,7 +103,7 @@ pub fn schedule(arrivals: &[Arrival], slots: &Slots) -> Vec<Started> {
             ledger.end(&i.to_string());
         }
         while let Some(a) = arrivals.get(next)
-            && a.at_ms <= now
+            && a.written_ms <= now
         {
             waiting.entry(a.tenant.as_str()).or_default().push(next);
             next += 1;
@@ -102,17 +120,25 @@ pub fn schedule(arrivals: &[Arrival], slots: &Slots) -> Vec<Started> {
         }
         let mut shares = ledger.shares(waiting.keys().copied(), EPOCH_MS + now);
         while free > 0 {
-            let firsts = waiting.iter().filter_map(|(tenant, list)| {
-                let newest = *list.last()?;
-                Some((
-                    *tenant,
-                    Priority::Normal.key(EPOCH_MS + arrivals[newest].at_ms),
-                ))
-            });
+            // Each tenant's newest, or its oldest for a tenant keeping up.
+            let mut firsts = Vec::with_capacity(waiting.len());
+            for (tenant, list) in &waiting {
+                let few = list.len() <= FEW_WAITING;
+                shares.keeping_up(tenant, few);
+                let next = if few { list.first() } else { list.last() };
+                if let Some(i) = next {
+                    let key = Priority::Normal.key(EPOCH_MS + arrivals[*i].at_ms);
+                    firsts.push((*tenant, key));
+                }
+            }
             let Some(tenant) = shares.pick(firsts) else {
                 break;
             };
-            let Some(i) = waiting.get_mut(tenant).and_then(Vec::pop) else {
+            let Some(i) = waiting.get_mut(tenant).and_then(|list| match list.len() {
+                0 => None,
+                n if n <= FEW_WAITING => Some(list.remove(0)),
+                _ => list.pop(),
+            }) else {
                 break;
             };
             shares.book(tenant);
@@ -144,10 +170,7 @@ mod tests {
 
     fn arrivals(tenant: &str, every_ms: u64, n: usize) -> Vec<Arrival> {
         (0..n)
-            .map(|i| Arrival {
-                at_ms: i as u64 * every_ms,
-                tenant: tenant.to_owned(),
-            })
+            .map(|i| Arrival::at(i as u64 * every_ms, tenant))
             .collect()
     }
 
@@ -155,6 +178,30 @@ mod tests {
         a.extend(b);
         a.sort_by_key(|a| a.at_ms);
         a
+    }
+
+    #[test]
+    fn a_task_starts_no_sooner_than_its_write_and_its_age_counts_from_its_stamp() {
+        // Stamped at 0, written at 300 ms (a slow create request): the free
+        // slot waits for the write. Another, stamped at 100 and written at
+        // once, starts at 100.
+        let a = vec![
+            Arrival {
+                written_ms: 300,
+                ..Arrival::at(0, "a")
+            },
+            Arrival::at(100, "b"),
+        ];
+        let mut sorted = a.clone();
+        sorted.sort_by_key(|a| a.written_ms);
+        let got = schedule(&sorted, &slots(2, 1_000));
+        assert_eq!(got, [Some(100), Some(300)]);
+        // Its TTL counts from the stamp: one written after it passed is shed.
+        let late = [Arrival {
+            written_ms: 21_000,
+            ..Arrival::at(0, "a")
+        }];
+        assert_eq!(schedule(&late, &slots(1, 100)), [None]);
     }
 
     #[test]
@@ -215,16 +262,26 @@ mod tests {
     }
 
     #[test]
+    fn a_tenant_keeping_up_runs_its_oldest_first() {
+        // One slot held by a's run until 1 s; b writes three tasks in the
+        // meantime (FEW_WAITING or fewer): they run oldest first, not the
+        // newest while the oldest waits on.
+        let all = vec![
+            Arrival::at(0, "a"),
+            Arrival::at(100, "b"),
+            Arrival::at(200, "b"),
+            Arrival::at(300, "b"),
+        ];
+        let got = schedule(&all, &slots(1, 1_000));
+        assert_eq!(got, [Some(0), Some(1_000), Some(2_000), Some(3_000)]);
+    }
+
+    #[test]
     fn a_quiet_tenant_waits_for_a_slot_to_free_not_for_the_flood() {
         // a floods 4 slots; b writes one task a second, each starting at the
         // next slot to free (a run is 400 ms: within 100 ms on average).
         let a_tasks = arrivals("a", 20, 3_000);
-        let b_tasks: Vec<Arrival> = (0..50)
-            .map(|i| Arrival {
-                at_ms: 1_000 * i + 7,
-                tenant: "b".to_owned(),
-            })
-            .collect();
+        let b_tasks: Vec<Arrival> = (0..50).map(|i| Arrival::at(1_000 * i + 7, "b")).collect();
         let all = merged(a_tasks, b_tasks);
         let got = schedule(&all, &slots(4, 400));
         let waits: Vec<u64> = all

@@ -13,6 +13,7 @@ use lifo_core::{Order, Store, now_ms};
 use lifo_ops::create::{CreateConfig, Creator, MAX_TASKS_PER_REQUEST};
 use process::ProcessConfig;
 use process::runner::SimulatedRunner;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -168,6 +169,10 @@ pub struct Outcome {
     pub epoch_ms: u64,
     /// Every created task as it ended, in creation order.
     pub tasks: Vec<lifo_core::Task>,
+    /// When each task's create request returned (epoch ms), by task id: no
+    /// scheduler can start a task before its write is done, and a task is
+    /// stamped (`readyAt`) when its request begins.
+    pub written_ms: HashMap<String, u64>,
 }
 
 /// The pipeline's counters at the end of a run.
@@ -300,7 +305,7 @@ pub async fn run_specs(
     .await;
     let stats = Arc::clone(&pipeline.stats);
     pipeline.stop().await;
-    let (created, observer) = driven?;
+    let (created, observer, written_ms) = driven?;
     let report = Report::build(&created, &observer, store.meter(), now_ms());
     Ok(outcome(
         workload,
@@ -312,6 +317,7 @@ pub async fn run_specs(
         &stats,
         epoch_ms,
         started.elapsed(),
+        written_ms,
     ))
 }
 
@@ -328,11 +334,12 @@ async fn drive(
     stack: &LocalStack,
     on_progress: &mut (dyn FnMut(&Progress) + Send),
     started: Instant,
-) -> Result<(Vec<String>, Observer)> {
+) -> Result<(Vec<String>, Observer, HashMap<String, u64>)> {
     let tick = Duration::from_millis(100);
     let ttl = Duration::from_secs(workload.ttl_seconds);
     let drain_limit = workload.duration + ttl + Duration::from_secs(30);
     let mut created: Vec<String> = Vec::with_capacity(arrivals.len());
+    let mut written: HashMap<String, u64> = HashMap::with_capacity(arrivals.len());
     let mut last_progress: Option<Instant> = None;
     let mut last_scan: Option<Instant> = None;
     loop {
@@ -352,6 +359,8 @@ async fn drive(
                 .handle(request)
                 .await
                 .map_err(|e| anyhow!("create failed: {}", lifo_core::error::chain(&e)))?;
+            let at = now_ms();
+            written.extend(out.created.iter().map(|id| (id.clone(), at)));
             created.extend(out.created);
         }
         let draining = created.len() == arrivals.len() && elapsed >= workload.duration;
@@ -386,7 +395,7 @@ async fn drive(
                 let mut observer = Observer::default();
                 observer.observe(stack.scan_tasks().await?);
                 if observer.outstanding(&created, now_ms()) == 0 {
-                    return Ok((created, observer));
+                    return Ok((created, observer, written));
                 }
             }
         }
@@ -411,6 +420,7 @@ fn outcome(
     stats: &PipelineStats,
     epoch_ms: u64,
     elapsed: Duration,
+    written_ms: HashMap<String, u64>,
 ) -> Outcome {
     let mut starts: Vec<Start> = created
         .iter()
@@ -465,6 +475,7 @@ fn outcome(
             .iter()
             .filter_map(|id| observer.get(id).cloned())
             .collect(),
+        written_ms,
     }
 }
 

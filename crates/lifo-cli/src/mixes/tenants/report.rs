@@ -23,6 +23,12 @@ pub struct SeedFigures {
     pub quiet_p95_ideal_overhead: Option<u64>,
     /// What a start held a slot for beyond its run, measured (ms).
     pub overhead_ms: Option<u64>,
+    /// The ideal with that overhead, and no task started before its
+    /// create request returned: what the write itself costs.
+    pub quiet_p95_ideal_writes: Option<u64>,
+    /// The nine's writes: from the stamp to the request's return, p50 and
+    /// p95 (ms).
+    pub write_ms: Option<(u64, u64)>,
     pub quiet_shed_on: Option<usize>,
     pub quiet_p95_capped: Option<u64>,
     pub quiet_p95_absent: Option<u64>,
@@ -125,16 +131,22 @@ struct Ideal<'a> {
 }
 
 impl<'a> Ideal<'a> {
-    /// Schedules `run`'s arrivals with `overhead` added to each start.
-    fn of(run: &'a MixRun, overhead: Duration, seed: u64) -> Self {
+    /// Schedules `run`'s arrivals with `overhead` added to each start, and
+    /// with `writes`, none before its create request returned.
+    fn of(run: &'a MixRun, overhead: Duration, writes: bool, seed: u64) -> Self {
         let w = &run.outcome.workload;
         let epoch_ms = run.outcome.epoch_ms;
+        let written = |t: &Task| match writes {
+            true => written_ms(run, t),
+            false => t.ready_at,
+        };
         let mut tasks: Vec<&Task> = run.outcome.tasks.iter().collect();
-        tasks.sort_by_key(|t| t.ready_at);
+        tasks.sort_by_key(|t| (written(t), t.ready_at));
         let arrivals: Vec<Arrival> = tasks
             .iter()
             .map(|t| Arrival {
                 at_ms: t.ready_at.saturating_sub(epoch_ms),
+                written_ms: written(t).saturating_sub(epoch_ms),
                 tenant: t.tenant.clone().unwrap_or_default(),
             })
             .collect();
@@ -193,7 +205,23 @@ impl<'a> Ideal<'a> {
 
 /// The ideal scheduler's p95 for the other nine, fed `run`'s arrivals.
 fn ideal_quiet_p95(run: &MixRun, overhead: Duration, seed: u64) -> u64 {
-    Ideal::of(run, overhead, seed).quiet_p95()
+    Ideal::of(run, overhead, false, seed).quiet_p95()
+}
+
+/// When `t`'s create request returned (epoch ms; its stamp if not known).
+fn written_ms(run: &MixRun, t: &Task) -> u64 {
+    let at = run.outcome.written_ms.get(&t.task_id).copied();
+    at.unwrap_or(t.ready_at).max(t.ready_at)
+}
+
+/// The nine's writes, stamp to return: p50 and p95 (ms).
+fn quiet_writes(run: &MixRun) -> (u64, u64) {
+    let mut ms: Vec<u64> = quiet(run)
+        .iter()
+        .map(|t| written_ms(run, t) - t.ready_at)
+        .collect();
+    ms.sort_unstable();
+    (percentile(&ms, 50.0), percentile(&ms, 95.0))
 }
 
 /// One seed's figures from its runs.
@@ -250,10 +278,13 @@ pub fn figures(seed: u64, runs: &[MixRun]) -> SeedFigures {
                 f.overhead_ms = oh;
                 // One schedule gives the bar and where the late ones waited.
                 if let Some(ms) = oh {
-                    let ideal = Ideal::of(run, Duration::from_millis(ms), seed);
+                    let ideal = Ideal::of(run, Duration::from_millis(ms), false, seed);
                     let bar = ideal.quiet_p95();
                     f.quiet_p95_ideal_overhead = Some(bar);
                     f.late = Some(ideal.late(bar));
+                    let writes = Ideal::of(run, Duration::from_millis(ms), true, seed);
+                    f.quiet_p95_ideal_writes = Some(writes.quiet_p95());
+                    f.write_ms = Some(quiet_writes(run));
                 }
             }
             "share off" => f.read_units_off = Some(run.outcome.read_units_per_success),
@@ -310,6 +341,10 @@ impl SeedFigures {
     pub fn vs_ideal_overhead(&self) -> Option<f64> {
         ratio(self.quiet_p95_on, self.quiet_p95_ideal_overhead)
     }
+    /// … against the ideal's with that overhead and the writes' time.
+    pub fn vs_ideal_writes(&self) -> Option<f64> {
+        ratio(self.quiet_p95_on, self.quiet_p95_ideal_writes)
+    }
     /// With the cap, against the nine alone.
     pub fn capped_vs_absent(&self) -> Option<f64> {
         ratio(self.quiet_p95_capped, self.quiet_p95_absent)
@@ -362,14 +397,14 @@ pub fn summary(args: &TenantsArgs, seeds: &[SeedFigures]) -> String {
     let mut out = format!(
         "\n{} flooding tenant(s) at {}× each other tenant's rate; the other nine's p95 age at \
          start while tasks arrive:\n\n\
-         | seed | share on | ideal | ideal + overhead (per start) | on / ideal | on / (ideal + overhead) | nine's tasks shed | with the cap | flooders absent | cap / absent | flooders' starts lost to the cap | read units / success on / off |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         | seed | share on | ideal | ideal + overhead (per start) | on / ideal | on / (ideal + overhead) | + writes (the nine's p50, p95) | on / (ideal + overhead + writes) | nine's tasks shed | with the cap | flooders absent | cap / absent | flooders' starts lost to the cap | read units / success on / off |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         args.flooders, args.flood_ratio
     );
     for f in seeds {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} ({}) | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} |",
             f.seed,
             opt_ms(f.quiet_p95_on),
             opt_ms(f.quiet_p95_ideal),
@@ -378,6 +413,10 @@ pub fn summary(args: &TenantsArgs, seeds: &[SeedFigures]) -> String {
                 .map_or("–".to_owned(), |ms| format!("{ms} ms")),
             opt_x(f.vs_ideal()),
             opt_x(f.vs_ideal_overhead()),
+            opt_ms(f.quiet_p95_ideal_writes),
+            f.write_ms
+                .map_or("–".to_owned(), |(p50, p95)| format!("{p50}, {p95} ms")),
+            opt_x(f.vs_ideal_writes()),
             f.quiet_shed_on.map_or("–".to_owned(), |n| n.to_string()),
             opt_ms(f.quiet_p95_capped),
             opt_ms(f.quiet_p95_absent),
@@ -413,6 +452,13 @@ pub fn summary(args: &TenantsArgs, seeds: &[SeedFigures]) -> String {
         &mut out,
         "share on / (ideal + overhead)",
         all(SeedFigures::vs_ideal_overhead),
+        false,
+        "×",
+    );
+    line(
+        &mut out,
+        "share on / (ideal + overhead + writes)",
+        all(SeedFigures::vs_ideal_writes),
         false,
         "×",
     );
@@ -489,10 +535,12 @@ pub fn json(args: &TenantsArgs, seeds: &[SeedFigures]) -> Value {
         "seeds": seeds.iter().map(|f| json!({
             "seed": f.seed,
             "quietP95Ms": {"shareOn": f.quiet_p95_on, "ideal": f.quiet_p95_ideal,
-                "idealWithOverhead": f.quiet_p95_ideal_overhead, "capped": f.quiet_p95_capped,
+                "idealWithOverhead": f.quiet_p95_ideal_overhead,
+                "idealWithOverheadAndWrites": f.quiet_p95_ideal_writes, "capped": f.quiet_p95_capped,
                 "floodersAbsent": f.quiet_p95_absent, "cappedIdeal": f.quiet_p95_capped_ideal,
                 "floodersAbsentIdeal": f.quiet_p95_absent_ideal},
             "overheadMsPerStart": f.overhead_ms,
+            "quietWriteMs": f.write_ms.map(|(p50, p95)| json!({"p50": p50, "p95": p95})),
             "quietShedShareOn": f.quiet_shed_on,
             "flooderStarts": {"shareOn": f.flooder_starts_on, "capped": f.flooder_starts_capped},
             "readUnitsPerSuccess": {"shareOn": f.read_units_on, "shareOff": f.read_units_off},

@@ -42,7 +42,7 @@
 mod reach;
 mod tenants;
 
-pub use reach::LateReach;
+pub use reach::{LATE_WINDOW, LateReach, MAX_MARGIN};
 
 use lifo_core::{Candidate, Order};
 use std::collections::{HashSet, VecDeque};
@@ -118,6 +118,8 @@ pub struct ShardHeads {
     /// When the last read reaching back [`LateReach::reach`] was taken in
     /// (epoch ms).
     late_read_ms: Option<u64>,
+    /// How late tasks have lately shown up ([`ShardHeads::late_by`]).
+    lateness: reach::Lateness,
     served: usize,
     reads: usize,
     partial_reads: usize,
@@ -166,6 +168,7 @@ impl ShardHeads {
             read_at: None,
             read_at_ms: None,
             late_read_ms: None,
+            lateness: reach::Lateness::default(),
             served: 0,
             reads: 0,
             partial_reads: 0,
@@ -176,6 +179,11 @@ impl ShardHeads {
     /// How old the heads are at `now` (`None`: never read).
     pub fn age(&self, now: Instant) -> Option<Duration> {
         self.read_at.map(|at| now.duration_since(at))
+    }
+
+    /// The claim order the heads merge in.
+    pub fn order(&self) -> Order {
+        self.order
     }
 
     pub fn shards(&self) -> &[u32] {
@@ -253,6 +261,10 @@ impl ShardHeads {
     /// keep theirs, and the read's age and count are the full read's.
     pub fn replace_some(&mut self, shards: &[u32], read: Vec<(Vec<Candidate>, bool)>) {
         self.saw(&read);
+        self.remember(
+            read.iter().flat_map(|(items, _)| items),
+            lifo_core::now_ms(),
+        );
         for (shard, (items, complete)) in shards.iter().zip(read) {
             if let Some(i) = self.shards.iter().position(|s| s == shard) {
                 self.heads[i] = Head {
@@ -274,6 +286,7 @@ impl ShardHeads {
     /// was all of it.
     pub fn replace(&mut self, read: Vec<(Vec<Candidate>, bool)>, now: Instant) {
         self.saw(&read);
+        self.learn_late(&read, lifo_core::now_ms());
         let before = std::mem::take(&mut self.heads);
         self.heads = read
             .into_iter()
@@ -286,6 +299,7 @@ impl ShardHeads {
         if self.policy.keep_per_tenant > 0 {
             self.keep(before, lifo_core::now_ms());
         }
+
         let now_ms = lifo_core::now_ms();
         // The read just taken reached as far as a late one, if one was due.
         if self.late_due(now_ms).is_some() {
