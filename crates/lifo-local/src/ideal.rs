@@ -2,8 +2,7 @@
 //! fair share's own policy ([`process::select::fair`]) with nothing in its
 //! way. A slot is filled the instant it frees, from every task waiting at
 //! that instant: no reads, no claims, no wake-ups, no tail calls. Each
-//! tenant gives its newest task (its oldest with
-//! [`FEW_WAITING`] or fewer waiting); a task older than its TTL is shed.
+//! tenant gives its newest task; a task older than its TTL is shed.
 //!
 //! Fed a real run's arrivals (the same tasks, tenants and times), with the
 //! run's slots and run times drawn as its downstream draws them, it gives
@@ -15,7 +14,7 @@
 //! one runs the policy's own code.
 
 use lifo_core::priority::Priority;
-use process::select::fair::{Cap, FEW_WAITING, Ledger};
+use process::select::fair::{Cap, Ledger};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
@@ -120,25 +119,17 @@ pub fn schedule(arrivals: &[Arrival], slots: &Slots) -> Vec<Started> {
         }
         let mut shares = ledger.shares(waiting.keys().copied(), EPOCH_MS + now);
         while free > 0 {
-            // Each tenant's newest, or its oldest for a tenant keeping up.
-            let mut firsts = Vec::with_capacity(waiting.len());
-            for (tenant, list) in &waiting {
-                let few = list.len() <= FEW_WAITING;
-                shares.keeping_up(tenant, few);
-                let next = if few { list.first() } else { list.last() };
-                if let Some(i) = next {
-                    let key = Priority::Normal.key(EPOCH_MS + arrivals[*i].at_ms);
-                    firsts.push((*tenant, key));
-                }
-            }
+            let firsts = waiting.iter().filter_map(|(tenant, list)| {
+                let newest = *list.last()?;
+                Some((
+                    *tenant,
+                    Priority::Normal.key(EPOCH_MS + arrivals[newest].at_ms),
+                ))
+            });
             let Some(tenant) = shares.pick(firsts) else {
                 break;
             };
-            let Some(i) = waiting.get_mut(tenant).and_then(|list| match list.len() {
-                0 => None,
-                n if n <= FEW_WAITING => Some(list.remove(0)),
-                _ => list.pop(),
-            }) else {
+            let Some(i) = waiting.get_mut(tenant).and_then(Vec::pop) else {
                 break;
             };
             shares.book(tenant);
@@ -259,21 +250,6 @@ mod tests {
             let share = starts(t) as f64 / total as f64;
             assert!((share - 1.0 / 3.0).abs() < 0.1 / 3.0, "{t}: {share}");
         }
-    }
-
-    #[test]
-    fn a_tenant_keeping_up_runs_its_oldest_first() {
-        // One slot held by a's run until 1 s; b writes three tasks in the
-        // meantime (FEW_WAITING or fewer): they run oldest first, not the
-        // newest while the oldest waits on.
-        let all = vec![
-            Arrival::at(0, "a"),
-            Arrival::at(100, "b"),
-            Arrival::at(200, "b"),
-            Arrival::at(300, "b"),
-        ];
-        let got = schedule(&all, &slots(1, 1_000));
-        assert_eq!(got, [Some(0), Some(1_000), Some(2_000), Some(3_000)]);
     }
 
     #[test]
