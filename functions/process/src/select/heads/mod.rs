@@ -181,11 +181,6 @@ impl ShardHeads {
         self.read_at.map(|at| now.duration_since(at))
     }
 
-    /// The claim order the heads merge in.
-    pub fn order(&self) -> Order {
-        self.order
-    }
-
     pub fn shards(&self) -> &[u32] {
         &self.shards
     }
@@ -299,7 +294,6 @@ impl ShardHeads {
         if self.policy.keep_per_tenant > 0 {
             self.keep(before, lifo_core::now_ms());
         }
-
         let now_ms = lifo_core::now_ms();
         // The read just taken reached as far as a late one, if one was due.
         if self.late_due(now_ms).is_some() {

@@ -225,8 +225,8 @@ mod tests {
         assert_eq!(plain.since_at(read_at + 1_000), None);
     }
 
-    #[test]
-    fn a_task_that_showed_up_late_widens_the_margin_for_a_while() {
+    /// One shard's heads with the share's reach back and late reach.
+    fn learning() -> ShardHeads {
         let policy = HeadsPolicy {
             reach_back: Some(Duration::from_millis(200)),
             late_reach: Some(LateReach {
@@ -235,7 +235,12 @@ mod tests {
             }),
             ..HeadsPolicy::new(1, 5)
         };
-        let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
+        ShardHeads::new(Order::Lifo, vec![0], policy)
+    }
+
+    #[test]
+    fn a_task_that_showed_up_late_widens_the_margin_for_a_while() {
+        let mut h = learning();
         let t0 = lifo_core::now_ms() as i64;
         let a = c("a", t0 - 50);
         // The first read covers nothing before it; the second, from the
@@ -272,15 +277,7 @@ mod tests {
 
     #[test]
     fn a_cut_short_head_covers_only_down_to_its_last_entry() {
-        let policy = HeadsPolicy {
-            reach_back: Some(Duration::from_millis(200)),
-            late_reach: Some(LateReach {
-                every: Duration::from_secs(1),
-                reach: Duration::from_secs(2),
-            }),
-            ..HeadsPolicy::new(1, 5)
-        };
-        let mut h = ShardHeads::new(Order::Lifo, vec![0], policy);
+        let mut h = learning();
         let t0 = lifo_core::now_ms() as i64;
         h.replace(vec![(vec![c("a", t0 - 50)], true)], Instant::now());
         // Cut short at 20 ms before now (a read that stopped at its pages):

@@ -5,7 +5,6 @@
 
 use super::{Head, ShardHeads, TenantHead, before};
 use lifo_core::Candidate;
-use lifo_core::priority::Priority;
 use std::collections::{HashMap, HashSet};
 
 impl ShardHeads {
@@ -135,18 +134,6 @@ impl ShardHeads {
             })
             .reduce(|a, b| if before(self.order, b, a) { b } else { a })
             .map(|c| c.claimable_at)
-    }
-
-    /// `tenant`'s last candidate in the claim order (none in `exclude`)
-    /// among those of the priority of its first: newest first, its oldest.
-    pub fn tenant_last(&self, tenant: &str, exclude: &HashSet<String>) -> Option<&Candidate> {
-        let first = Priority::of_key(self.tenant_first(tenant, exclude)?);
-        self.heads
-            .iter()
-            .flat_map(|h| &h.items)
-            .filter(|c| c.tenant_name() == tenant && !exclude.contains(&c.task_id))
-            .filter(|c| Priority::of_key(c.claimable_at) == first)
-            .reduce(|a, b| if before(self.order, a, b) { b } else { a })
     }
 }
 
