@@ -433,15 +433,18 @@ impl ShardHeads {
     }
 }
 
+/// A PENDING candidate `id` of shard 0 at index key `at`, for the tests of
+/// the heads and their submodules.
+#[cfg(test)]
+fn c(id: &str, at: i64) -> Candidate {
+    Candidate::pending(id, 0, at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::HashMap;
-
-    fn c(id: &str, at: i64) -> Candidate {
-        Candidate::pending(id, 0, at)
-    }
 
     #[test]
     fn the_policy_reads_all_shards_once_per_two_claims_per_shard_less_one() {

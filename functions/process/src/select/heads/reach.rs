@@ -155,13 +155,9 @@ impl ShardHeads {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::select::heads::HeadsPolicy;
+    use crate::select::heads::{HeadsPolicy, c};
     use lifo_core::{Candidate, Order};
     use std::time::Instant;
-
-    fn c(id: &str, at: i64) -> Candidate {
-        Candidate::pending(id, 0, at)
-    }
 
     #[test]
     fn with_a_reach_back_the_next_read_goes_back_to_the_last_one_less_the_margin() {

@@ -140,14 +140,10 @@ impl ShardHeads {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::select::heads::HeadsPolicy;
+    use crate::select::heads::{HeadsPolicy, c};
     use lifo_core::{Candidate, Order};
     use std::collections::HashSet;
     use std::time::Instant;
-
-    fn c(id: &str, at: i64) -> Candidate {
-        Candidate::pending(id, 0, at)
-    }
 
     #[test]
     fn with_the_fair_share_a_tenant_buried_by_a_cut_short_read_stays_in_view() {
