@@ -2,7 +2,8 @@
 //! fair share's own policy ([`process::select::fair`]) with nothing in its
 //! way. A slot is filled the instant it frees, from every task waiting at
 //! that instant: no reads, no claims, no wake-ups, no tail calls. Each
-//! tenant gives its newest task; a task older than its TTL is shed.
+//! tenant gives its newest task (its oldest, if it keeps up); a task older
+//! than its TTL is shed.
 //!
 //! Fed a real run's arrivals (the same tasks, tenants and times), with the
 //! run's slots and run times drawn as its downstream draws them, it gives
@@ -16,7 +17,7 @@
 use lifo_core::priority::Priority;
 use process::select::fair::{Cap, Ledger};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::time::Duration;
 
 /// The virtual clock's epoch (ms): the ledger keeps wall-clock times.
@@ -117,21 +118,37 @@ pub fn schedule(arrivals: &[Arrival], slots: &Slots) -> Vec<Started> {
         if waiting.is_empty() {
             continue;
         }
-        let mut shares = ledger.shares(waiting.keys().copied(), EPOCH_MS + now);
+        let counts: HashMap<String, usize> = waiting
+            .iter()
+            .map(|(t, list)| ((*t).to_owned(), list.len()))
+            .collect();
+        let keeping_up = ledger.keeping_up(&counts);
+        let mut shares = ledger
+            .shares(waiting.keys().copied(), EPOCH_MS + now)
+            .with_keeping_up(keeping_up);
         while free > 0 {
+            // Each tenant's newest; its oldest if it keeps up.
+            let gives = |tenant: &str, list: &Vec<usize>| {
+                if shares.keeps_up(tenant) {
+                    list.first().map(|i| (0, *i))
+                } else {
+                    list.last().map(|i| (list.len() - 1, *i))
+                }
+            };
             let firsts = waiting.iter().filter_map(|(tenant, list)| {
-                let newest = *list.last()?;
-                Some((
-                    *tenant,
-                    Priority::Normal.key(EPOCH_MS + arrivals[newest].at_ms),
-                ))
+                let (_, i) = gives(tenant, list)?;
+                Some((*tenant, Priority::Normal.key(EPOCH_MS + arrivals[i].at_ms)))
             });
             let Some(tenant) = shares.pick(firsts) else {
                 break;
             };
-            let Some(i) = waiting.get_mut(tenant).and_then(Vec::pop) else {
+            let Some(list) = waiting.get_mut(tenant) else {
                 break;
             };
+            let Some((at, i)) = gives(tenant, list) else {
+                break;
+            };
+            list.remove(at);
             shares.book(tenant);
             ledger.start(&i.to_string(), tenant, EPOCH_MS + now);
             out[i] = Some(now);
@@ -267,6 +284,20 @@ mod tests {
             .map(|(a, s)| s.map_or(u64::MAX, |s| s - a.at_ms))
             .collect();
         assert!(waits.iter().all(|w| *w <= 400), "{waits:?}");
+    }
+
+    #[test]
+    fn a_tenant_that_keeps_up_while_another_piles_up_goes_first_oldest_first() {
+        // One slot, runs of 100 ms. q writes three tasks at 0-2 ms, f ten
+        // at 3-12 ms. From 100 ms f's work piles up and q's (two) keeps up:
+        // q's older task first, then its newer, though f was served less
+        // and its tasks are newer.
+        let mut a: Vec<Arrival> = (0..3).map(|i| Arrival::at(i, "q")).collect();
+        a.extend((3..13).map(|i| Arrival::at(i, "f")));
+        let got = schedule(&a, &slots(1, 100));
+        assert_eq!(&got[..3], [Some(0), Some(100), Some(200)]);
+        // Then f, newest first.
+        assert_eq!(got[12], Some(300));
     }
 
     #[test]

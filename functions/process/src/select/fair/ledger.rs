@@ -11,6 +11,14 @@ use std::time::Duration;
 /// How far back service counts.
 pub const WINDOW: Duration = Duration::from_secs(10);
 
+/// A tenant with at most this many candidates waiting in view, not
+/// flooding, among other tenants, keeps up ([`Ledger::keeping_up`]): its
+/// work is not piling up, so it gives its oldest task first, and it is
+/// favoured whatever it was served lately. Measured on the tenants mix
+/// (`lifo simulate --compare --mix tenants`): a quiet tenant's burst of
+/// 5-40 tasks is not keeping up until it is down to this many.
+pub const FEW_WAITING: usize = 4;
+
 /// The per-tenant cap (`TENANT_MAX_IN_FLIGHT`, opt-in): a tenant never
 /// holds more than `in_flight` slots of this invocation, nor starts more
 /// than `per_second` tasks a second (its matching share of the rate
@@ -88,6 +96,8 @@ pub struct Shares {
     /// This round's time, epoch ms.
     now_ms: u64,
     order: Order,
+    /// The tenants keeping up this round ([`Ledger::keeping_up`]).
+    keeping_up: HashSet<String>,
 }
 
 impl Ledger {
@@ -176,6 +186,30 @@ impl Ledger {
         )
     }
 
+    /// The tenants keeping up among `waiting` (each with its tasks waiting
+    /// in the heads) while another tenant's work piles up (more than
+    /// [`FEW_WAITING`] waiting): each with at most [`FEW_WAITING`] waiting,
+    /// not flooding ([`Ledger::flooding`]). None while no tenant's work
+    /// piles up: each gives its first in the claim order.
+    ///
+    /// Newest first is what a tenant whose work piles up needs; one that
+    /// keeps up loses nothing to it but the wait of its oldest task, which
+    /// newer tasks of its own and the flooding tenants' pass over again and
+    /// again (instrumented, one quiet task waited 14 s while its tenant
+    /// started 17 newer ones). Served oldest first, and before the tenants
+    /// whose work piles up, its tasks wait about what the ideal's do.
+    pub fn keeping_up(&self, waiting: &HashMap<String, usize>) -> HashSet<String> {
+        if waiting.values().all(|n| *n <= FEW_WAITING) {
+            return HashSet::new();
+        }
+        let flooding = self.flooding(waiting);
+        waiting
+            .iter()
+            .filter(|(t, n)| **n <= FEW_WAITING && !flooding.contains(*t))
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+
     /// The admission of one round at `now_ms` (epoch ms), with `waiting`
     /// the tenants of the candidates waiting in the heads.
     pub fn shares<'a>(
@@ -198,6 +232,7 @@ impl Ledger {
             running: self.running.clone(),
             now_ms,
             order: self.order,
+            keeping_up: HashSet::new(),
         };
         for (tenant, times) in &self.starts {
             let recent = times
@@ -215,10 +250,25 @@ impl Ledger {
 }
 
 impl Shares {
-    /// Of the waiting tenants, each given with the index key of its first
-    /// candidate (its newest, in LIFO order), the one the next free slot
-    /// goes to (the least by `rank`); `None` when none waits, or every one
-    /// waiting is at its cap.
+    /// The same with `tenants` keeping up ([`Ledger::keeping_up`]).
+    pub fn with_keeping_up(self, tenants: HashSet<String>) -> Self {
+        Self {
+            keeping_up: tenants,
+            ..self
+        }
+    }
+
+    /// Whether `tenant` keeps up this round: it gives its oldest candidate
+    /// of its first's priority ([`Shares::pick`]'s key), not its first.
+    pub fn keeps_up(&self, tenant: &str) -> bool {
+        self.keeping_up.contains(tenant)
+    }
+
+    /// Of the waiting tenants, each given with the index key of the
+    /// candidate it gives (its first in the claim order, its newest in LIFO
+    /// order; its oldest if it [`Shares::keeps_up`]), the one the next free
+    /// slot goes to (the least by `rank`); `None` when none waits, or every
+    /// one waiting is at its cap.
     pub fn pick<'a>(&self, waiting: impl IntoIterator<Item = (&'a str, i64)>) -> Option<&'a str> {
         let top = self.top();
         waiting
@@ -241,10 +291,11 @@ impl Shares {
 
     /// Where a waiting tenant stands, least first:
     /// 1. a higher priority first (in the claim order);
-    /// 2. a tenant served less lately than the most served one (under its
-    ///    share) before one at the top; one past its share of the rate
-    ///    last, when nobody else wants the slot;
-    /// 3. under the top, the tenant that has waited longest: since its
+    /// 2. a tenant that keeps up, or one served less lately than the most
+    ///    served one (under its share), before one at the top; one past its
+    ///    share of the rate last, when nobody else wants the slot;
+    /// 3. of those that keep up, the one whose oldest task waited longest;
+    ///    under the top, the tenant that has waited longest: since its
     ///    newest task was written or since its last start, whichever is
     ///    later (so one that just got a slot goes behind the others, and a
     ///    burst of one tenant's tasks does not hold the slots): as near to
@@ -269,6 +320,9 @@ impl Shares {
         let served = i64::try_from(served).unwrap_or(i64::MAX);
         if over_rate {
             (priority, 2, served, 0, first(key))
+        } else if self.keeping_up.contains(tenant) {
+            let since = i64::try_from(at_ms(key)).unwrap_or(i64::MAX);
+            (priority, 0, since, served, first(key))
         } else if below_top {
             let last = self.last_start_ms.get(tenant).copied().unwrap_or(0);
             let since = i64::try_from(at_ms(key).max(last)).unwrap_or(i64::MAX);
@@ -278,12 +332,13 @@ impl Shares {
         }
     }
 
-    /// Whether `tenant` is under the top and under its share of the rate:
-    /// the tenants a free slot goes to first.
+    /// Whether `tenant` keeps up or is under the top, and under its share
+    /// of the rate: the tenants a free slot goes to first.
     pub fn favoured(&self, tenant: &str) -> bool {
         let served = self.served.get(tenant).copied().unwrap_or(0);
         let last = self.last_second.get(tenant).copied().unwrap_or(0);
-        served < self.top() && self.per_second.is_none_or(|s| last < s)
+        (served < self.top() || self.keeping_up.contains(tenant))
+            && self.per_second.is_none_or(|s| last < s)
     }
 
     /// Books one start of `tenant` in this round.
@@ -398,6 +453,54 @@ pub(super) mod tests {
         let a: Vec<u64> = (0..20).map(|i| NOW - 2_000 - i).collect();
         let got = fill(&mut s, &[("a", &a), ("c", &[NOW - 1_000])], 3);
         assert_eq!(got, ["a", "c", "a"]);
+    }
+
+    /// `n` waiting per tenant.
+    fn counts(n: &[(&str, usize)]) -> HashMap<String, usize> {
+        n.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect()
+    }
+
+    #[test]
+    fn a_tenant_with_few_waiting_keeps_up_while_another_piles_up() {
+        let l = Ledger::new(None);
+        // Nobody piles up: nobody keeps up, each gives its first.
+        assert!(l.keeping_up(&counts(&[("a", 4), ("b", 1)])).is_empty());
+        // b piles up (and floods): a, with four, keeps up; c, with five,
+        // does not.
+        let waiting = counts(&[("a", 4), ("b", 20), ("c", 5)]);
+        assert_eq!(l.keeping_up(&waiting), HashSet::from(["a".to_owned()]));
+        // A tenant with few waiting but many running floods (64 of 89 in
+        // all, past twice the mean): not keeping up.
+        let mut l = Ledger::new(None);
+        started(&mut l, "a", 60, NOW);
+        assert!(l.keeping_up(&waiting).is_empty());
+    }
+
+    #[test]
+    fn a_tenant_that_keeps_up_goes_first_at_the_top_its_oldest_by_age() {
+        let mut l = Ledger::new(None);
+        // All three served alike lately: all at the top.
+        for t in ["a", "b", "f"] {
+            ran(&mut l, t, 5, NOW - 2_000);
+        }
+        let waiting = counts(&[("a", 2), ("b", 3), ("f", 20)]);
+        let s = l
+            .shares(["a", "b", "f"], NOW)
+            .with_keeping_up(l.keeping_up(&waiting));
+        assert!(s.keeps_up("a") && s.keeps_up("b") && !s.keeps_up("f"));
+        assert!(s.favoured("a") && !s.favoured("f"));
+        // a and b give their oldest (a's 1.5 s old, b's 0.8 s): a first,
+        // though f's is newer and every one is at the top; without the
+        // tenants that keep up, f's newest.
+        let heads = [
+            ("f", Priority::Normal.key(NOW - 10)),
+            ("a", Priority::Normal.key(NOW - 1_500)),
+            ("b", Priority::Normal.key(NOW - 800)),
+        ];
+        assert_eq!(s.pick(heads), Some("a"));
+        assert_eq!(s.pick(heads[1..].iter().copied().rev()), Some("a"));
+        let without = l.shares(["a", "b", "f"], NOW);
+        assert_eq!(without.pick(heads), Some("f"));
     }
 
     #[test]

@@ -18,6 +18,13 @@
 //!   served as newest first within each allows. Their p95 age at start is
 //!   what the share is judged by, and ordering them by service instead let
 //!   an unlucky task be passed over again and again;
+//! - while some tenant's work piles up (more than [`FEW_WAITING`] in view),
+//!   a tenant with at most that many waiting that is not flooding keeps up
+//!   ([`Ledger::keeping_up`]): it goes first whatever it was served, and
+//!   gives its oldest task first, the tenants that keep up ordered by the
+//!   age of that task. Its work is not piling up, so newest first within
+//!   it would only make its oldest task wait behind its own newer ones and
+//!   behind the flood's;
 //! - with a rate limit, a tenant past `ceil(per_second / active)` starts
 //!   in the last second goes last (active: running, or waiting in the
 //!   heads);
@@ -30,10 +37,11 @@
 //! (the empty name). The ledger of starts is handed from one invocation of
 //! the tail-call loop to the next ([`handover`]).
 //!
-//! The LIFO guarantee that remains: within a tenant, exactly what the
-//! heads give ([`super::heads`]); across the tenants of a priority, a newer
-//! task is passed over only for a tenant under the top, or because its own
-//! tenant is past its share of the rate or at its cap. What it costs, once
+//! The LIFO guarantee that remains: within a tenant whose work piles up,
+//! exactly what the heads give ([`super::heads`]); across the tenants of a
+//! priority, a newer task is passed over only for a tenant under the top or
+//! one that keeps up, or because its own tenant is past its share of the
+//! rate or at its cap. What it costs, once
 //! tasks with a tenant are seen (a queue without tenants pays nothing): the
 //! tenant's name in each index entry, and reads of up to [`PAGE`] entries
 //! per shard ([`policy`]).
@@ -42,7 +50,7 @@ mod handover;
 mod ledger;
 
 pub use handover::{MAX_BYTES as MAX_HANDOVER_BYTES, MAX_KEPT_BYTES, kept};
-pub use ledger::{Cap, Fairness, Ledger, Shares, WINDOW};
+pub use ledger::{Cap, FEW_WAITING, Fairness, Ledger, Shares, WINDOW};
 
 use super::heads::{HeadsPolicy, LateReach, ShardHeads};
 use lifo_core::{Candidate, now_ms};
@@ -139,6 +147,32 @@ pub fn first_read(current: HeadsPolicy) -> HeadsPolicy {
     }
 }
 
+/// What a waiting tenant gives the next slot it gets: the index key the
+/// share ranks it by, and, if it keeps up, the task (its oldest of its
+/// first's priority); else its first in the claim order.
+struct Gives {
+    key: i64,
+    id: Option<String>,
+}
+
+fn gives(
+    heads: &ShardHeads,
+    shares: &Shares,
+    tenant: &str,
+    taken: &HashSet<String>,
+) -> Option<Gives> {
+    if shares.keeps_up(tenant) {
+        heads.tenant_last(tenant, taken).map(|c| Gives {
+            key: c.claimable_at,
+            id: Some(c.task_id.clone()),
+        })
+    } else {
+        heads
+            .tenant_first(tenant, taken)
+            .map(|key| Gives { key, id: None })
+    }
+}
+
 /// Whether `heads` must be read again before [`take`]: they are older than
 /// [`FRESH`] at `now`, and would give a slot to a tenant that is not
 /// favoured. Decided on copies: nothing is taken.
@@ -158,9 +192,9 @@ pub fn needs_fresh_heads(
 
 /// Up to `want` candidates of `heads` by the fair share: each free slot
 /// goes to the waiting tenant that [`Shares::pick`] names, and takes that
-/// tenant's first candidate in the claim order (its newest). The tenants'
-/// first candidates are found once; after each slot, only the served
-/// tenant's is looked up again.
+/// tenant's first candidate in the claim order (its newest; its oldest of
+/// that priority if it keeps up). The tenants' candidates are found once;
+/// after each slot, only the served tenant's is looked up again.
 pub fn take(
     heads: &mut ShardHeads,
     want: usize,
@@ -189,30 +223,39 @@ fn take_marked(
         .filter(|(t, _)| !flooding.contains(*t))
         .map(|(_, h)| now.saturating_sub(h.oldest_ms))
         .max();
+    let keeping_up = ledger.keeping_up(&waiting);
     ledger.observe(flooding, quiet_oldest);
-    let mut firsts: HashMap<String, i64> = seen.into_iter().map(|(t, h)| (t, h.first)).collect();
-    let mut shares = ledger.shares(firsts.keys().map(String::as_str), now);
+    let mut shares = ledger
+        .shares(seen.keys().map(String::as_str), now)
+        .with_keeping_up(keeping_up);
+    let mut next: HashMap<String, Gives> = seen
+        .into_keys()
+        .filter_map(|t| Some((t.clone(), gives(heads, &shares, &t, &taken)?)))
+        .collect();
     let mut out: Vec<Candidate> = Vec::with_capacity(want);
     while out.len() < want {
-        let next = shares.pick(firsts.iter().map(|(t, key)| (t.as_str(), *key)));
-        let Some(tenant) = next.map(str::to_owned) else {
+        let picked = shares.pick(next.iter().map(|(t, g)| (t.as_str(), g.key)));
+        let Some((tenant, id)) = picked.map(|t| (t.to_owned(), next[t].id.clone())) else {
             break;
         };
-        let got = heads.take_by(1, &taken, |c| c.tenant_name() == tenant);
+        let got = heads.take_by(1, &taken, |c| match &id {
+            Some(id) => c.task_id == *id,
+            None => c.tenant_name() == tenant,
+        });
         match got.into_iter().next() {
             Some(c) => {
                 to_unfavoured |= !shares.favoured(&tenant);
                 shares.book(&tenant);
                 taken.insert(c.task_id.clone());
                 out.push(c);
-                match heads.tenant_first(&tenant, &taken) {
-                    Some(key) => firsts.insert(tenant, key),
-                    None => firsts.remove(&tenant),
+                match gives(heads, &shares, &tenant, &taken) {
+                    Some(g) => next.insert(tenant, g),
+                    None => next.remove(&tenant),
                 };
             }
-            // Its first candidate sits behind a cut-short shard's end.
+            // Its candidate sits behind a cut-short shard's end.
             None => {
-                firsts.remove(&tenant);
+                next.remove(&tenant);
             }
         }
     }

@@ -602,6 +602,10 @@ mod tests {
         assert_eq!(h.tenant_first("a", &past_a9), Some(8));
         assert_eq!(h.tenant_first("b", &none), Some(6));
         assert_eq!(h.tenant_first("c", &none), None);
+        // Its last of its first's priority: its oldest, in LIFO order.
+        let last = |tenant| h.tenant_last(tenant, &none).map(|c| c.task_id.as_str());
+        assert_eq!(last("a"), Some("a7"));
+        assert_eq!(last("c"), None);
         let only_b: Vec<String> = h
             .take_by(2, &none, |c| c.tenant.as_deref() == Some("b"))
             .into_iter()

@@ -5,6 +5,7 @@
 
 use super::{Head, ShardHeads, TenantHead, before};
 use lifo_core::Candidate;
+use lifo_core::priority::Priority;
 use std::collections::{HashMap, HashSet};
 
 impl ShardHeads {
@@ -135,6 +136,23 @@ impl ShardHeads {
             .reduce(|a, b| if before(self.order, b, a) { b } else { a })
             .map(|c| c.claimable_at)
     }
+
+    /// `tenant`'s last candidate in the claim order (none in `exclude`) of
+    /// its first one's priority: its oldest there, in LIFO order (of tasks
+    /// written in one request, which share their key, the last by id).
+    /// What a tenant that keeps up gives ([`crate::select::fair`]).
+    pub fn tenant_last(&self, tenant: &str, exclude: &HashSet<String>) -> Option<&Candidate> {
+        let priority = Priority::of_key(self.tenant_first(tenant, exclude)?);
+        self.heads
+            .iter()
+            .flat_map(|h| &h.items)
+            .filter(|c| {
+                c.tenant_name() == tenant
+                    && !exclude.contains(&c.task_id)
+                    && Priority::of_key(c.claimable_at) == priority
+            })
+            .reduce(|a, b| if before(self.order, a, b) { b } else { a })
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +162,26 @@ mod tests {
     use lifo_core::{Candidate, Order};
     use std::collections::HashSet;
     use std::time::Instant;
+
+    #[test]
+    fn a_tenants_last_is_its_oldest_of_its_first_ones_priority() {
+        let t = |id: &str, at: u64, p: Priority| Candidate {
+            tenant: Some("a".into()),
+            ..Candidate::pending(id, 0, p.key(at))
+        };
+        let mut h = ShardHeads::new(Order::Lifo, vec![0], HeadsPolicy::new(1, 5));
+        let items = vec![
+            t("high", 500, Priority::High),
+            t("high-old", 100, Priority::High),
+            t("normal", 900, Priority::Normal),
+        ];
+        h.replace(vec![(items, true)], Instant::now());
+        let none = HashSet::new();
+        let last = |exclude| h.tenant_last("a", exclude).map(|c| c.claimable_at);
+        assert_eq!(last(&none), Some(Priority::High.key(100)));
+        let highs = HashSet::from(["high".to_owned(), "high-old".to_owned()]);
+        assert_eq!(last(&highs), Some(Priority::Normal.key(900)));
+    }
 
     #[test]
     fn with_the_fair_share_a_tenant_buried_by_a_cut_short_read_stays_in_view() {
