@@ -287,17 +287,21 @@ mod tests {
     }
 
     #[test]
-    fn a_tenant_that_keeps_up_while_another_piles_up_goes_first_oldest_first() {
+    fn a_tenant_that_keeps_up_while_another_floods_goes_first_oldest_first() {
         // One slot, runs of 100 ms. q writes three tasks at 0-2 ms, f ten
-        // at 3-12 ms. From 100 ms f's work piles up and q's (two) keeps up:
-        // q's older task first, then its newer, though f was served less
-        // and its tasks are newer.
+        // at 3-12 ms, r one at 13 ms. At 100 and 200 ms f floods (10 of 13
+        // waiting) and q keeps up: q's older task first, then its newer,
+        // though f and r were served less (without the rule, f's newest
+        // would go at 100 ms: it has waited longer than r's).
         let mut a: Vec<Arrival> = (0..3).map(|i| Arrival::at(i, "q")).collect();
         a.extend((3..13).map(|i| Arrival::at(i, "f")));
+        a.push(Arrival::at(13, "r"));
         let got = schedule(&a, &slots(1, 100));
         assert_eq!(&got[..3], [Some(0), Some(100), Some(200)]);
-        // Then f, newest first.
+        // At 300 ms only f and r wait: with two tenants nobody floods, and
+        // the share decides by service and wait alone: f's newest, then r.
         assert_eq!(got[12], Some(300));
+        assert_eq!(got[13], Some(400));
     }
 
     #[test]

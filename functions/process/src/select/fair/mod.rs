@@ -18,8 +18,8 @@
 //!   served as newest first within each allows. Their p95 age at start is
 //!   what the share is judged by, and ordering them by service instead let
 //!   an unlucky task be passed over again and again;
-//! - while some tenant's work piles up (more than [`FEW_WAITING`] in view),
-//!   a tenant with at most that many waiting that is not flooding keeps up
+//! - while some tenant floods ([`Ledger::flooding`]), a tenant with at
+//!   most [`FEW_WAITING`] waiting in view that is not flooding keeps up
 //!   ([`Ledger::keeping_up`]): it goes first whatever it was served, and
 //!   gives its oldest task first, the tenants that keep up ordered by the
 //!   age of that task. Its work is not piling up, so newest first within
