@@ -59,7 +59,7 @@ pub struct Ledger {
     /// the wall clock, as the index keys a tenant's waiting time is read
     /// from.
     pub(super) starts: HashMap<String, VecDeque<u64>>,
-    /// The tenants flooding at the last round ([`Shares::flooding`]).
+    /// The tenants flooding at the last round ([`Ledger::flooding`]).
     flooding: HashSet<String>,
     /// What operators see of the share ([`Fairness`]).
     seen: Fairness,
@@ -261,10 +261,16 @@ impl Shares {
         }
     }
 
-    /// Whether `tenant` keeps up this round: it gives its oldest candidate
-    /// of its first's priority ([`Shares::pick`]'s key), not its first.
+    /// Whether `tenant` keeps up this round.
     pub fn keeps_up(&self, tenant: &str) -> bool {
         self.keeping_up.contains(tenant)
+    }
+
+    /// Whether `tenant` gives its oldest candidate of its first's priority
+    /// ([`Shares::pick`]'s key), not its first: it keeps up, in an order
+    /// that is newest first (in FIFO order its first is its oldest).
+    pub fn gives_oldest(&self, tenant: &str) -> bool {
+        self.order.newest_first() && self.keeps_up(tenant)
     }
 
     /// Of the waiting tenants, each given with the index key of the
@@ -305,7 +311,8 @@ impl Shares {
     ///    first come, first served across the tenants under their share as
     ///    newest first within each allows; then the least served. At the
     ///    top, or past the rate: the least served;
-    /// 4. then the first candidate in the claim order (the newest).
+    /// 4. then the candidate it gives (its first in the claim order; its
+    ///    oldest if it keeps up).
     fn rank(&self, tenant: &str, key: i64, top: usize) -> (i64, u8, i64, i64, i64) {
         // Greater first in LIFO order, smaller first in FIFO.
         let first = |k: i64| {
@@ -323,11 +330,12 @@ impl Shares {
         let served = i64::try_from(served).unwrap_or(i64::MAX);
         if over_rate {
             (priority, 2, served, 0, first(key))
-        } else if self.keeping_up.contains(tenant) {
-            let since = i64::try_from(at_ms(key)).unwrap_or(i64::MAX);
-            (priority, 0, since, served, first(key))
-        } else if below_top {
-            let last = self.last_start_ms.get(tenant).copied().unwrap_or(0);
+        } else if below_top || self.keeping_up.contains(tenant) {
+            // One that keeps up: since its oldest task's stamp alone.
+            let last = match self.keeping_up.contains(tenant) {
+                true => 0,
+                false => self.last_start_ms.get(tenant).copied().unwrap_or(0),
+            };
             let since = i64::try_from(at_ms(key).max(last)).unwrap_or(i64::MAX);
             (priority, 0, since, served, first(key))
         } else {

@@ -1,13 +1,14 @@
 //! A fair share per tenant: when several tenants have work, the tenants
 //! served less lately than the most served one go first, newest first
-//! within each, and a tenant past its share of the rate limit goes last; a
-//! tenant alone gets everything.
+//! within each, while a tenant floods the others that keep up go first
+//! too, oldest first within each, and a tenant past its share of the rate
+//! limit goes last; a tenant alone gets everything.
 //!
 //! The mechanism is a per-tenant order while claiming, not a change of the
 //! index: a task's `tenant` is projected into the claimable index, so the
 //! processor sees it on each candidate at no extra read. Each free slot
 //! goes to one waiting tenant ([`Shares::pick`]), which gives its newest
-//! task:
+//! task (its oldest if it keeps up):
 //! - a tenant served less in the last [`WINDOW`] than the most served one
 //!   (under its share) goes before one at the top, so the tenant that
 //!   floods the queue gets what the others leave free, and no slot idles
@@ -20,9 +21,9 @@
 //!   an unlucky task be passed over again and again;
 //! - while some tenant floods ([`Ledger::flooding`]), a tenant with at
 //!   most [`FEW_WAITING`] waiting in view that is not flooding keeps up
-//!   ([`Ledger::keeping_up`]): it goes first whatever it was served, and
-//!   gives its oldest task first, the tenants that keep up ordered by the
-//!   age of that task. Its work is not piling up, so newest first within
+//!   ([`Ledger::keeping_up`]): it goes with the tenants under the top
+//!   whatever it was served, gives its oldest task first, and is ranked
+//!   among them by that task's age. Its work is not piling up, so newest first within
 //!   it would only make its oldest task wait behind its own newer ones and
 //!   behind the flood's;
 //! - with a rate limit, a tenant past `ceil(per_second / active)` starts
@@ -37,8 +38,8 @@
 //! (the empty name). The ledger of starts is handed from one invocation of
 //! the tail-call loop to the next ([`handover`]).
 //!
-//! The LIFO guarantee that remains: within a tenant whose work piles up,
-//! exactly what the heads give ([`super::heads`]); across the tenants of a
+//! The LIFO guarantee that remains: within a tenant that does not keep up
+//! (every tenant, while none floods), exactly what the heads give ([`super::heads`]); across the tenants of a
 //! priority, a newer task is passed over only for a tenant under the top or
 //! one that keeps up, or because its own tenant is past its share of the
 //! rate or at its cap. What it costs, once
@@ -148,8 +149,9 @@ pub fn first_read(current: HeadsPolicy) -> HeadsPolicy {
 }
 
 /// What a waiting tenant gives the next slot it gets: the index key the
-/// share ranks it by, and, if it keeps up, the task (its oldest of its
-/// first's priority); else its first in the claim order.
+/// share ranks it by, and, if it keeps up in LIFO order, the task (its
+/// oldest of its first's priority); else its first in the claim order (in
+/// FIFO order, its oldest already).
 struct Gives {
     key: i64,
     id: Option<String>,
@@ -161,7 +163,7 @@ fn gives(
     tenant: &str,
     taken: &HashSet<String>,
 ) -> Option<Gives> {
-    if shares.keeps_up(tenant) {
+    if shares.gives_oldest(tenant) {
         heads.tenant_last(tenant, taken).map(|c| Gives {
             key: c.claimable_at,
             id: Some(c.task_id.clone()),
@@ -238,10 +240,16 @@ fn take_marked(
         let Some((tenant, id)) = picked.map(|t| (t.to_owned(), next[t].id.clone())) else {
             break;
         };
-        let got = heads.take_by(1, &taken, |c| match &id {
+        let mut got = heads.take_by(1, &taken, |c| match &id {
             Some(id) => c.task_id == *id,
             None => c.tenant_name() == tenant,
         });
+        if got.is_empty() && id.is_some() {
+            // Its oldest sits behind a cut-short shard's end, which the
+            // merge does not pass while that shard's newer candidates are
+            // used up: its first, rather than no slot at all.
+            got = heads.take_by(1, &taken, |c| c.tenant_name() == tenant);
+        }
         match got.into_iter().next() {
             Some(c) => {
                 to_unfavoured |= !shares.favoured(&tenant);
@@ -281,6 +289,54 @@ mod tests {
         let mut h = ShardHeads::new(Order::Lifo, vec![0], policy(HeadsPolicy::new(1, 5)));
         h.replace(vec![(entries, true)], read_at);
         h
+    }
+
+    /// A flood of 20 (newest `now - 50`) in shard 0, cut short or not,
+    /// and in `quiet_shard` a quiet tenant's two (`quiet_at`, and 2 s old)
+    /// and one of another's: the flood floods, the other two keep up.
+    fn flood_and_two_keeping_up(order: Order, quiet_at: u64, cut_short: bool) -> ShardHeads {
+        let now = now_ms();
+        let sorted = |mut items: Vec<Candidate>| {
+            items.sort_by_key(|c| c.claimable_at);
+            if order.newest_first() {
+                items.reverse();
+            }
+            items
+        };
+        let flood: Vec<Candidate> = (0..20)
+            .map(|i| entry(&format!("f{i:02}"), "flood", now - 50 - i))
+            .collect();
+        let quiet = vec![
+            entry("q-new", "quiet", quiet_at),
+            entry("q-old", "quiet", now - 2_000),
+            entry("r", "other", now - 300),
+        ];
+        let mut h = ShardHeads::new(order, vec![0, 1], policy(HeadsPolicy::new(2, 5)));
+        h.replace(
+            vec![(sorted(flood), !cut_short), (sorted(quiet), true)],
+            Instant::now(),
+        );
+        h
+    }
+
+    #[test]
+    fn a_tenant_that_keeps_up_gives_its_oldest_in_either_order() {
+        let none = HashSet::new();
+        for order in [Order::Lifo, Order::Fifo] {
+            let mut h = flood_and_two_keeping_up(order, now_ms() - 100, false);
+            let mut ledger = Ledger::new(None).in_order(order);
+            let got = take(&mut h, 1, &none, &mut ledger);
+            assert_eq!(got[0].task_id, "q-old", "{order:?}");
+        }
+    }
+
+    #[test]
+    fn a_tenant_whose_oldest_is_out_of_reach_gives_its_first() {
+        // Shard 0 is cut short: the merge cannot pass its flood to q-old
+        // (older than all of it), but q-new (newer) it reaches.
+        let mut h = flood_and_two_keeping_up(Order::Lifo, now_ms() - 10, true);
+        let got = take(&mut h, 1, &HashSet::new(), &mut Ledger::new(None));
+        assert_eq!(got[0].task_id, "q-new");
     }
 
     #[test]

@@ -139,7 +139,7 @@ impl ShardHeads {
 
     /// `tenant`'s last candidate in the claim order (none in `exclude`) of
     /// its first one's priority: its oldest there, in LIFO order (of tasks
-    /// written in one request, which share their key, the last by id).
+    /// written in one request, which share their key, the least id).
     /// What a tenant that keeps up gives ([`crate::select::fair`]).
     pub fn tenant_last(&self, tenant: &str, exclude: &HashSet<String>) -> Option<&Candidate> {
         let priority = Priority::of_key(self.tenant_first(tenant, exclude)?);
