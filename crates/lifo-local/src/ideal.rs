@@ -15,7 +15,7 @@
 //! one runs the policy's own code.
 
 use lifo_core::priority::Priority;
-use process::select::fair::{Cap, Ledger};
+use process::select::fair::{Cap, Ledger, keeping_up};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::time::Duration;
@@ -122,10 +122,10 @@ pub fn schedule(arrivals: &[Arrival], slots: &Slots) -> Vec<Started> {
             .iter()
             .map(|(t, list)| ((*t).to_owned(), list.len()))
             .collect();
-        let keeping_up = ledger.keeping_up(&counts);
+        let keeping = keeping_up(&counts, &ledger.flooding(&counts));
         let mut shares = ledger
             .shares(waiting.keys().copied(), EPOCH_MS + now)
-            .with_keeping_up(keeping_up);
+            .with_keeping_up(keeping);
         while free > 0 {
             // Each tenant's newest; its oldest if it keeps up.
             let gives = |tenant: &str, list: &Vec<usize>| {

@@ -12,7 +12,7 @@ use std::time::Duration;
 pub const WINDOW: Duration = Duration::from_secs(10);
 
 /// A tenant with at most this many candidates waiting in view, not
-/// flooding, while another floods, keeps up ([`Ledger::keeping_up`]): its
+/// flooding, while another floods, keeps up ([`keeping_up`]): its
 /// work is not piling up, so it gives its oldest task first, and it is
 /// favoured whatever it was served lately. The value the README's
 /// fair-share table was measured with (`lifo simulate --compare --mix
@@ -96,7 +96,7 @@ pub struct Shares {
     /// This round's time, epoch ms.
     now_ms: u64,
     order: Order,
-    /// The tenants keeping up this round ([`Ledger::keeping_up`]).
+    /// The tenants keeping up this round ([`keeping_up`]).
     keeping_up: HashSet<String>,
 }
 
@@ -186,33 +186,6 @@ impl Ledger {
         )
     }
 
-    /// The tenants keeping up among `waiting` (each with its tasks waiting
-    /// in the heads) while another tenant floods ([`Ledger::flooding`]):
-    /// each with at most [`FEW_WAITING`] waiting, not flooding. None while
-    /// no tenant floods: each gives its first in the claim order, and the
-    /// share is decided by what each was served alone.
-    ///
-    /// Newest first is what a tenant whose work piles up needs; one that
-    /// keeps up loses nothing to it but the wait of its oldest task, which
-    /// newer tasks of its own and the flooding tenants' pass over again and
-    /// again (instrumented, one quiet task waited 14 s while its tenant
-    /// started 17 newer ones). Served oldest first, and before the tenants
-    /// whose work piles up, its tasks wait about what the ideal's do. Only
-    /// while a tenant floods: with every tenant backlogged, the heads show
-    /// a few of each tenant's tasks at times, and a tenant taken for one
-    /// that keeps up got up to 1.37 × 1/n of the starts.
-    pub fn keeping_up(&self, waiting: &HashMap<String, usize>) -> HashSet<String> {
-        let flooding = self.flooding(waiting);
-        if flooding.is_empty() {
-            return HashSet::new();
-        }
-        waiting
-            .iter()
-            .filter(|(t, n)| **n <= FEW_WAITING && !flooding.contains(*t))
-            .map(|(t, _)| t.clone())
-            .collect()
-    }
-
     /// The admission of one round at `now_ms` (epoch ms), with `waiting`
     /// the tenants of the candidates waiting in the heads.
     pub fn shares<'a>(
@@ -252,8 +225,35 @@ impl Ledger {
     }
 }
 
+/// The tenants keeping up among `waiting` (each with its tasks waiting
+/// in the heads) while another tenant of `flooding` floods
+/// ([`Ledger::flooding`], found once per round by the caller):
+/// each with at most [`FEW_WAITING`] waiting, not flooding. None while
+/// no tenant floods: each gives its first in the claim order, and the
+/// share is decided by what each was served alone.
+///
+/// Newest first is what a tenant whose work piles up needs; one that
+/// keeps up loses nothing to it but the wait of its oldest task, which
+/// newer tasks of its own and the flooding tenants' pass over again and
+/// again (instrumented, one quiet task waited 14 s while its tenant
+/// started 17 newer ones). Served oldest first, and before the tenants
+/// whose work piles up, its tasks wait about what the ideal's do. Only
+/// while a tenant floods: with every tenant backlogged, the heads show
+/// a few of each tenant's tasks at times, and a tenant taken for one
+/// that keeps up got up to 1.37 × 1/n of the starts.
+pub fn keeping_up(waiting: &HashMap<String, usize>, flooding: &HashSet<String>) -> HashSet<String> {
+    if flooding.is_empty() {
+        return HashSet::new();
+    }
+    waiting
+        .iter()
+        .filter(|(t, n)| **n <= FEW_WAITING && !flooding.contains(*t))
+        .map(|(t, _)| t.clone())
+        .collect()
+}
+
 impl Shares {
-    /// The same with `tenants` keeping up ([`Ledger::keeping_up`]).
+    /// The same with `tenants` keeping up ([`keeping_up`]).
     pub fn with_keeping_up(self, tenants: HashSet<String>) -> Self {
         Self {
             keeping_up: tenants,
@@ -330,9 +330,9 @@ impl Shares {
         let served = i64::try_from(served).unwrap_or(i64::MAX);
         if over_rate {
             (priority, 2, served, 0, first(key))
-        } else if below_top || self.keeping_up.contains(tenant) {
+        } else if below_top || self.keeps_up(tenant) {
             // One that keeps up: since its oldest task's stamp alone.
-            let last = match self.keeping_up.contains(tenant) {
+            let last = match self.keeps_up(tenant) {
                 true => 0,
                 false => self.last_start_ms.get(tenant).copied().unwrap_or(0),
             };
@@ -348,8 +348,7 @@ impl Shares {
     pub fn favoured(&self, tenant: &str) -> bool {
         let served = self.served.get(tenant).copied().unwrap_or(0);
         let last = self.last_second.get(tenant).copied().unwrap_or(0);
-        (served < self.top() || self.keeping_up.contains(tenant))
-            && self.per_second.is_none_or(|s| last < s)
+        (served < self.top() || self.keeps_up(tenant)) && self.per_second.is_none_or(|s| last < s)
     }
 
     /// Books one start of `tenant` in this round.
@@ -471,24 +470,29 @@ pub(super) mod tests {
         n.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect()
     }
 
+    /// [`keeping_up`] with `l`'s flooding tenants, as a round finds them.
+    fn keeping(l: &Ledger, waiting: &HashMap<String, usize>) -> HashSet<String> {
+        keeping_up(waiting, &l.flooding(waiting))
+    }
+
     #[test]
     fn a_tenant_with_few_waiting_keeps_up_while_another_floods() {
         let l = Ledger::new(None);
         // Nobody floods: nobody keeps up, each gives its first; with two
         // tenants nobody ever floods.
-        assert!(l.keeping_up(&counts(&[("a", 4), ("b", 1)])).is_empty());
-        assert!(l.keeping_up(&counts(&[("a", 1), ("b", 40)])).is_empty());
+        assert!(keeping(&l, &counts(&[("a", 4), ("b", 1)])).is_empty());
+        assert!(keeping(&l, &counts(&[("a", 1), ("b", 40)])).is_empty());
         let even = counts(&[("a", 3), ("b", 9), ("c", 8), ("d", 6)]);
-        assert!(l.keeping_up(&even).is_empty(), "backlogged alike");
+        assert!(keeping(&l, &even).is_empty(), "backlogged alike");
         // b floods (20 of 29, past twice the mean): a, with four, keeps
         // up; c, with five, does not.
         let waiting = counts(&[("a", 4), ("b", 20), ("c", 5)]);
-        assert_eq!(l.keeping_up(&waiting), HashSet::from(["a".to_owned()]));
+        assert_eq!(keeping(&l, &waiting), HashSet::from(["a".to_owned()]));
         // A tenant with few waiting but many running floods (64 of 89 in
         // all, past twice the mean): not keeping up.
         let mut l = Ledger::new(None);
         started(&mut l, "a", 60, NOW);
-        assert!(l.keeping_up(&waiting).is_empty());
+        assert!(keeping(&l, &waiting).is_empty());
     }
 
     #[test]
@@ -501,7 +505,7 @@ pub(super) mod tests {
         let waiting = counts(&[("a", 2), ("b", 3), ("f", 20)]);
         let s = l
             .shares(["a", "b", "f"], NOW)
-            .with_keeping_up(l.keeping_up(&waiting));
+            .with_keeping_up(keeping(&l, &waiting));
         assert!(s.keeps_up("a") && s.keeps_up("b") && !s.keeps_up("f"));
         assert!(s.favoured("a") && !s.favoured("f"));
         // a and b give their oldest (a's 1.5 s old, b's 0.8 s): a first,

@@ -21,10 +21,10 @@
 //!   an unlucky task be passed over again and again;
 //! - while some tenant floods ([`Ledger::flooding`]), a tenant with at
 //!   most [`FEW_WAITING`] waiting in view that is not flooding keeps up
-//!   ([`Ledger::keeping_up`]): it goes with the tenants under the top
-//!   whatever it was served, gives its oldest task first, and is ranked
-//!   among them by that task's age. Its work is not piling up, so newest first within
-//!   it would only make its oldest task wait behind its own newer ones and
+//!   ([`keeping_up`]): it goes with the tenants under the top whatever it
+//!   was served, gives its oldest task first, and is ranked among them by
+//!   that task's age. Its work is not piling up, so newest first within it
+//!   would only make its oldest task wait behind its own newer ones and
 //!   behind the flood's;
 //! - with a rate limit, a tenant past `ceil(per_second / active)` starts
 //!   in the last second goes last (active: running, or waiting in the
@@ -39,11 +39,11 @@
 //! the tail-call loop to the next ([`handover`]).
 //!
 //! The LIFO guarantee that remains: within a tenant that does not keep up
-//! (every tenant, while none floods), exactly what the heads give ([`super::heads`]); across the tenants of a
-//! priority, a newer task is passed over only for a tenant under the top or
-//! one that keeps up, or because its own tenant is past its share of the
-//! rate or at its cap. What it costs, once
-//! tasks with a tenant are seen (a queue without tenants pays nothing): the
+//! (every tenant, while none floods), exactly what the heads give
+//! ([`super::heads`]); across the tenants of a priority, a newer task is
+//! passed over only for a tenant under the top or one that keeps up, or
+//! because its own tenant is past its share of the rate or at its cap.
+//! What it costs, once tasks with a tenant are seen (a queue without tenants pays nothing): the
 //! tenant's name in each index entry, and reads of up to [`PAGE`] entries
 //! per shard ([`policy`]).
 
@@ -51,7 +51,7 @@ mod handover;
 mod ledger;
 
 pub use handover::{MAX_BYTES as MAX_HANDOVER_BYTES, MAX_KEPT_BYTES, kept};
-pub use ledger::{Cap, FEW_WAITING, Fairness, Ledger, Shares, WINDOW};
+pub use ledger::{Cap, FEW_WAITING, Fairness, Ledger, Shares, WINDOW, keeping_up};
 
 use super::heads::{HeadsPolicy, LateReach, ShardHeads};
 use lifo_core::{Candidate, now_ms};
@@ -225,11 +225,11 @@ fn take_marked(
         .filter(|(t, _)| !flooding.contains(*t))
         .map(|(_, h)| now.saturating_sub(h.oldest_ms))
         .max();
-    let keeping_up = ledger.keeping_up(&waiting);
+    let keeping = keeping_up(&waiting, &flooding);
     ledger.observe(flooding, quiet_oldest);
     let mut shares = ledger
         .shares(seen.keys().map(String::as_str), now)
-        .with_keeping_up(keeping_up);
+        .with_keeping_up(keeping);
     let mut next: HashMap<String, Gives> = seen
         .into_keys()
         .filter_map(|t| Some((t.clone(), gives(heads, &shares, &t, &taken)?)))
