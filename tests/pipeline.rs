@@ -624,3 +624,19 @@ async fn a_pipeline_refuses_a_stream_in_a_shared_dynamodb_local() {
         "{text}"
     );
 }
+
+/// `lifo simulate` warms each run's fresh DynamoDB Local on the run's own
+/// table before tasks arrive: nothing it wrote is left in the table, and
+/// its units are not the run's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_warm_up_leaves_nothing_in_the_table_and_bills_nothing_to_the_run() {
+    let h = Harness::own_dynamodb(2).await;
+    let written = lifo_local::warm_up::warm_up(&h.stack.store(), 2, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(written >= 25, "one round at least: {written}");
+    assert_eq!(h.store.claimable_depth(2, now_ms(), 0).await.unwrap(), 0);
+    assert!(h.stack.scan_tasks().await.unwrap().is_empty());
+    assert_eq!(h.store.meter().write_units(), 0.0);
+    assert_eq!(h.store.meter().spent(Op::Read).units, 0.0);
+}

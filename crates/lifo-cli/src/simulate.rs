@@ -83,6 +83,11 @@ pub struct SimulateArgs {
     /// Seconds of the light load (about one task every 5 s).
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(10..=86_400))]
     pub light_seconds: u64,
+    /// Seconds each run's fresh DynamoDB Local is warmed before tasks
+    /// arrive (a cold JVM serves its first requests slowly; AWS's DynamoDB
+    /// does not); 0: not at all.
+    #[arg(long, default_value_t = lifo_local::simulate::WARM_UP.as_secs(), value_parser = clap::value_parser!(u64).range(0..=120))]
+    pub warm_up_seconds: u64,
     /// Where the plot goes: PATH.svg and PATH.png.
     #[arg(long, default_value = "target/lifo-simulate.svg")]
     pub plot: PathBuf,
@@ -117,6 +122,7 @@ impl SimulateArgs {
             linger: self.linger_ms.map(Duration::from_millis),
             fair_share: true,
             tenant_max_in_flight: self.pacing.tenant_max_in_flight(),
+            warm_up: Duration::from_secs(self.warm_up_seconds),
         })
     }
 

@@ -32,6 +32,10 @@ fn simulate_compare_runs_every_order_on_the_same_arrivals_and_plots_them() {
                 "500",
                 "--budget",
                 "3",
+                // Warmed briefly: the counts and units below are the run's
+                // alone, not the warm-up's.
+                "--warm-up-seconds",
+                "1",
                 "--plot",
             ])
             .arg(&svg),

@@ -22,6 +22,7 @@ pub mod servers;
 pub mod simulate;
 pub mod stack;
 pub mod template;
+pub mod warm_up;
 
 pub use pipeline::{Pipeline, PipelineOptions, SweepRate};
 pub use stack::LocalStack;

@@ -52,7 +52,14 @@ pub struct Workload {
     pub fair_share: bool,
     /// process's `TENANT_MAX_IN_FLIGHT` (the fair share's opt-in cap).
     pub tenant_max_in_flight: Option<std::num::NonZeroU32>,
+    /// How long the run's fresh DynamoDB Local is warmed before the
+    /// arrivals begin ([`crate::warm_up`]); zero: not at all.
+    pub warm_up: Duration,
 }
+
+/// [`Workload::warm_up`] unless told otherwise: long enough that a fresh
+/// JVM's slow first requests are behind it (measured in [`crate::warm_up`]).
+pub const WARM_UP: Duration = Duration::from_secs(8);
 
 impl Workload {
     /// `rate` tasks a second for `duration` into the demo's downstream (5
@@ -76,6 +83,7 @@ impl Workload {
             linger: None,
             fair_share: true,
             tenant_max_in_flight: None,
+            warm_up: WARM_UP,
         }
     }
 
@@ -285,7 +293,17 @@ pub async fn run_specs(
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         },
     ));
-    let pipeline = Pipeline::start(&stack, trigger, processor, PipelineOptions::default()).await?;
+    let warmed = !workload.warm_up.is_zero();
+    if warmed {
+        // Its own store: the warm-up's units are not the run's.
+        crate::warm_up::warm_up(&stack.store(), workload.shards, workload.warm_up).await?;
+    }
+    let options = PipelineOptions {
+        // The stream from after the warm-up's records.
+        stream_from_latest: warmed,
+        ..PipelineOptions::default()
+    };
+    let pipeline = Pipeline::start(&stack, trigger, processor, options).await?;
     // The progress probe has its own store, so its reads are not billed to
     // the pipeline.
     let probe = stack.store();
