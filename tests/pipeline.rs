@@ -626,17 +626,51 @@ async fn a_pipeline_refuses_a_stream_in_a_shared_dynamodb_local() {
 }
 
 /// `lifo simulate` warms each run's fresh DynamoDB Local on the run's own
-/// table before tasks arrive: nothing it wrote is left in the table, and
-/// its units are not the run's.
+/// table before tasks arrive, then reads the stream from after it: nothing
+/// the warm-up wrote is left in the table, and the stream carries the run's
+/// own tasks and none of the warm-up's records (four per warm-up task).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_warm_up_leaves_nothing_in_the_table_and_bills_nothing_to_the_run() {
+async fn after_the_warm_up_the_stream_carries_only_the_runs_own_tasks() {
     let h = Harness::own_dynamodb(2).await;
     let written = lifo_local::warm_up::warm_up(&h.stack.store(), 2, Duration::from_millis(300))
         .await
         .unwrap();
     assert!(written >= 25, "one round at least: {written}");
-    assert_eq!(h.store.claimable_depth(2, now_ms(), 0).await.unwrap(), 0);
     assert!(h.stack.scan_tasks().await.unwrap().is_empty());
-    assert_eq!(h.store.meter().write_units(), 0.0);
-    assert_eq!(h.store.meter().spent(Op::Read).units, 0.0);
+    assert_eq!(h.store.claimable_depth(2, now_ms(), 0).await.unwrap(), 0);
+
+    let processor = Arc::new(h.processor(4, Duration::from_millis(5), Duration::from_secs(5)));
+    let options = PipelineOptions {
+        stream_from_latest: true,
+        ..PipelineOptions::fast()
+    };
+    let pipeline = Pipeline::start(&h.stack, Arc::new(h.trigger()), processor, options)
+        .await
+        .unwrap();
+    // Written directly: a producer that wakes nobody, so the stream must.
+    let ids = h
+        .plain_creator()
+        .handle(serde_json::json!({"count": 3}))
+        .await
+        .unwrap()
+        .created;
+    wait_until(
+        "the run's tasks to succeed",
+        Duration::from_secs(30),
+        || async { h.count(TaskStatus::Success).await == ids.len() },
+    )
+    .await;
+    let stats = Arc::clone(&pipeline.stats);
+    pipeline.stop().await;
+    assert!(
+        PipelineStats::get(&stats.trigger_invocations) >= 1,
+        "the stream announced them"
+    );
+    // Each task's insert, claim and finish: three records, not the
+    // warm-up's 4 × {written}.
+    let records = PipelineStats::get(&stats.stream_records);
+    assert!(
+        (ids.len()..=3 * ids.len()).contains(&records),
+        "{records} stream records after a warm-up of {written} tasks"
+    );
 }

@@ -32,8 +32,9 @@ fn simulate_compare_runs_every_order_on_the_same_arrivals_and_plots_them() {
                 "500",
                 "--budget",
                 "3",
-                // Warmed briefly: the counts and units below are the run's
-                // alone, not the warm-up's.
+                // Warmed, briefly (8 s a run by default): the warm-up runs
+                // end to end, and the counts and units below are still the
+                // run's own.
                 "--warm-up-seconds",
                 "1",
                 "--plot",

@@ -57,8 +57,11 @@ pub struct Workload {
     pub warm_up: Duration,
 }
 
-/// [`Workload::warm_up`] unless told otherwise: long enough that a fresh
-/// JVM's slow first requests are behind it (measured in [`crate::warm_up`]).
+/// [`Workload::warm_up`] unless told otherwise. A cold run was slow for
+/// about its first 9 s ([`crate::warm_up`]); the warm-up sends its requests
+/// back to back, more of them a second than a run does, and 8 s of it
+/// brought the first seconds' idle slot-time from 43–47% to 20–25% (the
+/// rest is the first wake-up).
 pub const WARM_UP: Duration = Duration::from_secs(8);
 
 impl Workload {

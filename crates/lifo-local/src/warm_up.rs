@@ -5,11 +5,11 @@
 //! them: in the tenants mix (two flooders at 20:1, seeds 1–5), the first
 //! 3 s of a run held each slot 60–110 ms longer than later on, and the
 //! nine quiet tenants' create requests took 94–237 ms at p95 against
-//! 43–64 ms once warm. That backlog, built in the first seconds, was most
+//! 50–74 ms once warm; the slow start lasted about 9 s of a run. That backlog, built in the first seconds, was most
 //! of the quiet tenants' p95 age at start. AWS's DynamoDB has no such
 //! warm-up, so a run first sends the requests the pipeline will send for
-//! [`Workload::warm_up`](crate::simulate::Workload::warm_up): conditional
-//! puts, claim queries, a claim and a finish per task (the table's stream
+//! [`Workload::warm_up`](crate::simulate::Workload::warm_up): batch puts,
+//! claim queries, a conditional claim and finish per task (the table's stream
 //! records them too), on the run's own table, through a store whose units
 //! are not billed to the run. Each task is deleted once finished, so
 //! nothing is left to claim, and the pipeline reads the stream from after
