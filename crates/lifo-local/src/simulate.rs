@@ -59,9 +59,9 @@ pub struct Workload {
 
 /// [`Workload::warm_up`] unless told otherwise. A cold run was slow for
 /// about its first 9 s ([`crate::warm_up`]); the warm-up sends its requests
-/// back to back, more of them a second than a run does, and 8 s of it
-/// brought the first seconds' idle slot-time from 43–47% to 20–25% (the
-/// rest is the first wake-up).
+/// back to back, more of them a second than a run does, and 8 s of a first
+/// version of it (puts, queries, deletes) brought the first seconds' idle
+/// slot-time from 43–47% to 20–25% (the rest is the first wake-up).
 pub const WARM_UP: Duration = Duration::from_secs(8);
 
 impl Workload {

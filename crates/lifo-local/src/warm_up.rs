@@ -5,8 +5,9 @@
 //! them: in the tenants mix (two flooders at 20:1, seeds 1–5), the first
 //! 3 s of a run held each slot 60–110 ms longer than later on, and the
 //! nine quiet tenants' create requests took 94–237 ms at p95 against
-//! 50–74 ms once warm; the slow start lasted about 9 s of a run. That backlog, built in the first seconds, was most
-//! of the quiet tenants' p95 age at start. AWS's DynamoDB has no such
+//! 50–74 ms once warm; the slow start lasted about 9 s of a run. The
+//! backlog built in those seconds was most of the quiet tenants' p95 age
+//! at start (`--warm-up-seconds 0` runs cold). AWS's DynamoDB has no such
 //! warm-up, so a run first sends the requests the pipeline will send for
 //! [`Workload::warm_up`](crate::simulate::Workload::warm_up): batch puts,
 //! claim queries, a conditional claim and finish per task (the table's stream
@@ -27,21 +28,16 @@ const BATCH: usize = 25;
 /// returns how many tasks it wrote (and deleted).
 pub async fn warm_up(store: &Store, shards: u32, time: Duration) -> Result<usize> {
     let started = Instant::now();
-    let all_shards: Vec<u32> = (0..shards.max(1)).collect();
+    let shards = shards.max(1);
+    let all_shards: Vec<u32> = (0..shards).collect();
     let mut written = 0;
     while started.elapsed() < time {
         let now = now_ms();
         let tasks: Vec<Task> = (0..BATCH)
             .map(|i| {
                 let n = written + i;
-                let payload = serde_json::json!({"warmUp": n});
-                Task::new_pending(
-                    format!("warm-up-{n}"),
-                    payload.as_object().cloned().unwrap_or_default(),
-                    now,
-                    60,
-                    shards.max(1),
-                )
+                let payload = serde_json::Map::from_iter([("warmUp".to_owned(), n.into())]);
+                Task::new_pending(format!("warm-up-{n}"), payload, now, 60, shards)
             })
             .collect();
         written += store
