@@ -305,11 +305,10 @@ async fn claim_in(
 ///
 /// "In time" allows two misses: the lane gives a slot to the newest while
 /// the backlog has a start to spare, so the last of the twelve start just
-/// in time (100 ms and one mean hold before their deadline), and under
-/// `make test`'s load two of them missed it once (10 of 12), most likely a
-/// run or a claim slower than the mean eating that margin. A reserve for
-/// such jitter is the design's open point (docs/design.md, the adaptive
-/// order).
+/// in time (100 ms, one mean hold and two deviations of it before their
+/// deadline). Before the two deviations were kept in reserve, two of them
+/// missed it once under `make test`'s load (10 of 12); a stall past the
+/// reserve (the suites share two cores) can still take one or two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_adaptive_order_starts_the_tasks_near_their_deadline_in_time() {
     let make = |now: u64| {

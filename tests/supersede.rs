@@ -253,6 +253,91 @@ async fn a_marked_claim_ends_superseded_instead_of_starting_again() {
     assert_eq!(task(&tasks, "dead-new").task_status, TaskStatus::Success);
 }
 
+/// The adaptive order keeps the tasks its reads showed across refills (its
+/// lane, `select::deadline`): one kept there that a newer task of its key
+/// supersedes meanwhile fails its conditional claim and never starts, and
+/// the newer one runs. One slot, runs of 200 ms; eight keyed tasks with 6 s
+/// to live under twenty newer ones with an hour: the lane gives the eight
+/// (near-0 first) once the backlog would miss their deadline, about 2.5 to
+/// 3.5 s in, while newer tasks still wait. The three it would give last
+/// are superseded first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_the_adaptive_lane_kept_that_a_newer_one_superseded_never_starts() {
+    let h = Harness::start(1).await;
+    let near: Vec<serde_json::Value> = (0..8)
+        .map(|i| {
+            json!({
+                "taskId": format!("near-{i}"),
+                "supersedeKey": format!("k{i}"),
+                "ttlSeconds": 6,
+                "payload": {}
+            })
+        })
+        .collect();
+    create(&h, json!(near)).await;
+    let fresh: Vec<serde_json::Value> = (0..20)
+        .map(|i| json!({"taskId": format!("fresh-{i:02}"), "payload": {}}))
+        .collect();
+    create(&h, json!(fresh)).await;
+    let base = h.processor(1, Duration::from_millis(200), Duration::from_secs(30));
+    let adaptive = h.stack.processor(
+        h.store.clone(),
+        std::sync::Arc::new(SimulatedRunner::new(
+            1,
+            Duration::from_millis(200),
+            0.0,
+            0.0,
+        )),
+        process::ProcessConfig {
+            order: lifo_core::Order::Adaptive,
+            ..base.config().clone()
+        },
+    );
+    let run =
+        tokio::spawn(async move { adaptive.handle(&process::Wakeups::one(), deadline()).await });
+    // Two starts in, the first read has shown the eight to the lane.
+    let tasks = h
+        .wait_for("two starts", Duration::from_secs(10), |t| {
+            t.iter().filter(|t| starts(t) > 0).count() >= 2
+        })
+        .await;
+    let mut waiting: Vec<String> = tasks
+        .iter()
+        .filter(|t| t.task_id.starts_with("near-") && t.task_status == TaskStatus::Pending)
+        .map(|t| t.task_id.clone())
+        .collect();
+    waiting.sort_unstable_by(|a, b| b.cmp(a));
+    waiting.truncate(3);
+    waiting.sort();
+    assert_eq!(waiting.len(), 3, "{tasks:#?}");
+    let newer: Vec<serde_json::Value> = waiting
+        .iter()
+        .map(|id| {
+            json!({
+                "taskId": format!("{id}-new"),
+                "supersedeKey": task(&tasks, id).supersede_key,
+                "payload": {}
+            })
+        })
+        .collect();
+    let mut superseded = create(&h, json!(newer)).await.superseded;
+    superseded.sort();
+    assert_eq!(superseded, waiting, "still pending, so moved at once");
+    let report = run.await.unwrap().unwrap();
+    let tasks = h.tasks().await;
+    for id in &waiting {
+        assert_eq!(starts(task(&tasks, id)), 0, "{id} never starts: {report:?}");
+        assert_eq!(task(&tasks, id).task_status, TaskStatus::Superseded);
+        let newer = task(&tasks, &format!("{id}-new"));
+        assert_eq!(newer.task_status, TaskStatus::Success, "{id}-new ran");
+    }
+    // Refused: the claim read the task SUPERSEDED (no claimable task).
+    assert!(
+        report.skipped >= 1,
+        "the lane gave a superseded task, and its claim was refused: {report:?}"
+    );
+}
+
 /// Writes of one key at once are ordered by the key item: exactly one task
 /// of the key is left to run, the one the key item names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

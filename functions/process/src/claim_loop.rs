@@ -131,7 +131,7 @@ impl LoopState {
             fair.end(handled.task_id());
         }
         if let Some(lane) = &mut self.deadlines {
-            lane.ended(handled.task_id());
+            lane.ended(handled.task_id(), matches!(handled, Handled::Ran { .. }));
         }
         match handled {
             Handled::Ran {

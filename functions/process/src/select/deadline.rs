@@ -89,8 +89,14 @@ pub const FIRST_READ_PAGE: usize = 500;
 pub const OLDEST_READ_GAP: u64 = 1_000;
 /// Until a claim ended, a claim is taken to hold its slot this long (ms).
 pub const PRIOR_HOLD_MS: f64 = 1000.0;
-/// Weight of the latest claim in the mean time a claim holds a slot.
+/// Weight of the latest claim in the mean time a claim holds a slot, and
+/// in its variance.
 const HOLD_WEIGHT: f64 = 0.1;
+/// The guard keeps this many deviations of the hold in reserve beside its
+/// mean: a run or a claim slower than the mean would otherwise eat the
+/// last start's margin (two deviations: about 98 holds in 100 fit, if they
+/// are spread normally).
+pub const JITTER_DEVIATIONS: f64 = 2.0;
 
 /// The lane: the tasks seen and not claimed, and the throughput.
 #[derive(Debug, Clone)]
@@ -114,6 +120,8 @@ pub struct Deadlines {
     per_second: Option<f64>,
     /// Mean time a claim holds a slot (ms), once one ended.
     hold_ms: Option<f64>,
+    /// Variance of that time (ms²), weighted as the mean is.
+    hold_var: f64,
     /// When the last oldest-first read was made (epoch ms; none yet). A
     /// task seen since that became claimable after it arrived since: what
     /// came between two newest-first reads may lie buried under newer ones.
@@ -137,6 +145,7 @@ impl Deadlines {
             slots: slots.max(1),
             per_second: per_second.map(f64::from),
             hold_ms: None,
+            hold_var: 0.0,
             oldest_read_ms: None,
             overloaded: false,
             starts: 0,
@@ -223,7 +232,7 @@ impl Deadlines {
     /// The backlog's least slack at `now_ms`, in starts: over the kept
     /// tasks that can still start (none in `exclude`), least time left
     /// first, the least of `throughput × seconds to its deadline − i` for
-    /// the `i`-th (the seconds less [`MARGIN`] and one hold: the start
+    /// the `i`-th (the seconds less the [`Deadlines::guard`]: the start
     /// must be sent by then, and the next free slot may be a hold away),
     /// less the starts given and not yet sent. Infinite for an empty
     /// backlog.
@@ -233,9 +242,7 @@ impl Deadlines {
 
     /// [`Deadlines::slack`] of `backlog`, already least time left first.
     fn slack_of(&self, backlog: &[&Candidate], now_ms: u64, throughput: f64) -> f64 {
-        // A start must be sent MARGIN before the deadline, and the next
-        // free slot may be a whole hold away.
-        let guard = MARGIN as f64 + self.hold();
+        let guard = self.guard();
         let mut least = f64::INFINITY;
         for (i, c) in backlog.iter().enumerate() {
             let left_s = ((deadline_ms(c) - now_ms) as f64 - guard).max(0.0) / 1000.0;
@@ -319,10 +326,15 @@ impl Deadlines {
         self.starts += usize::from(self.given.remove(task_id));
     }
 
-    /// The handling of `task_id` ended: how long it held its slot goes into
-    /// the throughput.
-    pub fn ended(&mut self, task_id: &str) {
-        if let Some(at) = self.started.get_mut(task_id).and_then(Option::take) {
+    /// The handling of `task_id` ended: if it `ran`, how long it held its
+    /// slot goes into the throughput. A claim refused (another worker's, a
+    /// task superseded meanwhile) takes one round trip and starts nothing:
+    /// counted, it would make starts look cheaper and the hold's spread
+    /// wider than the downstream's.
+    pub fn ended(&mut self, task_id: &str, ran: bool) {
+        if let Some(at) = self.started.get_mut(task_id).and_then(Option::take)
+            && ran
+        {
             self.held(at.elapsed());
         }
     }
@@ -332,12 +344,27 @@ impl Deadlines {
         self.hold_ms.unwrap_or(PRIOR_HOLD_MS)
     }
 
+    /// How long before its deadline a task's start is due (ms): a start
+    /// must be sent [`MARGIN`] before the deadline, the next free slot may
+    /// be a whole hold away, and a hold may run [`JITTER_DEVIATIONS`]
+    /// deviations over its mean.
+    pub fn guard(&self) -> f64 {
+        MARGIN as f64 + self.hold() + JITTER_DEVIATIONS * self.hold_var.sqrt()
+    }
+
+    /// An exponentially weighted mean and variance of the hold (Finch,
+    /// "Incremental calculation of weighted mean and variance", 2009).
     fn held(&mut self, held: Duration) {
         let ms = held.as_secs_f64() * 1000.0;
-        self.hold_ms = Some(match self.hold_ms {
-            Some(mean) => mean + HOLD_WEIGHT * (ms - mean),
-            None => ms,
-        });
+        match self.hold_ms {
+            Some(mean) => {
+                let diff = ms - mean;
+                let step = HOLD_WEIGHT * diff;
+                self.hold_ms = Some(mean + step);
+                self.hold_var = (1.0 - HOLD_WEIGHT) * (self.hold_var + diff * step);
+            }
+            None => self.hold_ms = Some(ms),
+        }
     }
 
     /// Whether the lane gave `task_id` and it has not started.
@@ -556,12 +583,45 @@ mod tests {
         // A read sent before its claim still shows it: not kept again.
         d.observe(&[task("c", 16_000, 20)], NOW);
         assert_eq!(d.len(), 2);
-        // Its end feeds the throughput.
-        d.ended("c");
-        assert!(d.throughput().is_some_and(|t| t > 0.1));
+        // A refused claim's end does not feed the throughput; a run's does.
+        d.ended("c", false);
+        assert_eq!(d.throughput(), Some(0.1), "one slot, a 10 s hold");
+        d.started("c");
+        d.ended("c", true);
+        assert!(
+            d.throughput().is_some_and(|t| t > 0.1),
+            "{:?}",
+            d.throughput()
+        );
         let got = d.take(5, &HashSet::new(), NOW + 10_000, |_| true);
         assert!(got.is_empty(), "both are past their deadline by then");
         assert!(d.is_empty());
+    }
+
+    #[test]
+    fn the_guard_keeps_two_deviations_of_the_hold_in_reserve() {
+        // One hold of 600 ms: no spread yet, the guard is MARGIN + 600.
+        let steady = lane(600);
+        assert_eq!(steady.guard(), 700.0);
+        // 500 then 1500 ms: mean 600, variance 0.9 × 1000 × 100 = 90 000,
+        // a deviation of 300 ms: the guard is 100 + 600 + 2 × 300.
+        let mut jittery = lane(500);
+        jittery.held(Duration::from_millis(1500));
+        assert_eq!(jittery.throughput(), steady.throughput());
+        assert!(
+            (jittery.guard() - 1300.0).abs() < 1e-6,
+            "{}",
+            jittery.guard()
+        );
+        // A task 2.3 s from its deadline, 1.67 starts a second: 1.6 s once
+        // the steady guard is off, 1.67 starts to spare, so the slot is a
+        // fresh one; 1.0 s once the jittery one is, 0.67: it goes now.
+        let none = HashSet::new();
+        for (mut d, goes) in [(steady, false), (jittery, true)] {
+            d.keep(&[task("a", 17_000, 20)]);
+            let got = d.take(1, &none, NOW, |_| true);
+            assert_eq!(!got.is_empty(), goes, "guard {}", d.guard());
+        }
     }
 
     #[test]
