@@ -331,7 +331,12 @@ async fn a_task_the_adaptive_lane_kept_that_a_newer_one_superseded_never_starts(
         let newer = task(&tasks, &format!("{id}-new"));
         assert_eq!(newer.task_status, TaskStatus::Success, "{id}-new ran");
     }
-    // Refused: the claim read the task SUPERSEDED (no claimable task).
+    // The lane gave the near tasks, and a superseded one among them was
+    // refused: its claim read the task SUPERSEDED (no claimable task).
+    assert!(
+        report.deadline_starts >= 3,
+        "the lane gave the near tasks: {report:?}"
+    );
     assert!(
         report.skipped >= 1,
         "the lane gave a superseded task, and its claim was refused: {report:?}"

@@ -19,9 +19,9 @@ pub enum Order {
     Lifo,
     /// Oldest first: a FIFO queue on the same pipeline, for comparison.
     Fifo,
-    /// Newest first, but a task near its deadline that can still start
-    /// goes first: up to a third of the starts while tasks arrive, every
-    /// start once they stop (the drain).
+    /// Newest first, but a task that would otherwise miss its deadline and
+    /// can still start goes first; newest first again in an overload no
+    /// order catches up with (process's `select::deadline`).
     Adaptive,
 }
 

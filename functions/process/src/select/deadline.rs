@@ -11,9 +11,11 @@
 //! The rule, per free slot (slack stealing, as real-time schedulers serve
 //! aperiodic work beside deadlines):
 //! - The backlog the lane knows, least time left first: its `i`-th task
-//!   has `slack = throughput × time to its deadline − i` starts to spare
-//!   ([`Deadlines::slack`]; throughput: the slots over how long a claim
-//!   holds one, measured, or the rate limit if lower).
+//!   has `slack = throughput × (time to its deadline − guard) − i` starts
+//!   to spare ([`Deadlines::slack`]; throughput: the slots over how long a
+//!   claim holds one, measured, or the rate limit if lower; the guard:
+//!   [`MARGIN`], one mean hold and [`JITTER_DEVIATIONS`] deviations of it,
+//!   [`Deadlines::guard`]).
 //! - **Slack of a start or more everywhere:** the slot goes to the newest
 //!   task (the heads, as LIFO), and every slack drops by one.
 //! - **Less:** the slot goes to the task with the least time left that can
@@ -330,7 +332,8 @@ impl Deadlines {
     /// slot goes into the throughput. A claim refused (another worker's, a
     /// task superseded meanwhile) takes one round trip and starts nothing:
     /// counted, it would make starts look cheaper and the hold's spread
-    /// wider than the downstream's.
+    /// wider than the downstream's. A run the downstream answered busy
+    /// counts: it held its slot for the downstream's answer.
     pub fn ended(&mut self, task_id: &str, ran: bool) {
         if let Some(at) = self.started.get_mut(task_id).and_then(Option::take)
             && ran
