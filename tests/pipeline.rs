@@ -280,16 +280,13 @@ async fn claim_in(
     let shards: HashSet<u32> = tasks.iter().map(|t| t.lifo_shard).collect();
     assert_eq!(shards.len(), 4, "the tasks span every shard");
     h.store.put_new(&tasks).await.unwrap();
-    let p = h.processor(1, Duration::ZERO, Duration::from_secs(30));
-    let p = h.stack.processor(
-        h.store.clone(),
-        std::sync::Arc::new(process::runner::SimulatedRunner::new(1, latency, 0.0, 0.0)),
-        process::ProcessConfig {
-            order,
-            ..p.config().clone()
-        },
-    );
-    let report = p
+    let config = process::ProcessConfig {
+        order,
+        time_budget: Duration::from_secs(30),
+        ..h.process_config()
+    };
+    let report = h
+        .processor_with(1, latency, config)
         .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();

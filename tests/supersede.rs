@@ -279,20 +279,12 @@ async fn a_task_the_adaptive_lane_kept_that_a_newer_one_superseded_never_starts(
         .map(|i| json!({"taskId": format!("fresh-{i:02}"), "payload": {}}))
         .collect();
     create(&h, json!(fresh)).await;
-    let base = h.processor(1, Duration::from_millis(200), Duration::from_secs(30));
-    let adaptive = h.stack.processor(
-        h.store.clone(),
-        std::sync::Arc::new(SimulatedRunner::new(
-            1,
-            Duration::from_millis(200),
-            0.0,
-            0.0,
-        )),
-        process::ProcessConfig {
-            order: lifo_core::Order::Adaptive,
-            ..base.config().clone()
-        },
-    );
+    let config = process::ProcessConfig {
+        order: lifo_core::Order::Adaptive,
+        time_budget: Duration::from_secs(30),
+        ..h.process_config()
+    };
+    let adaptive = h.processor_with(1, Duration::from_millis(200), config);
     let run =
         tokio::spawn(async move { adaptive.handle(&process::Wakeups::one(), deadline()).await });
     // Two starts in, the first read has shown the eight to the lane.

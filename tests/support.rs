@@ -182,6 +182,22 @@ impl Harness {
         )
     }
 
+    /// A processor with its own simulated downstream (`capacity` at once,
+    /// each run `latency`) and `config`, usually `..h.process_config()`
+    /// with what the test is about.
+    pub fn processor_with(
+        &self,
+        capacity: usize,
+        latency: Duration,
+        config: ProcessConfig,
+    ) -> Processor<SimulatedRunner> {
+        self.stack.processor(
+            self.store.clone(),
+            Arc::new(SimulatedRunner::new(capacity, latency, 0.0, 0.0)),
+            config,
+        )
+    }
+
     /// scheduler-start over this stack (4 due shards, 7 catch-up days).
     pub fn scheduler(&self) -> scheduler_start::Scheduler {
         scheduler_start::Scheduler::new(

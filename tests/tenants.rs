@@ -131,23 +131,14 @@ async fn adaptive_under_a_flood(fair_share: bool) -> (Vec<String>, usize) {
     tasks.extend((0..10u64).map(|i| task(format!("flood-{i:02}"), "flood", 5_000 - i, 3600)));
     tasks.extend((0..2).map(|i| task(format!("third-{i}"), "third", 4_000, 3600)));
     h.store.put_new(&tasks).await.unwrap();
-    let base = h.processor(1, Duration::from_millis(200), Duration::from_secs(30));
+    let config = ProcessConfig {
+        fair_share,
+        order: lifo_core::Order::Adaptive,
+        time_budget: Duration::from_secs(30),
+        ..h.process_config()
+    };
     let report = h
-        .stack
-        .processor(
-            h.store.clone(),
-            Arc::new(SimulatedRunner::new(
-                1,
-                Duration::from_millis(200),
-                0.0,
-                0.0,
-            )),
-            ProcessConfig {
-                fair_share,
-                order: lifo_core::Order::Adaptive,
-                ..base.config().clone()
-            },
-        )
+        .processor_with(1, Duration::from_millis(200), config)
         .handle(&process::Wakeups::one(), deadline())
         .await
         .unwrap();
