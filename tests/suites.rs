@@ -21,6 +21,7 @@ mod pipeline;
 mod priorities;
 mod rests;
 mod scheduler;
+mod settings;
 mod shed;
 mod supersede;
 mod tenants;

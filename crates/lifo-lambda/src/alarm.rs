@@ -67,10 +67,16 @@ impl RestAlarm {
     /// An alarm on `client` (its endpoint, credentials and interceptors),
     /// retrying as wake-ups do ([`retry_config`]).
     pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
+        // No trace header: SQS would link the trace of the invocation it
+        // wakes to this one, and X-Ray keeps at most 20 links a segment and
+        // 100 a trace, so an invocation that sets hundreds of alarms would
+        // leave its trace incomplete. The wake-up names the trace instead
+        // ([`Wakeup::previous_trace`]), as a tail call's does.
         let config = client
             .config()
             .to_builder()
             .retry_config(retry_config())
+            .interceptor(crate::notify::NoTraceHeader)
             .build();
         Self {
             client: Client::from_conf(config),
@@ -260,6 +266,35 @@ mod tests {
             Duration::from_secs(5)
         );
         assert_eq!(sent.num_calls(), 1);
+    }
+
+    /// SQS links the traces of what a message wakes to the sender's
+    /// trace header; an alarm sends none (issue 50, item 9).
+    #[tokio::test]
+    async fn an_alarm_goes_without_the_trace_header() {
+        let wire = crate::testing::TraceWire::answering(r#"{"Successful":[],"Failed":[]}"#);
+        let conf = aws_sdk_sqs::Config::builder()
+            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                "a", "b", None, None, "t",
+            ))
+            .http_client(wire.http_client())
+            .interceptor(crate::testing::LambdasTraceHeader)
+            .build();
+        let plain = Client::from_conf(conf);
+        // The client as given sends the header: the test can see it.
+        let _ = plain.get_queue_url().queue_name("q").send().await;
+        let alarm = RestAlarm::new(plain, "https://sqs/q");
+        let wakeup = Wakeup {
+            wake_at: Some(6_500),
+            ..Wakeup::new("process", "rest-end", 1_000)
+        };
+        alarm.set_all(&[(6_500, wakeup)], 1_000).await.unwrap();
+        let headers = wire.headers();
+        assert_eq!(headers.len(), 2, "{headers:?}");
+        assert!(headers[0].is_some(), "{headers:?}");
+        assert_eq!(headers[1], None, "the alarm carries no trace header");
     }
 
     #[tokio::test]

@@ -11,7 +11,7 @@ pub mod event;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
-#[cfg(feature = "test-util")]
+#[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 pub mod xray;
 

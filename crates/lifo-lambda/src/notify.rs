@@ -129,7 +129,7 @@ pub struct Notifier {
 /// `_X_AMZN_TRACE_ID`, and SNS carries it to the functions it invokes. It
 /// is not signed, so it may go after signing.
 #[derive(Debug)]
-struct NoTraceHeader;
+pub(crate) struct NoTraceHeader;
 
 impl aws_smithy_runtime_api::client::interceptors::Intercept for NoTraceHeader {
     fn name(&self) -> &'static str {
@@ -346,77 +346,28 @@ mod tests {
         assert!(plain.kept.is_empty());
     }
 
-    /// An SNS endpoint that answers every publish and keeps the trace
-    /// header each request carried on the wire.
-    #[derive(Debug, Clone, Default)]
-    struct Wire(std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>);
-
-    impl aws_smithy_runtime_api::client::http::HttpConnector for Wire {
-        fn call(
-            &self,
-            request: aws_smithy_runtime_api::client::orchestrator::HttpRequest,
-        ) -> aws_smithy_runtime_api::client::http::HttpConnectorFuture {
-            let header = request.headers().get("x-amzn-trace-id").map(str::to_owned);
-            self.0.lock().unwrap().push(header);
-            let ok = "<PublishResponse><PublishResult><MessageId>m-1</MessageId></PublishResult>\
-                      <ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></PublishResponse>";
-            aws_smithy_runtime_api::client::http::HttpConnectorFuture::ready(Ok(
-                aws_smithy_runtime_api::client::orchestrator::HttpResponse::new(
-                    200u16.try_into().unwrap(),
-                    aws_smithy_types::body::SdkBody::from(ok),
-                ),
-            ))
-        }
-    }
-
-    /// What the SDK's recursion detection does in Lambda: the invocation's
-    /// `_X_AMZN_TRACE_ID` as the `X-Amzn-Trace-Id` header of every call.
-    #[derive(Debug)]
-    struct LambdasTraceHeader;
-
-    impl aws_smithy_runtime_api::client::interceptors::Intercept for LambdasTraceHeader {
-        fn name(&self) -> &'static str {
-            "LambdasTraceHeader"
-        }
-
-        fn modify_before_signing(
-            &self,
-            context: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextMut<'_>,
-            _: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
-            _: &mut aws_smithy_types::config_bag::ConfigBag,
-        ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-            context.request_mut().headers_mut().insert(
-                "x-amzn-trace-id",
-                "Root=1-6743a1b2-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1",
-            );
-            Ok(())
-        }
-    }
-
     /// The header is what SNS carries to the function it invokes, so the
     /// tail call must not send it (issue 32, item 4); other wake-ups do.
     #[tokio::test]
     async fn a_tail_call_goes_without_the_trace_header_other_wake_ups_keep_it() {
-        let wire = Wire::default();
-        let sent = wire.clone();
+        let wire = crate::testing::TraceWire::answering(
+            "<PublishResponse><PublishResult><MessageId>m-1</MessageId></PublishResult>\
+             <ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></PublishResponse>",
+        );
         let conf = aws_sdk_sns::Config::builder()
             .behavior_version(aws_sdk_sns::config::BehaviorVersion::latest())
             .region(aws_sdk_sns::config::Region::new("us-east-1"))
             .credentials_provider(aws_sdk_sns::config::Credentials::new(
                 "a", "b", None, None, "t",
             ))
-            .http_client(aws_smithy_runtime_api::client::http::http_client_fn(
-                move |_, _| {
-                    aws_smithy_runtime_api::client::http::SharedHttpConnector::new(sent.clone())
-                },
-            ))
-            .interceptor(LambdasTraceHeader)
+            .http_client(wire.http_client())
+            .interceptor(crate::testing::LambdasTraceHeader)
             .build();
         let plain = Notifier::new(Client::from_conf(conf), "arn:topic");
         let tail = plain.clone().starting_new_traces();
         plain.wake(&wakeup()).await.unwrap();
         tail.wake(&wakeup()).await.unwrap();
-        let headers = wire.0.lock().unwrap().clone();
+        let headers = wire.headers();
         assert_eq!(headers.len(), 2);
         assert!(
             headers[0]

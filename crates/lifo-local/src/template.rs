@@ -209,6 +209,10 @@ pub struct StreamSource {
     pub batching_window_seconds: u64,
     /// Filter patterns (any one must match).
     pub filters: Vec<Value>,
+    /// `FunctionResponseTypes: [ReportBatchItemFailures]`: the function's
+    /// `batchItemFailures` are the only records that failed. Without it,
+    /// Lambda ignores them, and an answer is the whole batch's success.
+    pub report_batch_item_failures: bool,
 }
 
 impl Template {
@@ -293,6 +297,10 @@ impl Template {
                 .and_then(Value::as_u64)
                 .unwrap_or(0),
             filters,
+            report_batch_item_failures: props
+                .get("FunctionResponseTypes")
+                .and_then(Value::as_array)
+                .is_some_and(|t| t.iter().any(|t| t == "ReportBatchItemFailures")),
         })
     }
 
@@ -349,6 +357,16 @@ impl Template {
             bail!("template.yaml has no route with AuthorizationType JWT");
         }
         Ok(routes)
+    }
+
+    /// A Number parameter's `MinValue` and `MaxValue`, where given.
+    pub fn parameter_range(&self, name: &str) -> (Option<i64>, Option<i64>) {
+        let bound = |b: &str| {
+            self.doc
+                .pointer(&format!("/Parameters/{name}/{b}"))
+                .and_then(Value::as_i64)
+        };
+        (bound("MinValue"), bound("MaxValue"))
     }
 
     /// A parameter's default value, as a string.

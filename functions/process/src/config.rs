@@ -62,6 +62,8 @@ pub struct ProcessConfig {
     /// nor more than the same fraction of the rate limit, even when slots
     /// are free ([`crate::select::fair::Cap`]). Needs the fair share.
     pub tenant_max_in_flight: Option<NonZeroU32>,
+    /// The settings changed to work together ([`Clamp`]).
+    pub clamps: Vec<Clamp>,
 }
 
 impl ProcessConfig {
@@ -88,42 +90,17 @@ impl ProcessConfig {
             order: Order::Lifo,
             fair_share: true,
             tenant_max_in_flight: None,
+            clamps: Vec::new(),
         }
     }
 
+    /// The settings in `src`. Relations between settings that the template
+    /// cannot enforce (CloudFormation's rules compare no numbers) are
+    /// settled here, never refused: see [`Clamp`].
     pub fn from_source(src: &impl Source) -> Result<Self, ConfigError> {
         let shard_count = config::shard_count(src)?;
         let processors = config::processor_count(src)?;
-        if processors > shard_count {
-            return Err(ConfigError::Invalid {
-                name: "PROCESSOR_COUNT",
-                value: processors.to_string(),
-                reason: format!(
-                    "must be at most SHARD_COUNT ({shard_count}): each processor takes whole shards"
-                ),
-            });
-        }
         let rate_limit = RateLimit::from_source(src)?;
-        if let Some(limit) = rate_limit {
-            // Each processor gets a share of the rate and of the burst, at
-            // least one of each: fewer than one per processor would add up
-            // to more than was asked for.
-            for (name, value) in [
-                ("RUNNER_MAX_PER_SECOND", limit.per_second.get()),
-                ("RUNNER_BURST", limit.burst.get()),
-            ] {
-                if value < processors {
-                    return Err(ConfigError::Invalid {
-                        name,
-                        value: value.to_string(),
-                        reason: format!(
-                            "must be at least PROCESSOR_COUNT ({processors}): \
-                             each processor takes an even share"
-                        ),
-                    });
-                }
-            }
-        }
         // The defaults are `new()`'s, held once.
         let d = Self::new(
             config::required(src, "TABLE_NAME")?,
@@ -137,22 +114,33 @@ impl ProcessConfig {
             0u32,
             0..=10_000,
         )?);
-        if let Some(cap) = tenant_max_in_flight {
-            let reason = if !fair_share {
-                Some("needs FAIR_SHARE=true: the cap is the fair share's".to_owned())
-            } else if cap.get() < processors {
-                Some(format!(
-                    "must be at least PROCESSOR_COUNT ({processors}): each processor takes an even share"
-                ))
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                return Err(ConfigError::Invalid {
-                    name: "TENANT_MAX_IN_FLIGHT",
-                    value: cap.to_string(),
-                    reason,
-                });
+        if tenant_max_in_flight.is_some() && !fair_share {
+            // The template's rule TenantCapNeedsTheFairShare refuses this.
+            return Err(ConfigError::Invalid {
+                name: "TENANT_MAX_IN_FLIGHT",
+                value: tenant_max_in_flight.map_or(0, NonZeroU32::get).to_string(),
+                reason: "needs FAIR_SHARE=true: the cap is the fair share's".to_owned(),
+            });
+        }
+        let mut clamps = Vec::new();
+        let mut processors = processors;
+        // Each processor takes whole shards, at least one start a second of
+        // the rate and at least one slot of the tenant cap: fewer
+        // processors keep every limit as given.
+        for (because, limit) in [
+            ("SHARD_COUNT", Some(shard_count)),
+            (
+                "RUNNER_MAX_PER_SECOND",
+                rate_limit.map(|r| r.per_second.get()),
+            ),
+            (
+                "TENANT_MAX_IN_FLIGHT",
+                tenant_max_in_flight.map(NonZeroU32::get),
+            ),
+        ] {
+            if let Some(limit) = limit.filter(|l| *l < processors) {
+                clamps.push(Clamp::processors(processors, limit, because));
+                processors = limit;
             }
         }
         Ok(Self {
@@ -188,26 +176,117 @@ impl ProcessConfig {
             order: config::value(src, "SELECTION_ORDER", d.order)?,
             fair_share,
             tenant_max_in_flight,
+            clamps,
             ..d
         })
     }
 }
 
 impl ProcessConfig {
-    /// Refuses a runner with fewer slots than processors: each processor
-    /// runs an even share of `capacity`, at least one task.
-    pub fn check_capacity(&self, capacity: usize) -> Result<(), ConfigError> {
-        if capacity < self.processors as usize {
-            return Err(ConfigError::Invalid {
-                name: "RUNNER_MAX_CONCURRENCY",
-                value: capacity.to_string(),
-                reason: format!(
-                    "must be at least PROCESSOR_COUNT ({}): each processor takes an even share",
-                    self.processors
-                ),
-            });
+    /// Fits the processors to a runner of `capacity` slots (each processor
+    /// runs an even share, at least one task), then the burst to the
+    /// processors (each takes at least one start of it): what cannot work
+    /// as given is clamped and recorded in [`ProcessConfig::clamps`].
+    pub fn fit_capacity(mut self, capacity: usize) -> Self {
+        let capacity = u32::try_from(capacity.max(1)).unwrap_or(u32::MAX);
+        if capacity < self.processors {
+            self.clamps.push(Clamp::processors(
+                self.processors,
+                capacity,
+                "RUNNER_MAX_CONCURRENCY",
+            ));
+            self.processors = capacity;
         }
-        Ok(())
+        if let Some(limit) = &mut self.rate_limit
+            && limit.burst.get() < self.processors
+        {
+            self.clamps.push(Clamp {
+                name: "RUNNER_BURST",
+                asked: limit.burst.get(),
+                used: self.processors,
+                because: "PROCESSOR_COUNT",
+            });
+            limit.burst = NonZeroU32::new(self.processors).unwrap_or(NonZeroU32::MIN);
+        }
+        self
+    }
+
+    /// Logs each clamp once (at a cold start): the setting, the one it
+    /// conflicts with, and the value used.
+    pub fn log_clamps(&self) {
+        for c in &self.clamps {
+            tracing::warn!(
+                event = "process.setting_clamped",
+                setting = c.name,
+                parameter = parameter_of(c.name),
+                asked = c.asked,
+                used = c.used,
+                because = c.because,
+                becauseParameter = parameter_of(c.because),
+                "{c}"
+            );
+        }
+    }
+}
+
+/// A setting that process changed because, as given, it cannot work with
+/// another one, where the template could not refuse the pair.
+/// `ProcessorCount` comes down to `ShardCount`, `RunnerMaxPerSecond`,
+/// `TenantMaxInFlight` and the runner's capacity (fewer processors keep
+/// every limit); `RunnerBurst` goes up to the processors (each processor
+/// needs one start of it). Logged once per cold start and counted in the
+/// `SettingsClamped` metric (`SettingsClampedAlarm`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clamp {
+    /// The environment variable changed.
+    pub name: &'static str,
+    pub asked: u32,
+    pub used: u32,
+    /// The environment variable it conflicts with.
+    pub because: &'static str,
+}
+
+impl Clamp {
+    fn processors(asked: u32, used: u32, because: &'static str) -> Self {
+        Self {
+            name: "PROCESSOR_COUNT",
+            asked,
+            used,
+            because,
+        }
+    }
+}
+
+impl std::fmt::Display for Clamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let relation = if self.used < self.asked {
+            "at most"
+        } else {
+            "at least"
+        };
+        write!(
+            f,
+            "{} ({}) {} is used as {}: it must be {relation} {} ({})",
+            parameter_of(self.name),
+            self.name,
+            self.asked,
+            self.used,
+            parameter_of(self.because),
+            self.because,
+        )
+    }
+}
+
+/// The template parameter behind an environment variable.
+fn parameter_of(name: &str) -> &'static str {
+    match name {
+        "PROCESSOR_COUNT" => "ProcessorCount",
+        "SHARD_COUNT" => "ShardCount",
+        "RUNNER_MAX_PER_SECOND" => "RunnerMaxPerSecond",
+        "RUNNER_BURST" => "RunnerBurst",
+        "TENANT_MAX_IN_FLIGHT" => "TenantMaxInFlight",
+        "RUNNER_MAX_CONCURRENCY" => "RunnerMaxConcurrency",
+        _ => "?",
     }
 }
 
@@ -270,56 +349,60 @@ mod tests {
             "environment variable TENANT_MAX_IN_FLIGHT=\"4\" is invalid: \
              needs FAIR_SHARE=true: the cap is the fair share's"
         );
-        let err = ProcessConfig::from_source(&env(&[
-            ("TENANT_MAX_IN_FLIGHT", "2"),
-            ("SHARD_COUNT", "4"),
-            ("PROCESSOR_COUNT", "3"),
-        ]))
-        .unwrap_err();
-        assert!(
-            err.to_string().contains(
-                "TENANT_MAX_IN_FLIGHT=\"2\" is invalid: must be at least PROCESSOR_COUNT (3)"
-            ),
-            "{err}"
-        );
     }
 
+    /// The relations CloudFormation cannot check are clamped, not refused
+    /// (a refusal would fail every invocation of a deployed stack): fewer
+    /// processors, or a larger burst, each recorded.
     #[test]
-    fn processors_need_whole_shards_and_a_share_of_the_runner() {
+    fn settings_that_cannot_work_together_are_clamped_and_recorded() {
         let three = [("SHARD_COUNT", "8"), ("PROCESSOR_COUNT", "3")];
         let config = ProcessConfig::from_source(&env(&three)).unwrap();
-        assert_eq!(config.processors, 3);
-        assert!(config.check_capacity(3).is_ok());
+        assert_eq!((config.processors, config.clamps.len()), (3, 0));
+        let fitted = config.clone().fit_capacity(3);
+        assert_eq!((fitted.processors, fitted.clamps.len()), (3, 0));
+        let fitted = config.fit_capacity(2);
+        assert_eq!(fitted.processors, 2);
         assert_eq!(
-            config.check_capacity(2).unwrap_err().to_string(),
-            "environment variable RUNNER_MAX_CONCURRENCY=\"2\" is invalid: \
-             must be at least PROCESSOR_COUNT (3): each processor takes an even share"
+            fitted.clamps[0].to_string(),
+            "ProcessorCount (PROCESSOR_COUNT) 3 is used as 2: \
+             it must be at most RunnerMaxConcurrency (RUNNER_MAX_CONCURRENCY)"
         );
+
         let few_shards = [("SHARD_COUNT", "2"), ("PROCESSOR_COUNT", "3")];
-        let err = ProcessConfig::from_source(&env(&few_shards)).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("PROCESSOR_COUNT=\"3\" is invalid: must be at most SHARD_COUNT (2)"),
-            "{err}"
+        let config = ProcessConfig::from_source(&env(&few_shards)).unwrap();
+        assert_eq!(config.processors, 2);
+        assert_eq!(config.clamps, vec![Clamp::processors(3, 2, "SHARD_COUNT")]);
+
+        let cap = [three[0], three[1], ("TENANT_MAX_IN_FLIGHT", "2")];
+        let config = ProcessConfig::from_source(&env(&cap)).unwrap();
+        assert_eq!(config.processors, 2);
+        assert_eq!(config.tenant_max_in_flight, NonZeroU32::new(2));
+        assert_eq!(
+            config.clamps,
+            vec![Clamp::processors(3, 2, "TENANT_MAX_IN_FLIGHT")]
         );
-        let rate = [three[0], three[1], ("RUNNER_MAX_PER_SECOND", "10")];
-        let err = ProcessConfig::from_source(&env(&rate)).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("RUNNER_BURST=\"1\" is invalid: must be at least PROCESSOR_COUNT (3)"),
-            "{err}"
-        );
-        let rate = [
-            three[0],
-            three[1],
-            ("RUNNER_MAX_PER_SECOND", "2"),
-            ("RUNNER_BURST", "3"),
-        ];
-        let err = ProcessConfig::from_source(&env(&rate)).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("RUNNER_MAX_PER_SECOND=\"2\" is invalid"),
-            "{err}"
+
+        // A rate under the processors: fewer processors; a burst under
+        // them: a larger burst, after the processors are known.
+        let rate = [three[0], three[1], ("RUNNER_MAX_PER_SECOND", "2")];
+        let config = ProcessConfig::from_source(&env(&rate))
+            .unwrap()
+            .fit_capacity(10);
+        assert_eq!(config.processors, 2);
+        let limit = config.rate_limit.unwrap();
+        assert_eq!((limit.per_second.get(), limit.burst.get()), (2, 2));
+        assert_eq!(
+            config.clamps,
+            vec![
+                Clamp::processors(3, 2, "RUNNER_MAX_PER_SECOND"),
+                Clamp {
+                    name: "RUNNER_BURST",
+                    asked: 1,
+                    used: 2,
+                    because: "PROCESSOR_COUNT"
+                }
+            ]
         );
         let rate = [
             three[0],
@@ -327,11 +410,9 @@ mod tests {
             ("RUNNER_MAX_PER_SECOND", "10"),
             ("RUNNER_BURST", "3"),
         ];
-        assert!(
-            ProcessConfig::from_source(&env(&rate))
-                .unwrap()
-                .rate_limit
-                .is_some()
-        );
+        let config = ProcessConfig::from_source(&env(&rate))
+            .unwrap()
+            .fit_capacity(3);
+        assert_eq!((config.processors, config.clamps.len()), (3, 0));
     }
 }

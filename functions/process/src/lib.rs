@@ -25,7 +25,7 @@ pub mod select;
 mod serve;
 mod wakeups;
 
-pub use config::{ProcessConfig, RateLimit};
+pub use config::{Clamp, ProcessConfig, RateLimit};
 pub use error::ProcessError;
 pub use processor::Processor;
 pub use report::{ProcessReport, StopReason};

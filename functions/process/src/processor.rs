@@ -1,7 +1,7 @@
 //! The processor and one invocation of it: take a shard group (with more
 //! than one processor), run the claim loop ([`crate::claim_loop`]), finish
-//! what was claimed, then tail-call while work remains, or set the rest
-//! alarms of what rests.
+//! what was claimed, set the rest alarms of what rests, and tail-call while
+//! work remains.
 
 use crate::claim_loop::{Assignment, Claiming, LoopState, drain};
 use crate::config::ProcessConfig;
@@ -35,8 +35,10 @@ pub struct Processor<R> {
 }
 
 impl<R: TaskRunner> Processor<R> {
-    /// `tail` publishes to the trigger topic.
+    /// `tail` publishes to the trigger topic. `config` is fitted to the
+    /// runner's capacity ([`ProcessConfig::fit_capacity`]).
     pub fn new(store: Store, tail: Notifier, runner: Arc<R>, config: ProcessConfig) -> Self {
+        let config = config.fit_capacity(runner.capacity());
         Self {
             store,
             // Each invocation of the tail-call loop starts its own trace.
@@ -162,7 +164,10 @@ impl<R: TaskRunner> Processor<R> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64)
             + self.config.lease_margin.as_millis() as u64;
-        let mut report = ProcessReport::default();
+        let mut report = ProcessReport {
+            settings_clamped: self.config.clamps.len(),
+            ..ProcessReport::default()
+        };
         let shed_before = self.store.shed_by_reads();
         let claimed_by = format!("process-{}", lifo_core::new_task_id());
         let Some(assignment) = self.assign(wake, lease_until, &claimed_by).await? else {
@@ -229,8 +234,7 @@ impl<R: TaskRunner> Processor<R> {
         // Whatever happened, finish what was claimed.
         drain(&mut state, &mut report, &mut running).await;
         let failure = state.failure.take();
-        // The tasks it put back and did not claim again: the rest alarms',
-        // if it ends without a tail call.
+        // The tasks it put back and did not claim again: the rest alarms'.
         let rest_ends = state.unclaimed_rest_ends();
         report.fairness = state.fair.as_ref().map(|l| l.fairness());
         // What the next invocation of the loop remembers of the share.
@@ -263,7 +267,9 @@ impl<R: TaskRunner> Processor<R> {
         let result: Result<(), ProcessError> = async {
             outcome?;
             let tail = tail?;
-            if !tail && report.stop != StopReason::Paused {
+            // Set even before a tail call: the chain may end before these
+            // rests do, and the next invocation knows nothing of them.
+            if report.stop != StopReason::Paused {
                 self.set_rest_alarms(&rest_ends, &mut report, assignment.group.map(|(g, _)| g))
                     .await;
             }
@@ -312,6 +318,7 @@ impl<R: TaskRunner> Processor<R> {
             stop = ?report.stop,
             tailCall = report.tail_call,
             restAlarms = report.rest_alarms,
+            restAlarmsFailed = report.rest_alarms_failed,
             floodingStarts = report.fairness.map(|f| f.flooding_starts),
             quietTenantsOldestAgeMs = report.fairness.and_then(|f| f.quiet_oldest_age_ms),
             elapsedMs = report.elapsed_ms,
@@ -343,6 +350,9 @@ impl<R: TaskRunner> Processor<R> {
                 let wakeup = Wakeup {
                     group,
                     wake_at: Some(last),
+                    // The alarm carries no trace header: its wake-up names
+                    // this trace, as a tail call's does.
+                    previous_trace: lifo_lambda::xray::current().map(|t| t.root.to_string()),
                     ..Wakeup::new("process", "rest-end", now)
                 };
                 (first, wakeup)
@@ -362,6 +372,7 @@ impl<R: TaskRunner> Processor<R> {
                 );
             }
             Err(e) => {
+                report.rest_alarms_failed = alarms.len();
                 tracing::warn!(event = "process.rest_alarm_failed", alarms = alarms.len(), error = %lifo_core::error::Chain(&e));
             }
         }

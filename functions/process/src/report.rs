@@ -62,6 +62,10 @@ pub struct ProcessReport {
     pub tail_call: bool,
     /// Rest alarms set at the end ([`lifo_lambda::alarm`]).
     pub rest_alarms: usize,
+    /// Rest alarms that could not be sent (their tasks wait for the sweep).
+    pub rest_alarms_failed: usize,
+    /// Settings clamped to work together ([`crate::config::Clamp`]).
+    pub settings_clamped: usize,
     pub elapsed_ms: u64,
     /// What the fair share saw, once tasks with a tenant were claimed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,6 +111,9 @@ impl ProcessReport {
             .count("TasksSuperseded", self.superseded)
             .count("TailCalls", usize::from(self.tail_call))
             .count("RestAlarms", self.rest_alarms)
+            .count("RestAlarmsFailed", self.rest_alarms_failed)
+            // Settings process clamped to work together: SettingsClampedAlarm.
+            .count("SettingsClamped", self.settings_clamped)
             .values("AgeAtStartMs", Unit::Milliseconds, &ages)
             .values(
                 "FloodingTenantsShareOfStarts",

@@ -54,13 +54,14 @@ where
     let config = ProcessConfig::from_source(&Env)?;
     let aws = aws_config::load_from_env().await;
     let runner = Arc::new(make_runner(&Env, &aws)?);
-    config.check_capacity(runner.capacity())?;
     let store = Store::new(xray::dynamodb(&aws, &config.table_name), &config.table_name);
     let tail = Notifier::new(
         xray::sns(&aws, &config.trigger_topic_arn),
         &config.trigger_topic_arn,
     );
     let mut processor = Processor::new(store, tail, runner, config);
+    // Once per cold start: what was clamped to work together.
+    processor.config().log_clamps();
     if let Some(url) = Env.get("REST_WAKE_QUEUE_URL").filter(|u| !u.is_empty()) {
         processor = processor.with_rest_alarm(RestAlarm::new(xray::sqs(&aws, &url), url));
     }

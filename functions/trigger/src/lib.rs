@@ -31,6 +31,7 @@ use lifo_lambda::config::{self, ConfigError, Source};
 use lifo_lambda::notify::Fanout;
 use lifo_lambda::{Notifier, NotifyError, Wakeup};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// Why an invocation failed.
 #[derive(Debug, thiserror::Error)]
@@ -73,9 +74,13 @@ pub struct TriggerOutcome {
     pub signals: usize,
     /// Records ignored (not an insert of a claimable task).
     pub ignored: usize,
-    /// Sequence numbers of stream records reported as failed (malformed,
-    /// or not acknowledged because the publish failed).
+    /// Records reported as failed, to be delivered again: stream records
+    /// by sequence number (malformed, or not acknowledged because the
+    /// publish failed), rest alarms by message id.
     pub failed_items: Vec<String>,
+    /// Rest alarms that could not be set again (the `RestAlarmsFailed`
+    /// metric).
+    pub alarms_failed: usize,
     /// Wakeups-ups published: one, or one per shard group with work when more
     /// than one processor claims (the `WakeupsPublished` metric).
     pub wakeups: usize,
@@ -298,47 +303,79 @@ impl Trigger {
     /// ended (or ends within [`MAX_REST_SLEEP`], which the processor waits
     /// out); the alarm set again for a rest that ends later. A message that
     /// is not a wake-up is logged and dropped (it would not read better
-    /// later); a failed publish or alarm fails the batch, which SQS then
-    /// delivers again.
+    /// later). Failures are per message (`ReportBatchItemFailures` on the
+    /// mapping): an alarm that could not be set again, or a due one whose
+    /// wake-up could not be published, comes back after the visibility
+    /// timeout, and the others of the batch are done with.
     async fn rest_alarms(&self, records: Vec<Value>) -> Result<TriggerOutcome, TriggerError> {
         let mut outcome = TriggerOutcome::default();
-        let mut groups = Groups::default();
         let now = now_ms();
         let soon = now + MAX_REST_SLEEP.as_millis() as u64;
+        // The due alarms: their message ids, wake-up and group.
+        let mut due: Vec<(String, Wakeup)> = Vec::new();
         for (i, r) in records.iter().enumerate() {
+            let message_id = r
+                .get("messageId")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             let wakeup = r
                 .get("body")
                 .and_then(Value::as_str)
                 .and_then(|b| serde_json::from_str::<Wakeup>(b).ok());
             let Some(wakeup) = wakeup else {
-                tracing::warn!(event = "rest_alarm.malformed", record = i, messageId = ?r.get("messageId"));
+                tracing::warn!(event = "rest_alarm.malformed", record = i, messageId = %message_id);
                 outcome.ignored += 1;
                 continue;
             };
             match (&self.alarm, wakeup.wake_at) {
                 (Some(alarm), Some(at)) if at > soon => {
-                    let delay = alarm.set(&wakeup, now).await?;
-                    tracing::info!(
-                        event = "rest_alarm.set_again",
-                        wakeAt = at,
-                        delayS = delay.as_secs()
-                    );
                     outcome.ignored += 1;
-                }
-                _ => {
-                    outcome.signals += 1;
-                    groups.wake_at = groups.wake_at.max(wakeup.wake_at);
-                    match wakeup.group {
-                        Some(g) => {
-                            groups.named.insert(g);
+                    match alarm.set(&wakeup, now).await {
+                        Ok(delay) => tracing::info!(
+                            event = "rest_alarm.set_again",
+                            wakeAt = at,
+                            delayS = delay.as_secs()
+                        ),
+                        Err(e) => {
+                            tracing::warn!(event = "rest_alarm.set_again_failed", messageId = %message_id, wakeAt = at, error = %lifo_core::error::Chain(&e));
+                            outcome.alarms_failed += 1;
+                            outcome.failed_items.push(message_id);
                         }
-                        None => groups.all = true,
                     }
                 }
+                _ => due.push((message_id, wakeup)),
             }
         }
-        if outcome.signals > 0 {
-            outcome.wakeups = self.publish("rest-end", &groups).await?;
+        outcome.signals = due.len();
+        // One wake-up per group (every group for an alarm naming none),
+        // each naming the latest rest end of its alarms.
+        let mut groups: BTreeMap<Option<u32>, Groups> = BTreeMap::new();
+        for (_, w) in &due {
+            let g = groups.entry(w.group).or_default();
+            match w.group {
+                Some(n) => {
+                    g.named.insert(n);
+                }
+                None => g.all = true,
+            }
+            g.wake_at = g.wake_at.max(w.wake_at);
+            if g.previous_trace.is_none() {
+                g.previous_trace = w.previous_trace.clone();
+            }
+        }
+        for (group, targets) in &groups {
+            match self.publish("rest-end", targets).await {
+                Ok(n) => outcome.wakeups += n,
+                Err(e) => {
+                    tracing::warn!(event = "rest_alarm.wake_failed", group, error = %lifo_core::error::Chain(&e));
+                    outcome.failed_items.extend(
+                        due.iter()
+                            .filter(|(_, w)| w.group == *group)
+                            .map(|(id, _)| id.clone()),
+                    );
+                }
+            }
         }
         Ok(outcome)
     }
@@ -503,6 +540,7 @@ impl Trigger {
             .cold_start()
             .count("WakeupsPublished", outcome.wakeups)
             .count("TasksShed", outcome.shed)
+            .count("RestAlarmsFailed", outcome.alarms_failed)
             // The old name, for one release (dashboards and alarms built on it).
             .count("TasksExpired", outcome.shed);
         let metrics = match outcome.depth {

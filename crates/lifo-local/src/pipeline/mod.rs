@@ -236,16 +236,16 @@ impl Pipeline {
             stats.clone(),
             rx.clone(),
         )));
+        let rest_wake_source = stack
+            .template
+            .stream_source(crate::stack::TRIGGER_REST_WAKE)?;
         tasks.push(tokio::spawn(rest_wake::poll(
             stack.sqs.clone(),
             stack.rest_wake_queue_url.clone(),
-            i32::try_from(
-                stack
-                    .template
-                    .stream_source(crate::stack::TRIGGER_REST_WAKE)?
-                    .batch_size,
-            )
-            .unwrap_or(10),
+            rest_wake::Mapping {
+                batch_size: i32::try_from(rest_wake_source.batch_size).unwrap_or(10),
+                report_batch_item_failures: rest_wake_source.report_batch_item_failures,
+            },
             trigger.clone(),
             stats.clone(),
             rx.clone(),

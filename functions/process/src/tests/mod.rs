@@ -137,6 +137,7 @@ fn processor_with(
         order: lifo_core::Order::Lifo,
         fair_share: true,
         tenant_max_in_flight: None,
+        clamps: Vec::new(),
     };
     let runner = Arc::new(SimulatedRunner::new(2, Duration::from_millis(5), 0.0, 0.0));
     Processor::new(
