@@ -3,7 +3,10 @@
 //! allow everything. [`IamGuard`] is the HTTP client of one function's
 //! clients in the local stack: it reads each request's action and resource
 //! (the DynamoDB operation and its table or index, each item of a
-//! transaction; an SNS publish and its topic), and answers a call the
+//! transaction; an SNS publish and its topic; an SQS send and its queue,
+//! and for an encrypted topic or queue the KMS key's `kms:GenerateDataKey`
+//! and `kms:Decrypt`, which the sender needs as AWS documents), and answers
+//! a call the
 //! function's policy does not allow as AWS does: `AccessDeniedException`
 //! (SNS: `AuthorizationError`), naming the function's role, the action and
 //! the resource. The policy is [`Template::function_permissions`]: the
@@ -38,6 +41,9 @@ pub struct Policy {
     pub topics: Vec<(String, String)>,
     /// The local queues: logical id, URL and ARN.
     pub queues: Vec<(String, String, String)>,
+    /// The encrypted topics and queues, and their keys (template
+    /// references, [`Template::encrypted`]).
+    pub encrypted: Vec<(String, String)>,
 }
 
 impl Policy {
@@ -54,6 +60,7 @@ impl Policy {
             table,
             topics,
             queues: Vec::new(),
+            encrypted: template.encrypted(),
         })
     }
 
@@ -90,6 +97,10 @@ impl Policy {
         if resource == format!("!GetAtt {}.Arn", self.table.0) {
             return table_arn;
         }
+        if let Some((_, key)) = self.encrypted.iter().find(|(_, k)| k == resource) {
+            let key = key.trim_start_matches("!GetAtt ").trim_end_matches(".Arn");
+            return format!("arn:aws:kms:{REGION}:{ACCOUNT}:key/{key}");
+        }
         if let Some((_, _, arn)) = self
             .queues
             .iter()
@@ -104,8 +115,26 @@ impl Policy {
     }
 
     /// What `request` does, as `(action, resource)` pairs (a transaction:
-    /// one per item); empty for a request this guard does not judge.
+    /// one per item; a send to an encrypted topic or queue: the key's two
+    /// actions after it); empty for a request this guard does not judge.
     fn calls(&self, request: &HttpRequest) -> Vec<(String, String)> {
+        let mut calls = self.plain_calls(request);
+        let sends: Vec<String> = calls
+            .iter()
+            .filter(|(a, _)| a == "sns:Publish" || a == "sqs:SendMessage")
+            .map(|(_, r)| r.clone())
+            .collect();
+        for resource in sends {
+            if let Some((_, key)) = self.encrypted.iter().find(|(r, _)| *r == resource) {
+                calls.push(("kms:GenerateDataKey".to_owned(), key.clone()));
+                calls.push(("kms:Decrypt".to_owned(), key.clone()));
+            }
+        }
+        calls
+    }
+
+    /// [`Policy::calls`] but the KMS key's.
+    fn plain_calls(&self, request: &HttpRequest) -> Vec<(String, String)> {
         let table = format!("!GetAtt {}.Arn", self.table.0);
         if let Some(target) = request.headers().get("x-amz-target") {
             // SQS: the JSON protocol, the queue by its URL.
@@ -199,13 +228,15 @@ impl Policy {
             self.arn(resource),
             self.function
         );
+        // A key's refusal comes back under KMS's own code.
+        let kms = action.starts_with("kms:");
         let mut res;
         if request.headers().get("x-amz-target").is_some() {
             res = HttpResponse::new(
                 400u16.try_into().unwrap_or_else(|_| unreachable!()),
                 SdkBody::from(
                     serde_json::json!({
-                        "__type": "com.amazon.coral.service#AccessDeniedException",
+                        "__type": if kms { "KMS.AccessDeniedException" } else { "com.amazon.coral.service#AccessDeniedException" },
                         "Message": message,
                     })
                     .to_string(),
@@ -221,8 +252,13 @@ impl Policy {
             res = HttpResponse::new(
                 403u16.try_into().unwrap_or_else(|_| unreachable!()),
                 SdkBody::from(format!(
-                    "<ErrorResponse><Error><Type>Sender</Type><Code>AuthorizationError</Code>\
-                     <Message>{escaped}</Message></Error><RequestId>local</RequestId></ErrorResponse>"
+                    "<ErrorResponse><Error><Type>Sender</Type><Code>{}</Code>\
+                     <Message>{escaped}</Message></Error><RequestId>local</RequestId></ErrorResponse>",
+                    if kms {
+                        "KMSAccessDenied"
+                    } else {
+                        "AuthorizationError"
+                    }
                 )),
             );
             res.headers_mut().insert("content-type", "text/xml");
@@ -301,6 +337,7 @@ mod tests {
                 "http://127.0.0.1:1/000000000000/RestWakeQueue".into(),
                 "arn:aws:sqs:us-east-1:000000000000:RestWakeQueue".into(),
             )],
+            encrypted: Vec::new(),
         }
     }
 
@@ -385,5 +422,64 @@ mod tests {
             msg.contains("arn:aws:dynamodb:us-east-1:000000000000:table/QueueTable"),
             "{msg}"
         );
+    }
+
+    /// A send to an encrypted topic or queue needs the key's
+    /// `kms:GenerateDataKey` and `kms:Decrypt` (SNS and SQS document both
+    /// for senders): without them it is refused under KMS's code, naming
+    /// the key (issue 50, item 9).
+    #[test]
+    fn a_send_to_an_encrypted_topic_or_queue_needs_its_key() {
+        let send_only = [
+            ("sns:Publish", "!Ref ProcessTopic"),
+            ("sqs:SendMessage", "!GetAtt RestWakeQueue.Arn"),
+        ];
+        let mut p = policy(&send_only);
+        p.encrypted = Template::workspace().unwrap().encrypted();
+        assert!(
+            p.encrypted.contains(&(
+                "!Ref ProcessTopic".to_owned(),
+                "!GetAtt TopicKey.Arn".to_owned()
+            )) && p.encrypted.contains(&(
+                "!GetAtt RestWakeQueue.Arn".to_owned(),
+                "!GetAtt TopicKey.Arn".to_owned()
+            )),
+            "{:?}",
+            p.encrypted
+        );
+        let publish = HttpRequest::new(SdkBody::from(
+            "Action=Publish&TopicArn=arn%3Aaws%3Asns%3Aus-east-1%3A000000000000%3AProcessTopic&Message=x",
+        ));
+        let calls = p.calls(&publish);
+        assert_eq!(
+            calls,
+            [
+                ("sns:Publish".to_owned(), "!Ref ProcessTopic".to_owned()),
+                (
+                    "kms:GenerateDataKey".to_owned(),
+                    "!GetAtt TopicKey.Arn".to_owned()
+                ),
+                ("kms:Decrypt".to_owned(), "!GetAtt TopicKey.Arn".to_owned())
+            ]
+        );
+        let (action, resource) = calls.iter().find(|(a, r)| !p.allows(a, r)).unwrap();
+        let res = p.refusal(&publish, action, resource);
+        let body = String::from_utf8_lossy(res.body().bytes().unwrap_or_default()).into_owned();
+        assert!(body.contains("<Code>KMSAccessDenied</Code>"), "{body}");
+        assert!(
+            body.contains(
+                "kms:GenerateDataKey on resource: arn:aws:kms:us-east-1:000000000000:key/TopicKey"
+            ),
+            "{body}"
+        );
+        let with_key = [
+            send_only[0],
+            send_only[1],
+            ("kms:GenerateDataKey", "!GetAtt TopicKey.Arn"),
+            ("kms:Decrypt", "!GetAtt TopicKey.Arn"),
+        ];
+        let mut p = policy(&with_key);
+        p.encrypted = Template::workspace().unwrap().encrypted();
+        assert!(p.calls(&publish).iter().all(|(a, r)| p.allows(a, r)));
     }
 }

@@ -264,6 +264,28 @@ impl Template {
             .unwrap_or_default()
     }
 
+    /// The topics and queues encrypted with a KMS key of the template, as
+    /// `(resource, key)` references the way policies write them
+    /// (`!Ref ProcessTopic`, `!GetAtt RestWakeQueue.Arn`; `!GetAtt
+    /// TopicKey.Arn`).
+    pub fn encrypted(&self) -> Vec<(String, String)> {
+        let Some(resources) = self.doc.get("Resources").and_then(Value::as_object) else {
+            return Vec::new();
+        };
+        resources
+            .iter()
+            .filter_map(|(id, r)| {
+                let key = r.pointer("/Properties/KmsMasterKeyId/!Ref")?.as_str()?;
+                let reference = match r.get("Type")?.as_str()? {
+                    "AWS::SNS::Topic" => format!("!Ref {id}"),
+                    "AWS::SQS::Queue" => format!("!GetAtt {id}.Arn"),
+                    _ => return None,
+                };
+                Some((reference, format!("!GetAtt {key}.Arn")))
+            })
+            .collect()
+    }
+
     /// An event source mapping (`AWS::Lambda::EventSourceMapping`): batch
     /// size, window and filters.
     pub fn stream_source(&self, mapping: &str) -> Result<StreamSource> {

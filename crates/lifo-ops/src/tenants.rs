@@ -4,7 +4,7 @@
 //! shard), and judges flooding as the processor does
 //! ([`lifo_core::order::flooding`]), over the tasks waiting. What the
 //! processor started, and for whom, is in its EMF metrics
-//! (`FloodingTenantsShareOfStarts`, `QuietTenantsOldestAgeMs`).
+//! (`TenantStarts`, `FloodingTenantStarts`, `QuietTenantsOldestAgeMs`).
 
 use crate::{OpsError, Queue};
 use lifo_core::{Candidate, Order, priority};

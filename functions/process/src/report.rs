@@ -83,10 +83,6 @@ impl ProcessReport {
         // Fairness as SQS shows it for fair queues: how long the tenants
         // that are not flooding wait, and how much the flooding ones get.
         let fair = self.fairness.filter(|f| f.starts > 0);
-        let flooding_share: Vec<f64> = fair
-            .map(|f| 100.0 * f.flooding_starts as f64 / f.starts as f64)
-            .into_iter()
-            .collect();
         let quiet_oldest: Vec<f64> = fair
             .and_then(|f| f.quiet_oldest_age_ms)
             .map(|ms| ms as f64)
@@ -115,10 +111,13 @@ impl ProcessReport {
             // Settings process clamped to work together: SettingsClampedAlarm.
             .count("SettingsClamped", self.settings_clamped)
             .values("AgeAtStartMs", Unit::Milliseconds, &ages)
-            .values(
-                "FloodingTenantsShareOfStarts",
-                Unit::Percent,
-                &flooding_share,
+            // The flooding tenants' share of starts is their sum over the
+            // starts' sum (metric math on the dashboard): an average of
+            // each invocation's share would weigh a short one like a long one.
+            .count("TenantStarts", fair.map_or(0, |f| f.starts))
+            .count(
+                "FloodingTenantStarts",
+                fair.map_or(0, |f| f.flooding_starts),
             )
             .values("QuietTenantsOldestAgeMs", Unit::Milliseconds, &quiet_oldest)
     }
