@@ -115,3 +115,24 @@ async fn log_lines_are_json_with_the_documented_fields_and_metrics_are_valid_emf
     }
     assert_eq!(emf["TasksSucceeded"], 1.0);
 }
+
+/// The fair share's starts go out as two sums, for the dashboard to divide
+/// (an average of each invocation's share would weigh a short one like a
+/// long one), and the settings clamped as a count.
+#[test]
+fn the_flooding_share_is_two_counts_and_clamps_are_counted() {
+    let report = crate::ProcessReport {
+        fairness: Some(crate::select::fair::Fairness {
+            starts: 8,
+            flooding_starts: 3,
+            quiet_oldest_age_ms: Some(120),
+        }),
+        settings_clamped: 2,
+        ..crate::ProcessReport::default()
+    };
+    let emf = report.metrics().to_emf("LifoQueue", "stack", 1);
+    assert_eq!(emf["TenantStarts"], 8.0);
+    assert_eq!(emf["FloodingTenantStarts"], 3.0);
+    assert_eq!(emf["SettingsClamped"], 2.0);
+    assert!(emf.get("FloodingTenantsShareOfStarts").is_none(), "{emf}");
+}
