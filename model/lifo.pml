@@ -30,12 +30,13 @@
  * (then two invocations claim from one group at once), and a crashed
  * holder keeps it until it expires.
  *
- * Latest wins per key (-DSUPERSEDE): task 1 has task 0's supersedeKey, so
- * its write (one transaction) supersedes task 0 if it is PENDING, or marks
- * it if it is TAKEN; a marked task is never claimed again and is never put
- * back (a finish that would retry it, or a reader of its lapsed lease,
- * ends it SUPERSEDED). Checked: once task 1 is written, task 0 never
- * starts (until an operator redrives it).
+ * Latest wins per key (-DSUPERSEDE): task 1 has task 0's supersedeKey and
+ * was created after it, so its write (one transaction) supersedes task 0
+ * if it is PENDING, or marks it if it is TAKEN; a marked task is never
+ * claimed again and is never put back (a finish that would retry it, or a
+ * reader of its lapsed lease, ends it SUPERSEDED). Task 0's write may also
+ * land after task 1's: it is then written SUPERSEDED. Checked: once task 1
+ * is written, task 0 never starts (until an operator redrives it).
  *
  * Abstractions: time is a lease that may expire at any moment (a slow
  * worker is a worker whose lease expired); "the sweep runs every minute"
@@ -105,10 +106,22 @@ inline wake() {
 }
 
 /* create: writes PENDING tasks (claimable), one stream record each. With
-   SUPERSEDE, task 1's write is one transaction that also supersedes task 0
-   (PENDING -> SUPERSEDED, an outcome) or marks it (TAKEN). */
+   SUPERSEDE, task 1 (created after task 0, with its key) is the newer: its
+   write is one transaction that also supersedes task 0 (PENDING ->
+   SUPERSEDED, an outcome) or marks it (TAKEN). Or task 0's write is held
+   back past task 1's (a slow client, a conflict's resends): it finds the
+   key's newest newer than itself, and is written SUPERSEDED, never
+   claimable (no stream record passes the filter). */
 active proctype Producer() {
   byte t = 0;
+#ifdef SUPERSEDE
+  if
+  :: skip
+  :: atomic { created[1] = true; status[1] = PENDING; token[1] = 0; inserts++ };
+     atomic { created[0] = true; status[0] = SUPERSEDED; token[0] = 0; succ[0] = true; commits[0]++ };
+     t = TASKS
+  fi;
+#endif
   do
   :: t < TASKS -> atomic { created[t] = true; status[t] = PENDING; token[t] = 0; inserts++;
 #ifdef SUPERSEDE

@@ -5,11 +5,13 @@
 //! of 300 expired tasks that a reaper (the sweep's) and the claim reads
 //! race to shed. Tasks come in three priorities and four tenants (the
 //! fair share on). One task in five carries a `supersedeKey` (20 keys), and
-//! while the processors run a producer writes newer tasks of those keys
-//! through the same faults: once a newer task of a key is written, no older
-//! one may start. DynamoDB answers transaction conflicts as AWS does, and
-//! injects them at 5 % on the items transactions write
-//! ([`lifo_local::contention`]): none may stop a processor. Bounded in
+//! while the processors run eight producers write newer tasks of those keys
+//! at once through the same faults: once a newer task of a key (by
+//! creation) is written, no older one may start, whichever write landed
+//! first. DynamoDB answers transaction conflicts as AWS does, and injects
+//! them at 20 % on the items transactions write
+//! ([`lifo_local::contention`]): none may stop a processor, and the writes
+//! they hold back must not turn latest wins into oldest wins. Bounded in
 //! time; prints its counts. The table's stream is the independent witness
 //! of what committed.
 
@@ -33,7 +35,9 @@ const TASKS: usize = 500;
 /// Keys of the keyed tasks (one task in five of the first 500 has one).
 const KEYS: usize = 20;
 /// Newer tasks of those keys written while the processors run.
-const UPDATES: usize = 60;
+const UPDATES: usize = 160;
+/// Producers writing them at once: each round's eight writes are of one key.
+const PRODUCERS: usize = 8;
 /// The priorities, taken in turn.
 const LANES: [&str; 3] = ["high", "normal", "low"];
 /// Expired tasks present from the start: every one must end EXPIRED, shed
@@ -42,7 +46,7 @@ const BACKLOG: usize = 300;
 const FAULT_RATE: f64 = 0.05;
 /// Transaction conflicts on the items transactions write (keyed tasks and
 /// their key items), and on the transactions themselves.
-const CONFLICT_RATE: f64 = 0.05;
+const CONFLICT_RATE: f64 = 0.20;
 /// Live tasks near their deadline, in the adaptive order's run.
 const TIGHT: usize = 60;
 const LIMIT: Duration = Duration::from_secs(240);
@@ -107,6 +111,8 @@ impl Intercept for Faults {
 #[derive(Default)]
 struct Witness {
     started: Mutex<HashSet<(String, u64)>>,
+    /// When each run started, epoch ms.
+    start_times: Mutex<Vec<(String, u64)>>,
     completed: Mutex<HashSet<(String, u64)>>,
     runs: Mutex<HashMap<String, usize>>,
     stalls: AtomicUsize,
@@ -127,6 +133,9 @@ impl TaskRunner for Witness {
     async fn run(&self, task: &Task) -> RunOutcome {
         if let Ok(mut s) = self.started.lock() {
             s.insert((task.task_id.clone(), task.token));
+        }
+        if let Ok(mut s) = self.start_times.lock() {
+            s.push((task.task_id.clone(), lifo_core::now_ms()));
         }
         let expected = self
             .payloads
@@ -448,7 +457,12 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
         },
     );
     let updates: Vec<(String, String)> = (0..UPDATES)
-        .map(|i| (format!("update-{i:03}"), format!("key-{}", i % KEYS)))
+        .map(|i| {
+            (
+                format!("update-{i:03}"),
+                format!("key-{}", (i / PRODUCERS) % KEYS),
+            )
+        })
         .collect();
     for (id, key) in &updates {
         keys.insert(id.clone(), key.clone());
@@ -458,14 +472,27 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
             .unwrap();
         witness.payloads.lock().unwrap().insert(id.clone(), payload);
     }
-    let writing = updates.clone();
-    let producing = tokio::spawn(async move {
-        for (id, key) in writing {
-            tokio::time::sleep(Duration::from_millis(fastrand::u64(0..120))).await;
-            let request = serde_json::json!({"tasks": [{"taskId": id, "supersedeKey": key, "payload": {"update": id}}]});
-            while producer.handle(request.clone()).await.is_err() {}
-        }
-    });
+    // Eight clients at once, each its share in turn; when each write was
+    // answered (epoch ms).
+    let answered: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    let producer = Arc::new(producer);
+    let producing: Vec<_> = (0..PRODUCERS)
+        .map(|c| {
+            let mine: Vec<(String, String)> =
+                updates.iter().skip(c).step_by(PRODUCERS).cloned().collect();
+            let (producer, answered) = (producer.clone(), answered.clone());
+            tokio::spawn(async move {
+                for (id, key) in mine {
+                    tokio::time::sleep(Duration::from_millis(fastrand::u64(0..150))).await;
+                    let request = serde_json::json!({"tasks": [{"taskId": id, "supersedeKey": key, "payload": {"update": id}}]});
+                    while producer.handle(request.clone()).await.is_err() {}
+                    if let Ok(mut a) = answered.lock() {
+                        a.insert(id, lifo_core::now_ms());
+                    }
+                }
+            })
+        })
+        .collect();
     // The sweep's reaper, through the same faults, about once a second.
     let reaper = Store::new(ddb.clone(), &h.stack.table);
     let reaping = stop.clone();
@@ -481,7 +508,9 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
     }));
 
     let started = Instant::now();
-    producing.await.unwrap();
+    for p in producing {
+        p.await.unwrap();
+    }
     created.extend(updates.iter().map(|(id, _)| id.clone()));
     loop {
         let tasks = h.tasks().await;
@@ -532,9 +561,19 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
         }
     }
     let duplicates = outcomes.values().filter(|n| **n > 1).count();
-    // Latest wins: no task starts (a claim, a reclaim) after a newer task of
-    // its key was inserted. (DynamoDB Local's stream has one shard: its
-    // order is the order the writes committed in.)
+    // Latest wins, newer by creation (then id): no task starts (a claim, a
+    // reclaim) after a newer task of its key was inserted (DynamoDB Local's
+    // stream has one shard: its order is the order the writes committed
+    // in), nor after a newer one's create was answered.
+    let final_tasks = h.tasks().await;
+    let created_at: HashMap<&str, u64> = final_tasks
+        .iter()
+        .map(|t| (t.task_id.as_str(), t.task_created))
+        .collect();
+    let newer = |a: &str, b: &str| match (created_at.get(a), created_at.get(b)) {
+        (Some(ca), Some(cb)) => (ca, a) > (cb, b),
+        _ => false,
+    };
     let mut inserted: HashMap<&str, usize> = HashMap::new();
     for (pos, (id, old, new)) in changes.iter().enumerate() {
         if old.is_none() && new.is_some() {
@@ -542,41 +581,56 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
         }
     }
     let mut late_starts = 0;
-    let mut superseded_unstarted = 0;
+    let (mut superseded_unstarted, mut arrived_superseded) = (0, 0);
     for (pos, (id, old, new)) in changes.iter().enumerate() {
         let Some(key) = keys.get(id) else { continue };
-        if new.as_ref().is_some_and(|(ns, _)| ns == "SUPERSEDED")
-            && old.as_ref().is_some_and(|(os, _)| os == "PENDING")
-        {
-            superseded_unstarted += 1;
+        if new.as_ref().is_some_and(|(ns, _)| ns == "SUPERSEDED") {
+            match old {
+                Some((os, _)) if os == "PENDING" => superseded_unstarted += 1,
+                None => arrived_superseded += 1,
+                _ => {}
+            }
         }
         // A claim, or a reclaim (a new token: the newer task's mark keeps it).
         let start = match (old, new) {
             (Some((os, ot)), Some((ns, nt))) => ns == "TAKEN" && (os == "PENDING" || nt > ot),
             _ => false,
         };
-        let Some(&mine) = inserted.get(id.as_str()) else {
-            continue;
-        };
         if start
             && keys.iter().any(|(other, k)| {
                 k == key
-                    && inserted
-                        .get(other.as_str())
-                        .is_some_and(|&i| i > mine && i < pos)
+                    && newer(other, id)
+                    && inserted.get(other.as_str()).is_some_and(|&i| i < pos)
             })
         {
             late_starts += 1;
         }
     }
-    // Each key's newest task runs (or is shed).
+    let answered = answered.lock().map(|a| a.clone()).unwrap_or_default();
+    let start_times = witness
+        .start_times
+        .lock()
+        .map(|s| s.clone())
+        .unwrap_or_default();
+    let starts_after_answer = start_times
+        .iter()
+        .filter(|(id, at)| {
+            keys.get(id).is_some_and(|key| {
+                keys.iter().any(|(other, k)| {
+                    k == key && newer(other, id) && answered.get(other).is_some_and(|a| a < at)
+                })
+            })
+        })
+        .count();
+    // Each key's newest task (by creation) runs (or is shed).
     let newest_unrun = (0..KEYS)
         .filter_map(|k| {
             let key = format!("key-{k}");
             keys.iter()
                 .filter(|(_, kk)| **kk == key)
-                .max_by_key(|(id, _)| inserted.get(id.as_str()).copied().unwrap_or(0))
-                .map(|(id, _)| id.clone())
+                .map(|(id, _)| id)
+                .max_by_key(|id| (created_at.get(id.as_str()).copied(), id.as_str()))
+                .cloned()
         })
         .filter(|id| !outcomes.contains_key(id.as_str()) || ended_superseded(&changes, id))
         .count();
@@ -610,7 +664,6 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
                 .count()
         })
         .unwrap_or(0);
-    let final_tasks = h.tasks().await;
     let lost = created
         .iter()
         .filter(|id| {
@@ -665,7 +718,9 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
          stuck {stuck}, duplicates {duplicates}, stale commits {stale_commits}, lost {lost}, \
          backlog {BACKLOG}: shed {shed} (twice {shed_twice}, run {backlog_run}), \
          runs without their payload {}, keyed {} (superseded before a start {superseded_unstarted}, \
-         starts after a newer write {late_starts}, newest not run {newest_unrun}), \
+         written superseded behind a newer write {arrived_superseded}, starts after a newer write \
+         {late_starts}, starts after a newer write was answered {starts_after_answer}, newest not run \
+         {newest_unrun}), \
          order {order}: near their deadline {} (ran {tight_ran}, shed {tight_shed}), deadline-lane claims {}, in {:.1} s",
         injected.load(Ordering::Relaxed),
         conflicts,
@@ -692,6 +747,10 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
         late_starts, 0,
         "no task starts after a newer task of its key"
     );
+    assert_eq!(
+        starts_after_answer, 0,
+        "no task starts after a newer task of its key was answered"
+    );
     assert_eq!(newest_unrun, 0, "each key's newest task runs");
     assert!(superseded_unstarted > 0, "keys were superseded");
     assert_eq!(stuck, 0, "no task stays TAKEN");
@@ -701,7 +760,7 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
         "no outcome is committed with another claim's token"
     );
     assert_eq!(
-        outcomes.len() - tight_ran + superseded_unstarted,
+        outcomes.len() - tight_ran + superseded_unstarted + arrived_superseded,
         TASKS + UPDATES,
         "the stream shows one outcome per task (or its supersede before a start)"
     );

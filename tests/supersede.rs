@@ -20,6 +20,18 @@ fn task<'a>(tasks: &'a [Task], id: &str) -> &'a Task {
         .unwrap_or_else(|| panic!("no task {id}: {tasks:#?}"))
 }
 
+/// What one process invocation (4 slots, runs of no time) claims, sorted.
+async fn claimed_in_one_run(h: &Harness) -> Vec<String> {
+    let report = h
+        .processor(4, Duration::ZERO, Duration::from_secs(5))
+        .handle(&process::Wakeups::one(), deadline())
+        .await
+        .unwrap();
+    let mut claimed = report.claimed.clone();
+    claimed.sort();
+    claimed
+}
+
 fn starts(t: &Task) -> usize {
     t.history
         .iter()
@@ -63,13 +75,7 @@ async fn a_newer_task_supersedes_the_pending_one_and_only_the_newest_runs() {
     }
     assert_eq!(task(&tasks, "ip-3").task_status, TaskStatus::Pending);
 
-    let report = h
-        .processor(4, Duration::ZERO, Duration::from_secs(5))
-        .handle(&process::Wakeups::one(), deadline())
-        .await
-        .unwrap();
-    let mut claimed = report.claimed.clone();
-    claimed.sort();
+    let claimed = claimed_in_one_run(&h).await;
     assert_eq!(
         claimed,
         ["ip-3", "other", "plain"],
@@ -407,4 +413,103 @@ async fn a_keyed_write_costs_a_transaction_and_a_plain_task_still_six_units() {
     // (4) and the key item (2); superseding adds the older task's item, its
     // claimable index entry out and its superseded index entry in (6).
     assert_eq!((new_key, superseding, read), (6.0, 12.0, 1.0));
+}
+
+/// A keyed task whose write is held back past a newer task of its key (a
+/// slow client, a transaction conflict's resends) does not supersede it: it
+/// is written SUPERSEDED at once, by the newer one, which stays the key's
+/// newest and runs. Newer is decided by creation, then id, whatever order
+/// the writes land in; a key item from before `latestCreated` is judged by
+/// its task's own creation (issue 50, item 7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_held_back_past_a_newer_one_of_its_key_ends_superseded_at_once() {
+    let h = Harness::start(1).await;
+    let now = now_ms();
+    let keyed = |id: &str, key: &str, created: u64| {
+        let mut t = Task::new_pending(id.into(), Default::default(), created, 3600, 1);
+        t.supersede_key = Some(key.into());
+        t
+    };
+    // The newer (created 50 ms later) lands first.
+    let newer = h
+        .store
+        .put_keyed(&keyed("c5-5-49", "c5-5", now + 50))
+        .await
+        .unwrap();
+    assert!(newer.created && newer.superseded.is_none());
+    let older = h
+        .store
+        .put_keyed(&keyed("c5-5-47", "c5-5", now))
+        .await
+        .unwrap();
+    assert!(older.created);
+    assert_eq!(older.arrived_superseded_by.as_deref(), Some("c5-5-49"));
+    assert_eq!(older.superseded, None, "the newer task is left alone");
+    // A resend of the held-back write changes nothing.
+    let again = h
+        .store
+        .put_keyed(&keyed("c5-5-47", "c5-5", now))
+        .await
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!(
+        h.store.latest_of_key("c5-5").await.unwrap().as_deref(),
+        Some("c5-5-49")
+    );
+    // The same creation: the greater id is the newer.
+    h.store
+        .put_keyed(&keyed("tie-b", "tie", now))
+        .await
+        .unwrap();
+    let tie = h
+        .store
+        .put_keyed(&keyed("tie-a", "tie", now))
+        .await
+        .unwrap();
+    assert_eq!(tie.arrived_superseded_by.as_deref(), Some("tie-b"));
+
+    // A key item written before `latestCreated`: its task says when.
+    h.store
+        .put_if_absent(&keyed("old-new", "legacy", now + 50))
+        .await
+        .unwrap();
+    h.stack
+        .ddb
+        .put_item()
+        .table_name(&h.stack.table)
+        .item(
+            "taskId",
+            aws_sdk_dynamodb::types::AttributeValue::S("#key-legacy".into()),
+        )
+        .item(
+            "latest",
+            aws_sdk_dynamodb::types::AttributeValue::S("old-new".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let legacy = h
+        .store
+        .put_keyed(&keyed("old-old", "legacy", now))
+        .await
+        .unwrap();
+    assert_eq!(legacy.arrived_superseded_by.as_deref(), Some("old-new"));
+
+    let tasks = h.tasks().await;
+    for (id, by) in [
+        ("c5-5-47", "c5-5-49"),
+        ("tie-a", "tie-b"),
+        ("old-old", "old-new"),
+    ] {
+        let t = task(&tasks, id);
+        assert_eq!(t.task_status, TaskStatus::Superseded, "{t:#?}");
+        assert_eq!(t.superseded_by.as_deref(), Some(by));
+        assert_eq!(t.claimable_at, None, "{id} never entered the index");
+    }
+    let claimed = claimed_in_one_run(&h).await;
+    assert_eq!(
+        claimed,
+        ["c5-5-49", "old-new", "tie-b"],
+        "only the newest of each key runs"
+    );
 }

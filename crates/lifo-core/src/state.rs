@@ -23,7 +23,9 @@
 //!
 //!   PENDING --- supersede (a newer task with its key is written) ---> SUPERSEDED
 //!   TAKEN, marked by that write --- end superseded ---------------->    ^
-//!        (instead of a retry, a reclaim, or after its lease lapsed)
+//!        (instead of a retry, a reclaim, or after its lease lapsed)     |
+//!   a keyed write held back past a newer task of its key ---------------+
+//!        (written SUPERSEDED: it is never PENDING)
 //!
 //!   delete (operator): any task, except TAKEN under a live lease
 //! ```
@@ -46,8 +48,10 @@
 //! transaction (supersede). If that task was TAKEN, the write marks it
 //! instead (`supersededBy`): its run goes on and its success or failure
 //! stands, but it never starts again: its retry, or the reclaim of its
-//! lapsed lease, becomes the end superseded move. So once the newer task
-//! is written, the older one never starts.
+//! lapsed lease, becomes the end superseded move. Which task is newer is
+//! decided by creation (then id): an older task whose write lands after a
+//! newer one's is written SUPERSEDED. So once the newer task is written,
+//! the older one never starts.
 //!
 //! The processor's outcomes are final: SUCCESS, FAILURE, CANCELLED,
 //! EXPIRED and SUPERSEDED take no processor move. An operator may *redrive* a FAILURE or
@@ -401,12 +405,20 @@ mod tests {
             // (which a mutant of `may_shed` would shed).
             moves in proptest::collection::vec((0usize..=SUCCESSOR, proptest::bool::weighted(0.15), proptest::bool::weighted(0.15)), 0..100),
             scheduled in any::<bool>(),
+            // The task's write was held back past a newer task of its key.
+            late in any::<bool>(),
         ) {
             let start = if scheduled { Scheduled } else { Pending };
             let mut m = Model {
                 exists: true, status: start, token: 0, attempts: 0, lease_live: false,
                 expired: false, outcomes: 0, epochs: 0, successor: false, marked: false,
             };
+            if late && !scheduled {
+                // Written SUPERSEDED: its one outcome, and a successor.
+                m.status = Superseded;
+                m.successor = true;
+                m.outcomes = 1;
+            }
             for (i, lapse, expire) in moves {
                 if lapse { m.lease_live = false; }
                 if expire { m.expired = true; }

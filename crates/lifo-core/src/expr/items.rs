@@ -80,19 +80,25 @@ pub fn nudge(now_ms: u64) -> Expr {
 }
 
 /// The key item (`#key-<supersedeKey>`) names `latest` as the key's newest
-/// task: only if it still names `prev` (or, with none, does not exist yet),
-/// so two creates of one key at once cannot both win (the loser reads it
-/// again). Deleted with the newest task (`ttl`).
-pub fn point_key(latest: &str, prev: Option<&str>, delete_at: u64) -> Expr {
+/// task, created at `created` (epoch ms): only if it still names `prev`
+/// (or, with none, does not exist yet), so two creates of one key at once
+/// cannot both win (the loser reads it again). Deleted with the newest task
+/// (`ttl`).
+pub fn point_key(latest: &str, created: u64, prev: Option<&str>, delete_at: u64) -> Expr {
     let mut e = Expr {
-        main: "SET #latest = :latest, #ttl = :ttl".to_owned(),
+        main: "SET #latest = :latest, #latestCreated = :created, #ttl = :ttl".to_owned(),
         condition: "attribute_not_exists(#taskId)".to_owned(),
         names: BTreeMap::from([
             ("#latest", attr::LATEST),
+            ("#latestCreated", attr::LATEST_CREATED),
             ("#ttl", attr::DELETE_AT),
             ("#taskId", attr::TASK_ID),
         ]),
-        values: BTreeMap::from([(":latest", s(latest)), (":ttl", n(delete_at))]),
+        values: BTreeMap::from([
+            (":latest", s(latest)),
+            (":created", n(created)),
+            (":ttl", n(delete_at)),
+        ]),
     };
     if let Some(prev) = prev {
         e.condition = "#latest = :prev".to_owned();
@@ -175,15 +181,21 @@ mod tests {
 
     #[test]
     fn the_key_item_moves_to_the_newest_task_only_from_the_one_its_writer_read() {
-        let e = point_key("task-2", None, 1_797_000_000);
-        assert_eq!(e.main, "SET #latest = :latest, #ttl = :ttl");
+        let e = point_key("task-2", 1_700_000_000_123, None, 1_797_000_000);
+        assert_eq!(
+            e.main,
+            "SET #latest = :latest, #latestCreated = :created, #ttl = :ttl"
+        );
         assert_eq!(e.condition, "attribute_not_exists(#taskId)");
-        assert_eq!(names(&e), "#latest=latest #taskId=taskId #ttl=ttl");
-        let e = point_key("task-2", Some("task-1"), 1_797_000_000);
+        assert_eq!(
+            names(&e),
+            "#latest=latest #latestCreated=latestCreated #taskId=taskId #ttl=ttl"
+        );
+        let e = point_key("task-2", 1_700_000_000_123, Some("task-1"), 1_797_000_000);
         assert_eq!(e.condition, "#latest = :prev");
         assert_eq!(
             values(&e),
-            ":latest=S:task-2 :prev=S:task-1 :ttl=N:1797000000"
+            ":created=N:1700000000123 :latest=S:task-2 :prev=S:task-1 :ttl=N:1797000000"
         );
     }
 

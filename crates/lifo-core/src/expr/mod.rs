@@ -55,6 +55,9 @@ pub mod attr {
     pub const SUPERSEDED_AT: &str = "supersededAt";
     /// The key item's newest task id.
     pub const LATEST: &str = "latest";
+    /// The key item's newest task's creation, epoch ms: with the id, the
+    /// order latest wins by ([`crate::store::supersede`]).
+    pub const LATEST_CREATED: &str = "latestCreated";
     pub const PRIORITY_SHIFT: &str = "laneShift";
     pub const TENANT: &str = "tenant";
 }
@@ -428,8 +431,8 @@ mod tests {
             ("nudge".into(), nudge(NOW)),
             ("take group".into(), take_group(NOW, NOW, "o")),
             ("mark superseded".into(), mark_superseded("b", "k")),
-            ("point key".into(), point_key("b", None, 1)),
-            ("point key again".into(), point_key("b", Some("a"), 1)),
+            ("point key".into(), point_key("b", 2, None, 1)),
+            ("point key again".into(), point_key("b", 2, Some("a"), 1)),
             ("release group".into(), release_group(1)),
         ]);
         for (what, e) in all {

@@ -117,8 +117,10 @@ pub struct CreateResponse {
     /// Producer-supplied ids that already existed (nothing written for them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub existing: Vec<String>,
-    /// Earlier tasks with the same `supersedeKey` that this request's
-    /// tasks superseded (they will never start).
+    /// Tasks with the same `supersedeKey` that this request's writes ended
+    /// SUPERSEDED (they will never start): earlier ones its tasks
+    /// superseded, and its own tasks that arrived after a newer one of
+    /// their key (also in `created`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub superseded: Vec<String>,
 }
@@ -325,6 +327,12 @@ impl Creator {
                 tracing::info!(event = "task.superseded", taskId = %old, supersededBy = %id,
                     key = p.task.supersede_key.as_deref().unwrap_or(""));
                 response.superseded.push(old);
+            }
+            if let Some(newer) = keyed.arrived_superseded_by {
+                tracing::info!(event = "task.superseded_on_arrival", taskId = %id, supersededBy = %newer,
+                    key = p.task.supersede_key.as_deref().unwrap_or(""),
+                    "a newer task of its key was written first; this one never starts");
+                response.superseded.push(id.clone());
             }
             if let Some(old) = keyed.marked {
                 tracing::info!(event = "task.marked_superseded", taskId = %old, supersededBy = %id,

@@ -135,6 +135,7 @@ impl Creator {
                     ));
                 }
                 let mut seen = HashSet::new();
+                let mut key_order: std::collections::HashMap<String, u64> = Default::default();
                 let mut planned = Vec::with_capacity(specs.len());
                 for (i, spec) in specs.into_iter().enumerate() {
                     let size = serde_json::to_vec(&spec.payload).map_or(usize::MAX, |v| v.len());
@@ -161,7 +162,18 @@ impl Creator {
                         }
                         None => new_task_id(),
                     };
-                    let mut task = Task::new_pending(id, spec.payload, now, ttl, shards)
+                    // Tasks of one key in one request: a millisecond apart
+                    // in request order, so the last is the newest (latest
+                    // wins by creation, `lifo_core::store::supersede`).
+                    let created = match &spec.supersede_key {
+                        Some(key) => {
+                            let n = key_order.entry(key.clone()).or_default();
+                            *n += 1;
+                            now + (*n - 1)
+                        }
+                        None => now,
+                    };
+                    let mut task = Task::new_pending(id, spec.payload, created, ttl, shards)
                         .with_retention(self.config.retention_seconds);
                     if let Some(user) = spec.user_id {
                         check_id(&user).map_err(|m| invalid(format!("tasks[{i}].userId"), m))?;
