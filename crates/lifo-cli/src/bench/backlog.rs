@@ -7,7 +7,10 @@
 //! - then, with the backlog shed: read units per successful task to run 10
 //!   live tasks, the latency of a refill (one read of the shard's head),
 //!   and the read units of one sweep run; each against the row without a
-//!   backlog.
+//!   backlog;
+//! - and with the backlog expired but not yet swept (no sweep has run since
+//!   it expired): read units per success to run [`UNSWEPT_LIVE`] live tasks
+//!   over it, against the row without a backlog.
 
 use super::part::{BenchArgs, Line, Report};
 use lifo_core::{Op, Order, Task, now_ms};
@@ -22,6 +25,48 @@ use std::time::Instant;
 const LIVE: usize = 100;
 /// Refills timed per measurement (the median is reported).
 const REFILLS: usize = 21;
+
+/// Live tasks run over a backlog expired but not yet swept: what a quiet
+/// queue gets after an overload.
+pub const UNSWEPT_LIVE: usize = 10;
+
+/// What running live tasks over an unswept backlog cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnsweptRow {
+    pub backlog: usize,
+    pub read_units_per_success: f64,
+    pub read_requests: u64,
+    pub succeeded: usize,
+}
+
+/// Runs [`UNSWEPT_LIVE`] live tasks over `backlog` tasks that expired and
+/// that no sweep has shed.
+pub async fn measure_unswept(backlog: usize) -> anyhow::Result<UnsweptRow> {
+    let stack = LocalStack::start().await?;
+    expired_backlog(&stack, backlog).await?;
+    let live: Vec<Task> = (0..UNSWEPT_LIVE)
+        .map(|i| {
+            let payload = json!({"live": i}).as_object().cloned().unwrap_or_default();
+            Task::new_pending(format!("live-{i}"), payload, now_ms() + i as u64, 3600, 1)
+        })
+        .collect();
+    stack.store().put_new(&live).await?;
+    let drain_store = stack.store().with_fresh_meter();
+    let succeeded = super::part::drain(&stack, drain_store.clone(), UNSWEPT_LIVE, |c| {
+        ProcessConfig {
+            shard_count: 1,
+            ..c
+        }
+    })
+    .await?;
+    let reads = drain_store.meter().spent(Op::Read);
+    Ok(UnsweptRow {
+        backlog,
+        read_units_per_success: reads.units / succeeded.max(1) as f64,
+        read_requests: reads.requests,
+        succeeded,
+    })
+}
 
 /// What one backlog size measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +83,7 @@ pub struct BacklogRow {
 }
 
 /// `n` tasks of one shard that expired a minute ago, never started.
-async fn expired_backlog(stack: &LocalStack, n: usize) -> anyhow::Result<()> {
+pub async fn expired_backlog(stack: &LocalStack, n: usize) -> anyhow::Result<()> {
     let created = now_ms() - 120_000;
     let payload = json!({"n": 1}).as_object().cloned().unwrap_or_default();
     let tasks: Vec<Task> = (0..n)
@@ -189,5 +234,49 @@ pub(super) async fn shed_backlog(args: &BenchArgs) -> anyhow::Result<Report> {
         }
     }
     out.figures.insert("shedBacklog".into(), json!(rows));
+
+    // The same backlogs expired but not yet swept.
+    let mut unswept = Vec::new();
+    let mut floor: Option<UnsweptRow> = None;
+    let mut others: Vec<UnsweptRow> = Vec::new();
+    for backlog in &args.backlogs {
+        eprintln!("bench: {backlog} expired, not yet swept, under {UNSWEPT_LIVE} live tasks");
+        let row = measure_unswept(*backlog).await?;
+        if floor.is_none() {
+            floor = Some(row.clone());
+        } else {
+            others.push(row.clone());
+        }
+        unswept.push(json!({
+            "backlog": row.backlog, "readUnitsPerSuccess": row.read_units_per_success,
+            "readRequests": row.read_requests, "succeeded": row.succeeded,
+        }));
+    }
+    // Flat in the backlog: the rows with a backlog within 1.2× of one
+    // another (the row without one reads an empty index).
+    let (lo, hi) = others.iter().fold((f64::MAX, 0.0f64), |(lo, hi), r| {
+        (
+            lo.min(r.read_units_per_success),
+            hi.max(r.read_units_per_success),
+        )
+    });
+    for row in floor.iter().chain(&others) {
+        out.lines.push(Line {
+            measure: format!(
+                "{} expired, not yet swept, in one shard: read units per success of {UNSWEPT_LIVE} live tasks",
+                row.backlog
+            ),
+            result: format!(
+                "{:.2} ({} read requests, {} succeeded)",
+                row.read_units_per_success, row.read_requests, row.succeeded
+            ),
+            target: "flat in the backlog: within 1.2× across backlogs, ≤ 1.40".into(),
+            met: (row.backlog > 0).then_some(
+                row.read_units_per_success <= 1.40 && (others.len() < 2 || hi <= lo * 1.2),
+            ),
+            flags: format!(" --backlogs {}", row.backlog),
+        });
+    }
+    out.figures.insert("unsweptBacklog".into(), json!(unswept));
     Ok(out)
 }

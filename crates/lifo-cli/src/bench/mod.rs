@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 
 mod api;
-mod backlog;
+pub mod backlog;
 mod binaries;
 mod overload;
 mod part;

@@ -99,6 +99,7 @@ impl Store {
             self.meter.record(Op::Read, out.consumed_capacity());
             pages += 1;
             let mut expired = Vec::new();
+            let read = out.items.as_ref().map_or(0, Vec::len);
             for item in out.items.unwrap_or_default() {
                 match serde_dynamo::from_item::<_, Candidate>(item) {
                     Ok(c) if sheddable(&c, now_ms) => expired.push(c),
@@ -106,6 +107,11 @@ impl Store {
                     Err(e) => tracing::warn!(shard, error = %e, "skipping malformed index entry"),
                 }
             }
+            // Most of the page expired: below it lies a shed backlog, the
+            // sweep's to shed. Reading on to fill the page would read (and
+            // shed) that backlog on every refill, so that reads grow with
+            // what expired; a page at most is read into it.
+            let into_backlog = expired.len() * 2 > read;
             if !expired.is_empty() {
                 let (shed, _) = self.shed_all(expired, now_ms).await?;
                 self.shed_by_reads
@@ -121,12 +127,13 @@ impl Store {
                 .and_then(|v| v.as_n().ok())
                 .and_then(|n| n.parse::<i64>().ok())
                 .map(priority::at_ms);
-            // Half a page is enough to go on with: the rest of the shard
-            // is the next refill's (the head counts as cut short). A
-            // second page for the running tasks a page met would double
-            // every read. With `since_ms`, not before the read reached it.
+            // Half a page is enough to go on with, and so is a page that
+            // ran into a shed backlog: the rest of the shard is the next
+            // refill's (the head counts as cut short). A second page for
+            // the running tasks a page met would double every read. With
+            // `since_ms`, not before the read reached it.
             let reached = since_ms.is_none_or(|since| reached_ms.is_some_and(|at| at <= since));
-            if (found.len() >= want.div_ceil(2) && reached)
+            if (reached && (found.len() >= want.div_ceil(2) || into_backlog))
                 || start.is_none()
                 || pages >= CLAIM_READ_PAGES
             {
