@@ -363,6 +363,17 @@ impl Template {
         }
     }
 
+    /// A numeric parameter's bounds, `MinValue..=MaxValue`.
+    pub fn parameter_range(&self, name: &str) -> Result<std::ops::RangeInclusive<u64>> {
+        let bound = |key: &str| {
+            self.doc
+                .pointer(&format!("/Parameters/{name}/{key}"))
+                .and_then(Value::as_u64)
+                .with_context(|| format!("parameter {name} has no {key}"))
+        };
+        Ok(bound("MinValue")?..=bound("MaxValue")?)
+    }
+
     /// Every (action, resource) a function's inline policies allow, with
     /// CloudFormation references rendered (`!GetAtt QueueTable.Arn`). A
     /// policy that is not an inline statement list (a managed policy or a
