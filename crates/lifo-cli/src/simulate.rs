@@ -33,8 +33,9 @@ pub struct SimulateArgs {
     /// Tasks the downstream runs at once.
     #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
     pub capacity: usize,
-    /// Downstream time per task, milliseconds.
-    #[arg(long, default_value_t = 500)]
+    /// Downstream time per task, milliseconds (0 to 240000, the template's
+    /// RunnerLatencyMs bounds).
+    #[arg(long, default_value_t = 500, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(lifo_lambda::config::bounds::RUNNER_LATENCY_MS))]
     pub latency_ms: u64,
     /// Task time to live, seconds: not started by then, a task is shed.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -46,8 +47,9 @@ pub struct SimulateArgs {
     /// --load: at each load, for each of --seeds).
     #[arg(long)]
     pub compare: bool,
-    /// Seed of the arrival sequence.
-    #[arg(long, default_value_t = 1)]
+    /// Seed of the arrival sequence (0 to 4294967295: with --seeds, the
+    /// seeds that follow it stay in range).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=u64::from(u32::MAX)))]
     pub seed: u64,
     /// Seeds to run, from --seed on (a mix): the figures of each, with
     /// their median and worst.

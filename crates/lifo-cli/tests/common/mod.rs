@@ -140,3 +140,9 @@ impl Drop for Terminate {
         }
     }
 }
+
+/// The `lifo` binary a probe runs: `LIFO_BIN` when set (a release build:
+/// `make bench` makes target/release/lifo), else [`LIFO`].
+pub fn lifo_bin() -> std::path::PathBuf {
+    std::env::var_os("LIFO_BIN").map_or_else(|| LIFO.into(), Into::into)
+}
