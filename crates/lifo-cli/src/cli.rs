@@ -266,6 +266,10 @@ pub enum LocalCommand {
         /// local issuer's tokens, printed at start) or `none` (anyone on loopback).
         #[arg(long, value_enum, default_value = "iam", requires = "api")]
         api_auth: crate::local::ApiAuth,
+        /// The SAM template the stack is built from (its table, topics, settings, timeouts
+        /// and each function's IAM policy); default: the workspace's template.yaml.
+        #[arg(long, value_name = "FILE")]
+        template: Option<std::path::PathBuf>,
     },
     /// Run one function's real binary on an event under AWS's Lambda Runtime Interface Emulator
     /// (what `sam local invoke` runs inside its container), against a fresh local stack, with
@@ -283,6 +287,10 @@ pub enum LocalCommand {
         /// Where the function binaries are (`cargo build --bins` puts them in target/debug).
         #[arg(long, value_name = "DIR", default_value = "target/debug")]
         bin_dir: std::path::PathBuf,
+        /// The SAM template the stack, the function's environment and its IAM policy come
+        /// from; default: the workspace's template.yaml.
+        #[arg(long, value_name = "FILE")]
+        template: Option<std::path::PathBuf>,
     },
 }
 

@@ -40,6 +40,7 @@ async fn main() -> std::process::ExitCode {
             api,
             api_listen,
             api_auth,
+            template,
         }) => lifo_cli::local::up(lifo_cli::local::UpOptions {
             ui: ui.then_some(*ui_listen),
             api: api.then_some((*api_listen, *api_auth)),
@@ -51,6 +52,7 @@ async fn main() -> std::process::ExitCode {
             retry_backoff: Duration::from_secs(pacing.retry_backoff),
             tenant_max_in_flight: pacing.tenant_max_in_flight(),
             order: *order,
+            template: template.clone(),
         })
         .await
         .map(|()| None)
@@ -59,7 +61,8 @@ async fn main() -> std::process::ExitCode {
             function,
             event,
             bin_dir,
-        }) => lifo_cli::local::invoke(*function, event, bin_dir)
+            template,
+        }) => lifo_cli::local::invoke(*function, event, bin_dir, template.as_deref())
             .await
             .map(Some)
             .map_err(|e| once(&*e)),

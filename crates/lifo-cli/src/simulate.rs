@@ -95,13 +95,19 @@ pub struct SimulateArgs {
     pub plot: PathBuf,
     #[command(flatten)]
     pub pacing: crate::pacing::Pacing,
+    /// The SAM template each run's stack is built from (its table,
+    /// topics, settings and IAM policies); default: the workspace's
+    /// template.yaml.
+    #[arg(long, value_name = "FILE")]
+    pub template: Option<PathBuf>,
 }
 
 impl SimulateArgs {
     pub fn workload(&self, shards: u32) -> anyhow::Result<Workload> {
+        let template = lifo_local::Template::load_or_workspace(self.template.as_deref())?;
         let budget = match self.budget {
             Some(b) => b,
-            None => lifo_local::Template::workspace()?
+            None => template
                 .parameter_default("TimeBudgetSeconds")?
                 .parse()
                 .context("TimeBudgetSeconds")?,
@@ -125,6 +131,10 @@ impl SimulateArgs {
             fair_share: true,
             tenant_max_in_flight: self.pacing.tenant_max_in_flight(),
             warm_up: Duration::from_secs(self.warm_up_seconds),
+            template: self
+                .template
+                .is_some()
+                .then(|| std::sync::Arc::new(template)),
         })
     }
 

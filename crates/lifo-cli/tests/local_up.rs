@@ -99,14 +99,7 @@ fn local_up_serves_until_sigterm_then_stops_its_servers() {
     assert!(status.success(), "{status:?}");
     let rest: Vec<String> = rx.try_iter().collect();
     assert!(rest.iter().any(|l| l == "stopped"), "{rest:?}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pids.iter().any(|p| alive(*p)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(
-        pids.iter().all(|p| !alive(*p)),
-        "servers left running: {pids:?}"
-    );
+    servers_gone(&pids);
 }
 
 /// `n` tasks written straight to the table at `endpoint`, named by `id`.
@@ -201,14 +194,7 @@ fn local_up_killed_with_sigkill_leaves_no_server_and_resumes_from_its_data_dir()
         .unwrap();
     assert!(kill.success());
     let _ = first.0.wait();
-    let until = Instant::now() + Duration::from_secs(10);
-    while pids.iter().any(|p| alive(*p)) && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        pids.iter().all(|p| !alive(*p)),
-        "servers outlived a kill -9 of their parent: {pids:?}"
-    );
+    servers_gone(&pids);
 
     // Restart on the same data: every queued task ends SUCCESS.
     let (mut second, rx, lines) = local_up(&args, &envs);
@@ -250,11 +236,7 @@ fn local_up_killed_with_sigkill_leaves_no_server_and_resumes_from_its_data_dir()
     assert!(term.success());
     assert!(second.0.wait().unwrap().success());
     assert!(rx.try_iter().any(|l| l == "stopped"));
-    let until = Instant::now() + Duration::from_secs(10);
-    while pids.iter().any(|p| alive(*p)) && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(pids.iter().all(|p| !alive(*p)), "{pids:?}");
+    servers_gone(&pids);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -290,12 +272,44 @@ fn local_up_exits_within_ten_seconds_of_sigterm_with_tasks_in_flight() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
+    let (_, _, rest) = sigterm(&mut child, &rx);
+    assert!(
+        rest.iter().any(|l| l.starts_with(
+            "stopping: claiming nothing more; waiting up to 5 s for 3 running task(s)"
+        )),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("put back 3 running task(s), their attempt given back")),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter()
+            .any(|l| l == "of the 3 running, 0 finished and 3 were put back"),
+        "{rest:?}"
+    );
+    servers_gone(&pids);
+    // Nothing held: the table on disk has no TAKEN task, and the three
+    // put back cost no attempt (issue 51: the history showed PENDING "lifo
+    // local up stopped…", then TAKEN attempt 2).
+    let tasks = kept_in(&rt, &dir.join("ddb"));
+    assert_eq!(tasks.len(), 5);
+    assert_eq!(put_back_unheld(&tasks), 3, "{tasks:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Sends SIGTERM to `lifo local up` (from here: no `kill` process in
+/// between) and checks it exits successfully within 10 s (`docker stop`'s
+/// grace): when the signal was sent by (epoch ms), how long the exit took,
+/// and the lines it printed since `rx` was last read.
+fn sigterm(
+    child: &mut Terminate,
+    rx: &std::sync::mpsc::Receiver<String>,
+) -> (u64, Duration, Vec<String>) {
+    assert_eq!(unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) }, 0);
+    let signalled = lifo_core::now_ms();
     let asked = Instant::now();
-    let term = Command::new("kill")
-        .args(["-TERM", &child.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
     let status = child.0.wait().unwrap();
     let took = asked.elapsed();
     assert!(status.success(), "{status:?}");
@@ -303,38 +317,186 @@ fn local_up_exits_within_ten_seconds_of_sigterm_with_tasks_in_flight() {
         took < Duration::from_secs(10),
         "exited {took:?} after SIGTERM"
     );
-    let rest: Vec<String> = rx.try_iter().collect();
-    assert!(
-        rest.iter()
-            .any(|l| l.starts_with("stopping: no new invocations; waiting up to 5 s for")),
-        "{rest:?}"
-    );
-    assert!(
-        rest.iter()
-            .any(|l| l.contains("put back 3 running task(s)")),
-        "{rest:?}"
-    );
+    (signalled, took, rx.try_iter().collect())
+}
+
+/// Waits up to 10 s for the servers `pids` to end, and fails if one runs.
+fn servers_gone(pids: &[u32]) {
     let until = Instant::now() + Duration::from_secs(10);
     while pids.iter().any(|p| alive(*p)) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(pids.iter().all(|p| !alive(*p)), "servers left: {pids:?}");
-    // Nothing held: the table on disk has no TAKEN task.
+}
+
+/// The tasks a stopped `lifo local up` left in its `--data-dir`.
+fn kept_in(rt: &tokio::runtime::Runtime, data: &std::path::Path) -> Vec<lifo_core::Task> {
     rt.block_on(async {
         let stack = lifo_local::LocalStack::start_with(lifo_local::stack::StackOptions {
-            data_dir: Some(dir.join("ddb")),
+            data_dir: Some(data.to_owned()),
             ..Default::default()
         })
         .await
         .unwrap();
-        let tasks = stack.scan_tasks().await.unwrap();
-        assert_eq!(tasks.len(), 5);
-        let held: Vec<&str> = tasks
-            .iter()
-            .filter(|t| t.task_status == lifo_core::TaskStatus::Taken)
-            .map(|t| t.task_id.as_str())
-            .collect();
-        assert!(held.is_empty(), "held after the stop: {held:?}");
+        stack.scan_tasks().await.unwrap()
+    })
+}
+
+/// Checks that no task of `tasks` is held (TAKEN) and that each one the
+/// stop put back is PENDING with its attempt given back; how many it put
+/// back.
+fn put_back_unheld(tasks: &[lifo_core::Task]) -> usize {
+    let held: Vec<&str> = tasks
+        .iter()
+        .filter(|t| t.task_status == lifo_core::TaskStatus::Taken)
+        .map(|t| t.task_id.as_str())
+        .collect();
+    assert!(held.is_empty(), "held after the stop: {held:?}");
+    let put_back: Vec<&lifo_core::Task> = tasks
+        .iter()
+        .filter(|t| put_back_entry(t).is_some())
+        .collect();
+    for t in &put_back {
+        assert_eq!(
+            (t.task_status, t.attempts),
+            (lifo_core::TaskStatus::Pending, 0),
+            "{t:?}"
+        );
+        assert_eq!(put_back_entry(t).map(|e| e.attempt), Some(0), "{t:?}");
+    }
+    put_back.len()
+}
+
+/// The history entry of a task `lifo local up` put back when it stopped.
+fn put_back_entry(t: &lifo_core::Task) -> Option<&lifo_core::HistoryEntry> {
+    t.history.iter().find(|e| {
+        e.status == lifo_core::TaskStatus::Pending
+            && e.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("lifo local up stopped"))
+    })
+}
+
+/// A number printed before `after` in `line` (`… for 3 running task(s)`).
+fn number_before(line: &str, after: &str) -> usize {
+    line.split(after)
+        .next()
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number before {after:?} in {line:?}"))
+}
+
+/// A graceful stop (issue 51): 60 tasks of 1 s, three at a time, and
+/// SIGTERM mid-run. No claim follows the signal (15 did, within the grace);
+/// what runs finishes within the grace, or is put back with its attempt
+/// given back; the process exits within 10 s; the counts it prints are the
+/// table's. Started without AWS_REGION: nothing on stderr before the
+/// banner (three IMDS warnings of several kilobytes each were).
+#[test]
+fn a_graceful_stop_claims_nothing_more_and_lets_what_runs_finish() {
+    let dir = scratch("graceful");
+    let data = dir.join("ddb");
+    let mut cmd = Command::new(lifo_bin());
+    cmd.env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
+        .env_remove("RUST_LOG")
+        .env("RUNNER_LATENCY_MS", "1000")
+        .env("RUNNER_MAX_CONCURRENCY", "3")
+        .stderr(std::process::Stdio::piped());
+    let (mut child, rx, lines) = local_up_as(cmd, &["--data-dir", data.to_str().unwrap()]);
+    let stderr = child.0.stderr.take().unwrap();
+    let noise = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
     });
+    assert!(
+        lines.iter().any(
+            |l| l == "region          us-east-1 (the local stack's own; AWS_REGION is not set)"
+        ),
+        "{lines:?}"
+    );
+    let pids: Vec<u32> = lines.iter().filter_map(|l| pid_in(l)).collect();
+    let endpoint = endpoint_in(&lines);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        put_tasks(&endpoint, 60, |i| format!("second-{i:02}")).await;
+        // Mid-run: a few done, three running, most waiting.
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let tasks = statuses(&endpoint).await;
+            let count = |s| tasks.values().filter(|t| t.task_status == s).count();
+            if count(lifo_core::TaskStatus::Success) >= 4
+                && count(lifo_core::TaskStatus::Taken) >= 2
+            {
+                break;
+            }
+            assert!(Instant::now() < until, "no task ran");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let (signalled, took, rest) = sigterm(&mut child, &rx);
+    let stopping = rest
+        .iter()
+        .find(|l| l.starts_with("stopping: claiming nothing more; waiting up to 5 s for "))
+        .unwrap_or_else(|| panic!("{rest:?}"));
+    let running = number_before(stopping, " running task(s)");
+    let counts = rest
+        .iter()
+        .find(|l| l.starts_with("of the "))
+        .unwrap_or_else(|| panic!("{rest:?}"));
+    let finished = number_before(counts, " finished");
+    let printed_put_back = number_before(counts, " were put back");
+    assert!((1..=3).contains(&running), "three slots: {rest:?}");
+    assert_eq!(running, finished + printed_put_back, "{rest:?}");
+    let stderr = noise.join().unwrap();
+    assert!(
+        stderr.iter().all(|l| !l.contains("WARN")),
+        "nothing on stderr but errors: {stderr:#?}"
+    );
+    servers_gone(&pids);
+    let tasks = kept_in(&rt, &data);
+    assert_eq!(tasks.len(), 60);
+    // No claim after the signal.
+    let late: Vec<String> = tasks
+        .iter()
+        .flat_map(|t| {
+            t.history
+                .iter()
+                .filter(|e| e.status == lifo_core::TaskStatus::Taken && e.at > signalled)
+                .map(move |e| format!("{} at +{} ms", t.task_id, e.at - signalled))
+        })
+        .collect();
+    assert!(late.is_empty(), "claimed after the signal: {late:?}");
+    // Every task that was running finished, or was put back with its
+    // attempt given back; none is left held.
+    assert_eq!(put_back_unheld(&tasks), printed_put_back, "{rest:?}");
+    // What ran when the signal came: claimed before it, ended after it.
+    let ran_across = tasks
+        .iter()
+        .filter(|t| {
+            t.history.iter().enumerate().any(|(i, e)| {
+                e.status == lifo_core::TaskStatus::Taken
+                    && e.at <= signalled
+                    && t.history.get(i + 1).is_none_or(|next| next.at >= signalled)
+            })
+        })
+        .count();
+    assert!(ran_across <= 3, "{ran_across} ran across the signal");
+    println!(
+        "graceful stop: {running} running at the signal ({ran_across} by the table), \
+         {finished} finished, {printed_put_back} put back; exit {took:?} after SIGTERM; \
+         {} SUCCESS, {} PENDING",
+        tasks
+            .iter()
+            .filter(|t| t.task_status == lifo_core::TaskStatus::Success)
+            .count(),
+        tasks
+            .iter()
+            .filter(|t| t.task_status == lifo_core::TaskStatus::Pending)
+            .count()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// template.yaml, as JSON (CloudFormation short tags become `{"!Tag": value}`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Template {
     doc: Value,
 }
@@ -217,9 +217,18 @@ impl Template {
         Self::parse(&text)
     }
 
-    /// The template.yaml of this workspace.
+    /// The template.yaml of this workspace (where it was when `lifo` was
+    /// built; `--template FILE` reads another, [`Template::load_or_workspace`]).
     pub fn workspace() -> Result<Self> {
         Self::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml"))
+    }
+
+    /// `path`'s template, or the workspace's without one.
+    pub fn load_or_workspace(path: Option<&Path>) -> Result<Self> {
+        match path {
+            Some(p) => Self::load(p),
+            None => Self::workspace(),
+        }
     }
 
     pub fn parse(text: &str) -> Result<Self> {

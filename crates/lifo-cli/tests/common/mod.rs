@@ -84,12 +84,20 @@ pub fn local_up(
     args: &[&str],
     envs: &[(&str, &str)],
 ) -> (Terminate, std::sync::mpsc::Receiver<String>, Vec<String>) {
-    let mut child = Command::new(LIFO)
+    let mut cmd = Command::new(lifo_bin());
+    cmd.envs(envs.iter().copied()).stderr(Stdio::inherit());
+    local_up_as(cmd, args)
+}
+
+/// [`local_up`] from `cmd` (`lifo` with its environment and stderr set).
+pub fn local_up_as(
+    mut cmd: Command,
+    args: &[&str],
+) -> (Terminate, std::sync::mpsc::Receiver<String>, Vec<String>) {
+    let mut child = cmd
         .args(["local", "up"])
         .args(args)
-        .envs(envs.iter().copied())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
