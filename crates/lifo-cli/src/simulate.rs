@@ -407,3 +407,61 @@ async fn mix_command(
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> SimulateArgs {
+        let cli = crate::cli::Cli::try_parse_from([&["lifo", "simulate"], argv].concat()).unwrap();
+        match cli.command {
+            crate::cli::Command::Simulate(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    /// `lifo simulate --template FILE` (issue 51): the run's settings and
+    /// stack come from the copy, not from the template `lifo` was built
+    /// beside.
+    #[test]
+    fn the_workload_comes_from_the_template_it_is_given() {
+        let workspace =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml");
+        let text = std::fs::read_to_string(&workspace).unwrap();
+        let default = "  TimeBudgetSeconds:\n    Type: Number\n";
+        let at = text.find(default).unwrap();
+        let body = &text[at..];
+        let line = body.find("    Default: 60\n").unwrap();
+        let copy = format!(
+            "{}{}    Default: 42\n{}",
+            &text[..at],
+            &body[..line],
+            &body[line + "    Default: 60\n".len()..]
+        );
+        let file = std::env::temp_dir().join(format!("lifo-simulate-{}.yaml", std::process::id()));
+        std::fs::write(&file, copy).unwrap();
+        let w = args(&["--template", file.to_str().unwrap()])
+            .workload(1)
+            .unwrap();
+        assert_eq!(w.budget, Duration::from_secs(42));
+        let template = w.template.as_deref().unwrap();
+        assert_eq!(
+            template.parameter_default("TimeBudgetSeconds").unwrap(),
+            "42"
+        );
+        let w = args(&[]).workload(1).unwrap();
+        assert_eq!(
+            (w.budget, w.template.is_none()),
+            (Duration::from_secs(60), true)
+        );
+        let err = args(&["--template", "/no/such/template.yaml"])
+            .workload(1)
+            .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("reading /no/such/template.yaml"),
+            "{err:#}"
+        );
+        let _ = std::fs::remove_file(&file);
+    }
+}

@@ -500,3 +500,74 @@ fn a_graceful_stop_claims_nothing_more_and_lets_what_runs_finish() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `lifo local up --template FILE` (issue 51: the template's path was fixed
+/// when `lifo` was built): the stack runs under the copy's policies. A copy
+/// whose ProcessFunction may not UpdateItem has every claim refused, as AWS
+/// would refuse it.
+#[test]
+fn local_up_builds_its_stack_from_the_template_it_is_given() {
+    let dir = scratch("template");
+    let template = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml"),
+    )
+    .unwrap();
+    let process = template.find("\n  ProcessFunction:\n").unwrap();
+    let grant = process
+        + template[process..]
+            .find("Action: dynamodb:UpdateItem\n")
+            .unwrap();
+    let copy = format!(
+        "{}Action: dynamodb:DescribeTable\n{}",
+        &template[..grant],
+        &template[grant + "Action: dynamodb:UpdateItem\n".len()..]
+    );
+    let file = dir.join("no-claims.yaml");
+    std::fs::write(&file, copy).unwrap();
+    let mut cmd = Command::new(lifo_bin());
+    cmd.env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped());
+    let (mut child, rx, lines) = local_up_as(cmd, &["--template", file.to_str().unwrap()]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == &format!("template        {}", file.display())),
+        "{lines:?}"
+    );
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, refusals) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let endpoint = endpoint_in(&lines);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(put_tasks(&endpoint, 1, |_| "unclaimable".to_owned()));
+    let until = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        match refusals.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(l) if l.contains("IAM as deployed: refused") => break l,
+            Ok(_) => {}
+            Err(e) => panic!("no claim refused in 30 s ({e})"),
+        }
+    };
+    assert!(
+        refused.contains("ProcessFunction") && refused.contains("dynamodb:UpdateItem"),
+        "{refused}"
+    );
+    let statuses = rt.block_on(statuses(&endpoint));
+    assert_eq!(
+        statuses["unclaimable"].task_status,
+        lifo_core::TaskStatus::Pending
+    );
+    let (_, _, rest) = sigterm(&mut child, &rx);
+    assert!(rest.iter().any(|l| l == "stopped"), "{rest:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
