@@ -63,7 +63,8 @@ impl Function {
 
 /// `lifo local invoke`: `function`'s binary in `bin_dir` on `event` under
 /// AWS's Runtime Interface Emulator, against a fresh local stack built from
-/// `template` (the workspace's without one); its answer (the lines printed
+/// `template` (the workspace's without one), behind the function's IAM
+/// policy there ([`lifo_local::iam::proxy`]); its answer (the lines printed
 /// go to stderr as they were).
 pub async fn invoke(
     function: Function,
@@ -79,7 +80,8 @@ pub async fn invoke(
         ..StackOptions::default()
     })
     .await?;
-    let env = stack.binary_env(function.logical_id())?;
+    // The proxy lives as long as the binary runs.
+    let (env, _iam) = stack.guarded_binary_env(function.logical_id()).await?;
     let rie = lifo_local::rie::locate()?;
     let emulated =
         lifo_local::rie::Emulated::start(&rie, &bin_dir.join(function.binary()), &env).await?;
