@@ -185,6 +185,8 @@ impl ApiAuth {
 /// waits for Ctrl-C (or SIGTERM); then stops everything it started.
 /// If this process is killed outright, the servers die with it.
 pub async fn up(options: UpOptions) -> anyhow::Result<()> {
+    // Claims from now on are this run's: only those are put back at a stop.
+    let started_ms = lifo_core::now_ms();
     let shards = options.shards;
     let template = lifo_local::Template::load_or_workspace(options.template.as_deref())?;
     let stack = LocalStack::start_with(StackOptions {
@@ -376,7 +378,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         let reason = "lifo local up stopped before its run ended";
         match tokio::time::timeout(
             Duration::from_secs(2),
-            lifo_local::stack::put_back_held(&store, reason),
+            lifo_local::stack::put_back_held(&store, reason, started_ms),
         )
         .await
         {

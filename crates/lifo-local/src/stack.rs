@@ -367,13 +367,28 @@ impl LocalStack {
 /// claimable at once, `reason` in its history, the attempt given back as
 /// process's own "retry later" gives it: [`lifo_core::Move::attempts_after`]):
 /// what a stopped local stack's cut-short invocations held, so that nothing
-/// waits for a lease to end and a stop costs no attempt. A task that moved
-/// meanwhile is left as it is. The count put back.
-pub async fn put_back_held(store: &lifo_core::Store, reason: &str) -> Result<usize> {
+/// waits for a lease to end and a stop costs no attempt. Only claims made
+/// at or after `claimed_since` (epoch ms: this run's) are put back; an
+/// earlier run's are left to their leases. A task that moved meanwhile is
+/// left as it is. The count put back.
+pub async fn put_back_held(
+    store: &lifo_core::Store,
+    reason: &str,
+    claimed_since: u64,
+) -> Result<usize> {
     let now = lifo_core::now_ms();
     let mut n = 0;
     for t in scan_tasks(store).await? {
         if t.task_status != lifo_core::TaskStatus::Taken || !t.lease_is_live(now) {
+            continue;
+        }
+        let claimed_at = t
+            .history
+            .iter()
+            .rev()
+            .find(|e| e.status == lifo_core::TaskStatus::Taken)
+            .map(|e| e.at);
+        if claimed_at.is_some_and(|at| at < claimed_since) {
             continue;
         }
         let mv = lifo_core::Move::RetryLater {
