@@ -122,6 +122,8 @@ async fn process_run(
         judged
     });
     let segments = judged.as_ref().map_or(0, |j| j.documents);
+    // Its row follows the traced run's CPU row.
+    let mut judged_line = None;
     if let Some(j) = &judged {
         out.figures.insert(
             "xrayJudged".into(),
@@ -131,7 +133,7 @@ async fn process_run(
                 "faults": j.faults,
             }),
         );
-        out.lines.push(Line {
+        judged_line = Some(Line {
             measure: format!(
                 "process binary, {succeeded} tasks, X-Ray: documents within each invocation's \
                  trace budget ({} KB), left out only once it is full",
@@ -181,6 +183,7 @@ async fn process_run(
         met: Some(per_task < 1.0),
         flags: format!(" --tasks {}", args.tasks),
     });
+    out.lines.extend(judged_line);
     if !traced {
         out.lines.push(Line {
             measure: format!("process binary, {succeeded} tasks: peak RSS"),
