@@ -7,12 +7,14 @@ use crate::error::CliError;
 use crate::print;
 use clap::{Parser, Subcommand};
 use lifo_core::now_ms;
+use lifo_lambda::config::bounds;
 use lifo_ops::Queue;
 use lifo_ops::redrive::{Redrive, Selection};
 use lifo_ops::since::Since;
 use lifo_ops::tasks::{BatchReport, FailedFilter};
 use serde_json::{Value, json};
 use std::num::NonZeroU32;
+use std::ops::RangeInclusive;
 
 /// Why a redrive from the command line is recorded in the task's history.
 const REDRIVE_REASON: &str = "retried with lifo tasks retry";
@@ -34,23 +36,34 @@ pub struct Cli {
     /// AWS region (default: the usual AWS configuration).
     #[arg(long, global = true)]
     pub region: Option<String>,
-    /// Endpoint of a local DynamoDB (e.g. the one `lifo local up` prints).
-    #[arg(long, env = "LIFO_ENDPOINT_URL", global = true)]
+    /// Endpoint of a local DynamoDB (e.g. the one `lifo local up` prints):
+    /// http:// or https://, a host and perhaps a port.
+    #[arg(long, env = "LIFO_ENDPOINT_URL", global = true, value_parser = endpoint_url)]
     pub endpoint_url: Option<String>,
-    /// claimable index shards of the stack (ShardCount).
-    #[arg(long, global = true, default_value_t = 1)]
+    /// Seconds to wait for a connection to DynamoDB (or CloudFormation,
+    /// Lambda) before the command fails.
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub connect_timeout: u64,
+    /// Seconds to wait for an answer once connected; a request and its
+    /// retries end within --connect-timeout + --read-timeout.
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub read_timeout: u64,
+    /// claimable index shards of the stack (ShardCount, 1 to 100).
+    #[arg(long, global = true, default_value_t = 1, value_parser = u32_in(bounds::SHARD_COUNT))]
     pub shards: u32,
-    /// Due-date index shards of the stack (DueShardCount).
-    #[arg(long, global = true, default_value_t = 50)]
+    /// Due-date index shards of the stack (DueShardCount, 1 to 100).
+    #[arg(long, global = true, default_value_t = 50, value_parser = u32_in(bounds::DUE_SHARD_COUNT))]
     pub due_shards: u32,
-    /// The stack's MaxTaskTtlSeconds: bounds what `stats` reads of the index.
-    #[arg(long, global = true, default_value_t = 604_800)]
+    /// The stack's MaxTaskTtlSeconds (60 to 31536000): bounds what `stats` reads of the index.
+    #[arg(long, global = true, default_value_t = 604_800, value_parser = u64_in(bounds::MAX_TTL_SECONDS))]
     pub max_ttl_seconds: u64,
-    /// The stack's TaskTtlSeconds: the TTL of a created or retried task that gives none.
-    #[arg(long, global = true, default_value_t = 3600)]
+    /// The stack's TaskTtlSeconds (60 to 604800): the TTL of a created or retried task that
+    /// gives none.
+    #[arg(long, global = true, default_value_t = 3600, value_parser = u64_in(bounds::TASK_TTL_SECONDS))]
     pub task_ttl_seconds: u64,
-    /// The stack's RetentionSeconds: how long tasks stay readable after they expire.
-    #[arg(long, global = true, default_value_t = 604_800)]
+    /// The stack's RetentionSeconds (0 to 31536000): how long tasks stay readable after they
+    /// expire.
+    #[arg(long, global = true, default_value_t = 604_800, value_parser = u64_in(bounds::RETENTION_SECONDS))]
     pub retention_seconds: u64,
     /// Print JSON instead of a table.
     #[arg(long, global = true)]
@@ -87,8 +100,9 @@ pub enum Command {
     /// only (COUNTs, and the two ends of each shard for the ages): no scan.
     #[command(after_help = "Example: lifo --stack lifo-queue stats --days 14")]
     Stats {
-        /// Count SCHEDULED tasks due in the next DAYS days (and the 7 days before today).
-        #[arg(long, default_value_t = 7)]
+        /// Count SCHEDULED tasks due in the next DAYS days (and the 7 days before today);
+        /// 0 to 365, the farthest a task can be scheduled.
+        #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(0..=i64::from(lifo_ops::stats::MAX_DAYS)))]
         days: u32,
         /// Also who waits, per tenant: each tenant's waiting tasks and oldest, the flooding
         /// ones (more than twice the mean), the oldest task of the others. Reads each shard's
@@ -134,7 +148,7 @@ pub enum TasksCommand {
         #[arg(long, conflicts_with = "count")]
         file: Option<std::path::PathBuf>,
         /// N demo tasks (1 to 1000).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=lifo_ops::create::MAX_TASKS_PER_REQUEST as u64))]
         count: Option<u64>,
     },
     /// Show one task.
@@ -252,6 +266,10 @@ pub enum LocalCommand {
         /// local issuer's tokens, printed at start) or `none` (anyone on loopback).
         #[arg(long, value_enum, default_value = "iam", requires = "api")]
         api_auth: crate::local::ApiAuth,
+        /// The SAM template the stack is built from (its table, topics, settings, timeouts
+        /// and each function's IAM policy); default: the workspace's template.yaml.
+        #[arg(long, value_name = "FILE")]
+        template: Option<std::path::PathBuf>,
     },
     /// Run one function's real binary on an event under AWS's Lambda Runtime Interface Emulator
     /// (what `sam local invoke` runs inside its container), against a fresh local stack, with
@@ -269,6 +287,10 @@ pub enum LocalCommand {
         /// Where the function binaries are (`cargo build --bins` puts them in target/debug).
         #[arg(long, value_name = "DIR", default_value = "target/debug")]
         bin_dir: std::path::PathBuf,
+        /// The SAM template the stack, the function's environment and its IAM policy come
+        /// from; default: the workspace's template.yaml.
+        #[arg(long, value_name = "FILE")]
+        template: Option<std::path::PathBuf>,
     },
 }
 
@@ -287,6 +309,8 @@ impl Cli {
                 task_ttl_seconds: self.task_ttl_seconds,
                 retention_seconds: self.retention_seconds,
             },
+            connect_timeout: std::time::Duration::from_secs(self.connect_timeout),
+            read_timeout: std::time::Duration::from_secs(self.read_timeout),
         }
     }
 }
@@ -366,7 +390,7 @@ async fn tasks(cmd: &TasksCommand, q: &Queue, as_json: bool) -> Result<String, C
             let failed = lifo_ops::tasks::failed(
                 q,
                 &FailedFilter {
-                    since_ms: since.map_or(0, |s| s.epoch_ms(now)),
+                    since_ms: since_ms(*since, now)?,
                     error_prefix: error_prefix.clone().unwrap_or_default(),
                     limit: *limit,
                 },
@@ -376,7 +400,10 @@ async fn tasks(cmd: &TasksCommand, q: &Queue, as_json: bool) -> Result<String, C
         }
         TasksCommand::Cancel { id } => {
             let t = lifo_ops::tasks::cancel(q, id).await?;
-            out(print::json(&t), format!("cancelled {}", t.task_id))
+            out(
+                print::json(&t),
+                format!("cancelled {}", crate::terminal::shown(&t.task_id)),
+            )
         }
         TasksCommand::History { id } => {
             let h = lifo_ops::tasks::history(q, id).await?;
@@ -430,7 +457,7 @@ fn finish(
 fn redrive_request(args: &RedriveArgs, now: u64) -> Result<Redrive, CliError> {
     let selection = if args.failed {
         Selection::Failed(FailedFilter {
-            since_ms: args.since.map_or(0, |s| s.epoch_ms(now)),
+            since_ms: since_ms(args.since, now)?,
             error_prefix: args.error_prefix.clone().unwrap_or_default(),
             limit: args.limit,
         })
@@ -465,6 +492,14 @@ fn progress_bar(as_json: bool, r: &Redrive) -> indicatif::ProgressBar {
     )
 }
 
+/// `--since` as epoch ms at `now` (0 without one), refused in the future.
+fn since_ms(since: Option<Since>, now: u64) -> Result<u64, CliError> {
+    since.map_or(Ok(0), |s| {
+        s.epoch_ms_checked(now)
+            .map_err(|e| CliError::Other(format!("--since: {e}")))
+    })
+}
+
 /// `tasks create`'s request: a file's JSON, or `{"count": N}`.
 fn create_request(file: Option<&std::path::Path>, count: Option<u64>) -> Result<Value, CliError> {
     match (file, count) {
@@ -484,5 +519,29 @@ fn create_request(file: Option<&std::path::Path>, count: Option<u64>) -> Result<
         _ => Err(CliError::Other(
             "give --file FILE (a create request) or --count N".into(),
         )),
+    }
+}
+
+/// A clap parser of a u32 flag within `range` (its error names the flag
+/// and the range).
+fn u32_in(range: RangeInclusive<u32>) -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(i64::from(*range.start())..=i64::from(*range.end()))
+}
+
+/// A clap parser of a u64 flag within `range`.
+fn u64_in(range: RangeInclusive<u64>) -> clap::builder::RangedU64ValueParser<u64> {
+    clap::builder::RangedU64ValueParser::<u64>::new().range(range)
+}
+
+/// `--endpoint-url`: an http or https URL with a host, checked before any
+/// request is built (the SDK's own error would print the whole request).
+fn endpoint_url(s: &str) -> Result<String, String> {
+    let expected = "expected http://HOST[:PORT] or https://HOST[:PORT], e.g. http://127.0.0.1:8000";
+    let uri: hyper::Uri = s
+        .parse()
+        .map_err(|e| format!("not a URL ({e}): {expected}"))?;
+    match (uri.scheme_str(), uri.host()) {
+        (Some("http" | "https"), Some(host)) if !host.is_empty() => Ok(s.to_owned()),
+        _ => Err(expected.to_owned()),
     }
 }

@@ -2,7 +2,7 @@
 //! `--table` with `--endpoint-url` and the settings flags; and, with a
 //! stack, its CreateFunction as the producer.
 
-use crate::error::CliError;
+use crate::error::{CliError, Endpoint};
 use lifo_core::Store;
 use lifo_lambda::bounded::{AWS_ANSWER_LIMIT, BoundedAnswers};
 use lifo_ops::create::CreateResponse;
@@ -11,6 +11,7 @@ use lifo_ops::{OpsError, Produce, Queue, Settings};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Where the queue is: the command line's global options.
 #[derive(Debug, Clone, Default)]
@@ -22,6 +23,45 @@ pub struct Connection {
     pub endpoint_url: Option<String>,
     /// The flags' settings (a stack's outputs override them).
     pub settings: Settings,
+    /// How long a connection may take (`--connect-timeout`).
+    pub connect_timeout: Duration,
+    /// How long an answer may take once connected (`--read-timeout`).
+    pub read_timeout: Duration,
+}
+
+impl Connection {
+    /// DynamoDB as this connection reaches it, for messages.
+    pub fn dynamodb(&self) -> Endpoint {
+        Endpoint {
+            service: "DynamoDB",
+            url: self.endpoint_url.clone(),
+            region: self.region.clone(),
+            connect_timeout_s: self.connect_timeout.as_secs(),
+            read_timeout_s: self.read_timeout.as_secs(),
+        }
+    }
+
+    /// `service` reached the usual way (`env`, its `AWS_ENDPOINT_URL_*`,
+    /// or AWS), for messages.
+    pub fn usual(&self, service: &'static str, env: &str) -> Endpoint {
+        Endpoint {
+            service,
+            url: std::env::var(env)
+                .ok()
+                .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok()),
+            ..self.dynamodb()
+        }
+    }
+
+    /// The SDK's timeouts for this connection: `--connect-timeout`,
+    /// `--read-timeout`, and a request with its retries ends within both.
+    fn timeouts(&self) -> aws_config::timeout::TimeoutConfig {
+        aws_config::timeout::TimeoutConfig::builder()
+            .connect_timeout(self.connect_timeout)
+            .read_timeout(self.read_timeout)
+            .operation_timeout(self.connect_timeout + self.read_timeout)
+            .build()
+    }
 }
 
 /// A stack's CreateFunction, invoked as the console does, so that the
@@ -30,13 +70,23 @@ pub struct Connection {
 pub struct CreateFunction {
     pub lambda: aws_sdk_lambda::Client,
     pub name: String,
+    /// Lambda as reached, for messages.
+    pub endpoint: Endpoint,
 }
 
 /// AWS configuration from the usual sources, with `--region`; with
 /// `--endpoint-url`, that endpoint for DynamoDB and local credentials when
 /// none are set.
 pub async fn aws_config(cli: &Connection, endpoint: Option<&str>) -> aws_config::SdkConfig {
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    // Retries 0.2 s then 0.4 s apart (the SDK's 1 s then 2 s would outlast
+    // the request's timeouts): a refused connection is told as refused, not
+    // as the time it took.
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .timeout_config(cli.timeouts())
+        .retry_config(
+            aws_config::retry::RetryConfig::standard()
+                .with_initial_backoff(Duration::from_millis(200)),
+        );
     if let Some(region) = &cli.region {
         loader = loader.region(aws_config::Region::new(region.clone()));
     }
@@ -69,10 +119,10 @@ async fn stack_outputs(cli: &Connection, stack: &str) -> Result<HashMap<String, 
         .send()
         .await
         .map_err(|e| {
-            CliError::Other(format!(
-                "reading stack {stack}: {}",
-                lifo_core::error::chain(&e)
-            ))
+            let endpoint = cli.usual("CloudFormation", "AWS_ENDPOINT_URL_CLOUDFORMATION");
+            let why =
+                crate::error::transport(&e, &endpoint).unwrap_or_else(|| crate::error::once(&e));
+            CliError::Other(format!("reading stack {stack}: {why}"))
         })?;
     let found = out
         .stacks
@@ -115,22 +165,42 @@ pub async fn connect(cli: &Connection) -> Result<Queue, CliError> {
             ))
         })
     };
-    fn number<T: std::str::FromStr>(key: &str, v: String) -> Result<T, CliError> {
-        v.parse()
-            .map_err(|_| CliError::Other(format!("stack output {key}={v:?} is not a number")))
+    // Each output within the template's bounds, as the flags are: a stack
+    // is read, not trusted to be this project's.
+    fn number<T>(key: &str, v: String, range: std::ops::RangeInclusive<T>) -> Result<T, CliError>
+    where
+        T: std::str::FromStr + PartialOrd + std::fmt::Display,
+    {
+        match v.trim().parse::<T>() {
+            Ok(n) if range.contains(&n) => Ok(n),
+            _ => Err(CliError::Other(format!(
+                "stack output {key}={v:?} is not a number in {}..={}",
+                range.start(),
+                range.end()
+            ))),
+        }
     }
+    use lifo_lambda::config::bounds;
     let table = output("TableName")?;
     store = Store::new(store.client().clone(), &table);
-    settings.shards = number("ShardCount", output("ShardCount")?)?;
-    settings.due_shards = number("DueShardCount", output("DueShardCount")?)?;
-    settings.max_ttl_seconds = number("MaxTaskTtlSeconds", output("MaxTaskTtlSeconds")?)?;
+    settings.shards = number("ShardCount", output("ShardCount")?, bounds::SHARD_COUNT)?;
+    settings.due_shards = number(
+        "DueShardCount",
+        output("DueShardCount")?,
+        bounds::DUE_SHARD_COUNT,
+    )?;
+    settings.max_ttl_seconds = number(
+        "MaxTaskTtlSeconds",
+        output("MaxTaskTtlSeconds")?,
+        bounds::MAX_TTL_SECONDS,
+    )?;
     // Outputs added later than the others: a stack from an older template
     // falls back to the flags.
     if let Ok(v) = output("TaskTtlSeconds") {
-        settings.task_ttl_seconds = number("TaskTtlSeconds", v)?;
+        settings.task_ttl_seconds = number("TaskTtlSeconds", v, bounds::TASK_TTL_SECONDS)?;
     }
     if let Ok(v) = output("RetentionSeconds") {
-        settings.retention_seconds = number("RetentionSeconds", v)?;
+        settings.retention_seconds = number("RetentionSeconds", v, bounds::RETENTION_SECONDS)?;
     }
     let queue = Queue::new(store, settings);
     if let Ok(name) = output("CreateFunctionName") {
@@ -140,14 +210,21 @@ pub async fn connect(cli: &Connection) -> Result<Queue, CliError> {
         let conf = aws_sdk_lambda::config::Builder::from(&aws_config(cli, None).await)
             .retry_config(aws_sdk_lambda::config::retry::RetryConfig::disabled())
             .interceptor(BoundedAnswers::new(AWS_ANSWER_LIMIT))
+            // Create may take its whole run: no read timeout, 90 s in all.
             .timeout_config(
                 aws_sdk_lambda::config::timeout::TimeoutConfig::builder()
-                    .operation_timeout(std::time::Duration::from_secs(90))
+                    .connect_timeout(cli.connect_timeout)
+                    .operation_timeout(Duration::from_secs(90))
                     .build(),
             )
             .build();
         let lambda = aws_sdk_lambda::Client::from_conf(conf);
-        return Ok(queue.with_producer(Arc::new(CreateFunction { lambda, name })));
+        let endpoint = cli.usual("Lambda", "AWS_ENDPOINT_URL_LAMBDA");
+        return Ok(queue.with_producer(Arc::new(CreateFunction {
+            lambda,
+            name,
+            endpoint,
+        })));
     }
     Ok(queue)
 }
@@ -169,11 +246,9 @@ impl CreateFunction {
             .send()
             .await
             .map_err(|e| {
-                OpsError::Unavailable(format!(
-                    "invoking {}: {}",
-                    self.name,
-                    lifo_core::error::chain(&e)
-                ))
+                let why = crate::error::transport(&e, &self.endpoint)
+                    .unwrap_or_else(|| crate::error::once(&e));
+                OpsError::Unavailable(format!("invoking {}: {why}", self.name))
             })?;
         let body: Value = out
             .payload()

@@ -20,4 +20,5 @@ pub mod pacing;
 pub mod plot;
 pub mod print;
 pub mod simulate;
+pub mod terminal;
 pub mod ui;

@@ -62,18 +62,26 @@ impl Function {
 }
 
 /// `lifo local invoke`: `function`'s binary in `bin_dir` on `event` under
-/// AWS's Runtime Interface Emulator, against a fresh local stack; its
-/// answer (the lines printed go to stderr as they were).
+/// AWS's Runtime Interface Emulator, against a fresh local stack built from
+/// `template` (the workspace's without one), behind the function's IAM
+/// policy there ([`lifo_local::iam::proxy`]); its answer (the lines printed
+/// go to stderr as they were).
 pub async fn invoke(
     function: Function,
     event: &std::path::Path,
     bin_dir: &std::path::Path,
+    template: Option<&std::path::Path>,
 ) -> anyhow::Result<String> {
     let body = std::fs::read(event).with_context(|| format!("reading {}", event.display()))?;
     serde_json::from_slice::<serde_json::Value>(&body)
         .with_context(|| format!("{} is not JSON", event.display()))?;
-    let stack = LocalStack::start().await?;
-    let env = stack.binary_env(function.logical_id())?;
+    let stack = LocalStack::start_with(StackOptions {
+        template: Some(lifo_local::Template::load_or_workspace(template)?),
+        ..StackOptions::default()
+    })
+    .await?;
+    // The proxy lives as long as the binary runs.
+    let (env, _iam) = stack.guarded_binary_env(function.logical_id()).await?;
     let rie = lifo_local::rie::locate()?;
     let emulated =
         lifo_local::rie::Emulated::start(&rie, &bin_dir.join(function.binary()), &env).await?;
@@ -116,6 +124,9 @@ pub struct UpOptions {
     /// Serve the HTTP API (the `api` function's router) on this address,
     /// behind this authorizer.
     pub api: Option<(std::net::SocketAddr, ApiAuth)>,
+    /// The SAM template to build the stack from (`--template`); the
+    /// workspace's template.yaml when `None`.
+    pub template: Option<PathBuf>,
 }
 
 /// The local HTTP API's authorizer (`--api-auth`).
@@ -135,6 +146,7 @@ impl ApiAuth {
     pub fn gateway(
         self,
         url: &str,
+        template: &lifo_local::Template,
     ) -> anyhow::Result<(lifo_local::api_gateway::ApiGateway, String)> {
         use lifo_local::api_gateway::{ApiGateway, Auth, jwt::LocalIssuer};
         Ok(match self {
@@ -151,7 +163,7 @@ impl ApiAuth {
                 let write = issuer.mint(&["lifo/read", "lifo/write"], day)?;
                 let read = issuer.mint(&["lifo/read"], day)?;
                 (
-                    ApiGateway::jwt(&issuer)?,
+                    ApiGateway::jwt_of(template, &issuer)?,
                     format!(
                         "JWT (issuer {}, audience {}; tokens valid 24 h):\n  lifo/read lifo/write: {write}\n  lifo/read: {read}\n  e.g. curl -H \"Authorization: Bearer $TOKEN\" {url}/queue",
                         issuer.issuer, issuer.audience
@@ -173,9 +185,13 @@ impl ApiAuth {
 /// waits for Ctrl-C (or SIGTERM); then stops everything it started.
 /// If this process is killed outright, the servers die with it.
 pub async fn up(options: UpOptions) -> anyhow::Result<()> {
+    // Claims from now on are this run's: only those are put back at a stop.
+    let started_ms = lifo_core::now_ms();
     let shards = options.shards;
+    let template = lifo_local::Template::load_or_workspace(options.template.as_deref())?;
     let stack = LocalStack::start_with(StackOptions {
         data_dir: options.data_dir.clone(),
+        template: Some(template),
         ..StackOptions::default()
     })
     .await?;
@@ -188,8 +204,14 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
     let trigger = Arc::new(stack.trigger(store.clone(), shards, max_ttl));
     // The runner from the same environment variables as in Lambda
     // (RUNNER, RUNNER_MAX_CONCURRENCY, RUNNER_LATENCY_MS, WORKER_FUNCTION_ARN
-    // with AWS_ENDPOINT_URL_LAMBDA, …).
-    let aws = aws_config::load_from_env().await;
+    // with AWS_ENDPOINT_URL_LAMBDA, …), in a region it is told: without
+    // one, the SDK asks EC2's instance metadata, which is not there, and
+    // says so in three warnings of several kilobytes.
+    let (region, whose) = runner_region();
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(region.clone()))
+        .load()
+        .await;
     let runner = Arc::new(AnyRunner::from_source(&lifo_lambda::config::Env, &aws)?);
     let processor = Arc::new(stack.processor(
         store.clone(),
@@ -210,6 +232,9 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         process_timeout: options.process_timeout,
         ..PipelineOptions::default()
     };
+    // What the stop asks of the processor (claim nothing more) and reads
+    // from it (the tasks still running).
+    let halt = processor.halt().clone();
     let mut pipeline = Pipeline::start(&stack, trigger, processor, pipeline_options).await?;
     let scheduler = stack.scheduler(store.clone())?;
     let timeout = stack.template.function_timeout("SchedulerStartFunction")?;
@@ -236,6 +261,14 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         ),
         None => say!("table           {} (in memory)", stack.table),
     }
+    say!(
+        "template        {}",
+        options.template.as_deref().map_or_else(
+            || "the workspace's template.yaml".to_owned(),
+            |p| p.display().to_string()
+        )
+    );
+    say!("region          {region} ({whose})");
     say!("process topic   {}", stack.process_topic_arn);
     say!("trigger topic   {}", stack.trigger_topic_arn);
     let lifo = format!(
@@ -294,7 +327,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("binding the HTTP API to {listen}"))?;
             let url = format!("http://{}", listener.local_addr()?);
-            let (gateway, how) = auth.gateway(&url)?;
+            let (gateway, how) = auth.gateway(&url, &stack.template)?;
             say!("HTTP API        {url}");
             say!("                {how}");
             // Behind API Gateway as deployed: its authorizer, paths
@@ -319,12 +352,15 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
     };
     say!("Ctrl-C stops the pipeline, DynamoDB Local and moto.");
     lifo_local::interrupted().await;
-    // Bounded, as `docker stop` gives 10 s before it kills: runs get
-    // STOP_GRACE to end, then they are cut short and their tasks put back.
+    // Claim nothing more, then give what runs STOP_GRACE to finish, as
+    // `docker stop` gives 10 s before it kills; what has not finished then
+    // is cut short and put back, its attempt given back.
+    halt.stop();
+    let running = halt.running();
     say!(
-        "stopping: no new invocations; waiting up to {} s for {} running (Ctrl-C again stops at once)",
+        "stopping: claiming nothing more; waiting up to {} s for {running} running task(s) \
+         (Ctrl-C again stops at once)",
         STOP_GRACE.as_secs(),
-        pipeline.running()
     );
     if let Some(api) = api {
         api.abort();
@@ -336,25 +372,54 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
     if let Some(console) = console {
         let _ = tokio::time::timeout(Duration::from_secs(1), console.stop()).await;
     }
-    if !finished {
+    let put_back = if finished {
+        0
+    } else {
         let reason = "lifo local up stopped before its run ended";
         match tokio::time::timeout(
             Duration::from_secs(2),
-            lifo_local::stack::put_back_held(&store, reason),
+            lifo_local::stack::put_back_held(&store, reason, started_ms),
         )
         .await
         {
             Ok(Ok(n)) => {
-                say!("cut short; put back {n} running task(s): they run again at the next start")
+                say!(
+                    "cut short; put back {n} running task(s), their attempt given back: \
+                     they run again at the next start"
+                );
+                n
             }
             Ok(Err(e)) => {
-                say!("cut short; putting tasks back failed ({e:#}): their leases end by themselves")
+                say!(
+                    "cut short; putting tasks back failed ({e:#}): their leases end by themselves"
+                );
+                0
             }
             Err(_) => {
-                say!("cut short; putting tasks back took too long: their leases end by themselves")
+                say!("cut short; putting tasks back took too long: their leases end by themselves");
+                0
             }
         }
-    }
+    };
+    say!(
+        "of the {running} running, {} finished and {put_back} were put back",
+        running.saturating_sub(put_back)
+    );
     say!("stopped");
     Ok(())
+}
+
+/// The region of `lifo local up`'s own AWS clients (the runner's: a worker
+/// Lambda through `AWS_ENDPOINT_URL_LAMBDA`), and where it came from:
+/// `AWS_REGION` or `AWS_DEFAULT_REGION`, else the local stack's own.
+fn runner_region() -> (String, &'static str) {
+    for var in ["AWS_REGION", "AWS_DEFAULT_REGION"] {
+        if let Some(r) = std::env::var(var).ok().filter(|r| !r.trim().is_empty()) {
+            return (r, var);
+        }
+    }
+    (
+        lifo_local::stack::REGION.to_owned(),
+        "the local stack's own; AWS_REGION is not set",
+    )
 }

@@ -3,18 +3,32 @@
 use clap::Parser;
 use lifo_cli::cli::{Cli, Command, LocalCommand, run};
 use lifo_cli::connect::connect;
+use lifo_cli::error::{CliError, once};
+use lifo_cli::terminal::shown;
 use std::time::Duration;
+
+/// The default log filter (`RUST_LOG` replaces it).
+const QUIET_SDK: &str =
+    "warn,aws_smithy_http_client=error,aws_smithy_runtime=error,aws_config=error";
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            // The SDK's own warnings (a Hyper parse error, IMDS unreachable)
+            // only repeat what the command's one error line says.
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| QUIET_SDK.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    let result = match &cli.command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return refuse(e),
+    };
+    let conn = cli.connection();
+    // What failed, as the one line to print.
+    let result: Result<Option<String>, String> = match &cli.command {
         Command::Local(LocalCommand::Up {
             scheduler_every,
             data_dir,
@@ -26,6 +40,7 @@ async fn main() -> std::process::ExitCode {
             api,
             api_listen,
             api_auth,
+            template,
         }) => lifo_cli::local::up(lifo_cli::local::UpOptions {
             ui: ui.then_some(*ui_listen),
             api: api.then_some((*api_listen, *api_auth)),
@@ -37,35 +52,42 @@ async fn main() -> std::process::ExitCode {
             retry_backoff: Duration::from_secs(pacing.retry_backoff),
             tenant_max_in_flight: pacing.tenant_max_in_flight(),
             order: *order,
+            template: template.clone(),
         })
         .await
-        .map(|()| None),
+        .map(|()| None)
+        .map_err(|e| once(&*e)),
         Command::Local(LocalCommand::Invoke {
             function,
             event,
             bin_dir,
-        }) => lifo_cli::local::invoke(*function, event, bin_dir)
+            template,
+        }) => lifo_cli::local::invoke(*function, event, bin_dir, template.as_deref())
             .await
-            .map(Some),
+            .map(Some)
+            .map_err(|e| once(&*e)),
         Command::Simulate(args) => {
             tokio::select! {
-                r = lifo_cli::simulate::command(args, cli.shards, cli.json) => r.map(Some),
-                _ = lifo_local::interrupted() => Err(anyhow::anyhow!("interrupted; the local servers are stopped")),
+                r = lifo_cli::simulate::command(args, cli.shards, cli.json) => r.map(Some).map_err(|e| once(&*e)),
+                _ = lifo_local::interrupted() => Err("interrupted; the local servers are stopped".to_owned()),
             }
         }
         Command::Bench(args) => {
             tokio::select! {
-                r = lifo_cli::bench::command(args, cli.json) => r.map(Some),
-                _ = lifo_local::interrupted() => Err(anyhow::anyhow!("interrupted; the local servers are stopped")),
+                r = lifo_cli::bench::command(args, cli.json) => r.map(Some).map_err(|e| once(&*e)),
+                _ = lifo_local::interrupted() => Err("interrupted; the local servers are stopped".to_owned()),
             }
         }
-        Command::Ui(args) => match connect(&cli.connection()).await {
+        Command::Ui(args) => match connect(&conn).await {
             Ok(queue) => serve_console(&cli, queue, args).await.map(|()| None),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e.line(&conn.dynamodb(), &cli.table)),
         },
-        _ => match connect(&cli.connection()).await {
-            Ok(queue) => run(&cli, &queue).await.map(Some).map_err(Into::into),
-            Err(e) => Err(e.into()),
+        _ => match connect(&conn).await {
+            Ok(queue) => run(&cli, &queue)
+                .await
+                .map(Some)
+                .map_err(|e| e.line(&conn.dynamodb(), queue.store.table())),
+            Err(e) => Err(e.line(&conn.dynamodb(), &cli.table)),
         },
     };
     match result {
@@ -76,11 +98,29 @@ async fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
-        Err(e) => {
-            // The whole chain: what failed, then each cause.
-            eprintln!("error: {e:#}");
+        Err(line) => {
+            // What failed, then each cause once, on one line: escaped, since
+            // it may quote what a task holds.
+            eprintln!("error: {}", shown(&line));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// A command line clap refuses. A value out of its range, or that does not
+/// parse, is one line naming the flag and what it takes ("error: invalid
+/// value '0' for '--shards <SHARDS>': 0 is not in 1..=100"); the rest
+/// (help, version, usage errors) as clap prints them.
+fn refuse(e: clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("error: invalid value");
+            eprintln!("{}", shown(first));
+            std::process::ExitCode::from(2)
+        }
+        _ => e.exit(),
     }
 }
 
@@ -96,14 +136,21 @@ fn print(out: &str) -> std::io::Result<()> {
     }
 }
 
-/// `lifo ui`: serves until Ctrl-C.
+/// `lifo ui`: serves until Ctrl-C, once the queue answered one read (an
+/// endpoint that cannot be reached fails the command, not every page).
 async fn serve_console(
     cli: &Cli,
     queue: lifo_ops::Queue,
     args: &lifo_cli::ui::console::UiArgs,
-) -> anyhow::Result<()> {
-    let freshness = lifo_cli::ui::console::source(&cli.connection()).await;
-    let console = lifo_cli::ui::start(queue, args, freshness).await?;
+) -> Result<(), String> {
+    let conn = cli.connection();
+    if let Err(e) = queue.store.control(false).await {
+        return Err(CliError::from(e).line(&conn.dynamodb(), queue.store.table()));
+    }
+    let freshness = lifo_cli::ui::console::source(&conn).await;
+    let console = lifo_cli::ui::start(queue, args, freshness)
+        .await
+        .map_err(|e| once(&*e))?;
     println!("console         {}", console.url);
     println!("Ctrl-C stops it.");
     lifo_local::interrupted().await;

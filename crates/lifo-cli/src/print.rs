@@ -1,7 +1,10 @@
 //! How the `lifo` command prints what an operation returned: a table for
 //! people, or `--json` for scripts (the same document the HTTP API
-//! answers).
+//! answers). Every text from the table (ids, errors, reasons, payloads,
+//! names) goes through [`shown`]: its control and bidirectional characters
+//! are printed escaped, so a task cannot steer the terminal.
 
+use crate::terminal::{json_shown, shown};
 use lifo_core::Task;
 use lifo_core::store::Failed;
 use lifo_ops::control::QueueControl;
@@ -12,9 +15,13 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
-/// `value` as one line of JSON.
+/// `value` as one line of JSON (the characters a terminal would obey
+/// written as `\uXXXX`: the same value).
 pub fn json<T: Serialize>(value: &T) -> String {
-    serde_json::to_string(value).unwrap_or_else(|e| json!({ "error": e.to_string() }).to_string())
+    json_shown(
+        serde_json::to_string(value)
+            .unwrap_or_else(|e| json!({ "error": e.to_string() }).to_string()),
+    )
 }
 
 /// A duration in milliseconds as the tables print it: seconds with two
@@ -29,15 +36,14 @@ fn age(ms: u64, now: u64) -> String {
 
 pub fn task(t: &Task, now: u64) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "taskId      {}", t.task_id);
+    let _ = writeln!(out, "taskId      {}", shown(&t.task_id));
     let _ = writeln!(out, "status      {}", t.task_status);
     let _ = writeln!(out, "created     {} ago", age(t.task_created, now));
     let _ = writeln!(out, "attempts    {} (token {})", t.attempts, t.token);
-    let _ = writeln!(
-        out,
-        "expires     in {} s",
-        (t.expires_at as i64) - (now / 1000) as i64
-    );
+    // Signed, and saturating: a stored `expiresAt` is anything a producer
+    // wrote (once `as i64` casts then a subtraction that could overflow).
+    let expires_in = i128::from(t.expires_at) - i128::from(now / 1000);
+    let _ = writeln!(out, "expires     in {expires_in} s");
     if let Some(lease) = t.lease_until {
         let _ = if t.lease_is_live(now) {
             writeln!(out, "lease       live for another {}", age(now, lease))
@@ -50,33 +56,34 @@ pub fn task(t: &Task, now: u64) -> String {
         };
     }
     if let Some(by) = &t.claimed_by {
-        let _ = writeln!(out, "claimed by  {by}");
+        let _ = writeln!(out, "claimed by  {}", shown(by));
     }
     if let Some(u) = &t.user_id {
-        let _ = writeln!(out, "user        {u}");
+        let _ = writeln!(out, "user        {}", shown(u));
     }
     if let Some(d) = &t.due_date {
-        let _ = writeln!(out, "due         {d}");
+        let _ = writeln!(out, "due         {}", shown(d));
     }
     if t.priority() != lifo_core::Priority::Normal {
         let _ = writeln!(out, "priority    {}", t.priority());
     }
     if let Some(tenant) = &t.tenant {
-        let _ = writeln!(out, "tenant      {tenant}");
+        let _ = writeln!(out, "tenant      {}", shown(tenant));
     }
     if let Some(k) = &t.supersede_key {
-        let _ = writeln!(out, "key         {k}");
+        let _ = writeln!(out, "key         {}", shown(k));
     }
     if let Some(by) = &t.superseded_by {
-        let _ = writeln!(out, "supersededBy {by}");
+        let _ = writeln!(out, "supersededBy {}", shown(by));
     }
     if let Some(f) = t.failed_at {
         let _ = writeln!(out, "failed      {} ago", age(f, now));
     }
     if let Some(e) = &t.last_error {
-        let _ = writeln!(out, "lastError   {e}");
+        let _ = writeln!(out, "lastError   {}", shown(e));
     }
-    let _ = write!(out, "payload     {}", Value::Object(t.payload.clone()));
+    let payload = Value::Object(t.payload.clone()).to_string();
+    let _ = write!(out, "payload     {}", shown(&payload));
     out
 }
 
@@ -89,17 +96,18 @@ pub fn user_tasks(user: &str, page: &Page<Task>) -> String {
         let _ = writeln!(
             out,
             "{:<38} {:<10} {:>3} {:<10} {}",
-            t.task_id,
+            shown(&t.task_id),
             t.task_status.as_str(),
             t.attempts,
-            t.due_date.as_deref().unwrap_or("-"),
-            t.last_error.as_deref().unwrap_or("")
+            shown(t.due_date.as_deref().unwrap_or("-")),
+            shown(t.last_error.as_deref().unwrap_or(""))
         );
     }
     let _ = write!(
         out,
-        "{} task(s) of user {user}, newest first",
-        page.items.len()
+        "{} task(s) of user {}, newest first",
+        page.items.len(),
+        shown(user)
     );
     if page.next_cursor.is_some() {
         out.push_str(" (more: raise --limit)");
@@ -113,9 +121,9 @@ pub fn failed(failed: &[Failed], now: u64) -> String {
         let _ = writeln!(
             out,
             "{:<38} {:>12}  {}",
-            f.task_id,
+            shown(&f.task_id),
             age(f.failed_at, now),
-            f.last_error.as_deref().unwrap_or("")
+            shown(f.last_error.as_deref().unwrap_or(""))
         );
     }
     let _ = write!(out, "{} failed task(s), newest first", failed.len());
@@ -135,13 +143,13 @@ pub fn history(h: &History, now: u64) -> String {
             age(e.at, now),
             e.attempt,
             e.token,
-            e.reason.as_deref().unwrap_or("")
+            shown(e.reason.as_deref().unwrap_or(""))
         );
     }
     let _ = write!(
         out,
         "task {} is {} ({} transitions)",
-        h.task_id,
+        shown(&h.task_id),
         h.task_status,
         h.history.len()
     );
@@ -156,7 +164,7 @@ pub fn batch(infinitive: &str, past: &str, by_window: bool, r: &BatchReport) -> 
         if ids.is_empty() || ids.len() > 20 {
             String::new()
         } else {
-            format!(": {}", ids.join(" "))
+            format!(": {}", joined(ids))
         }
     };
     let mut out = if r.dry_run {
@@ -168,12 +176,20 @@ pub fn batch(infinitive: &str, past: &str, by_window: bool, r: &BatchReport) -> 
     } else if by_window {
         format!("{past} {} failed task(s){}", r.done.len(), ids(&r.done))
     } else {
-        format!("{past} {}", r.done.join(" "))
+        format!("{past} {}", joined(&r.done))
     };
     if r.paused {
         out.push_str(" (the queue is paused: they run after `lifo resume`)");
     }
     out
+}
+
+/// Ids from the table, shown and joined by spaces.
+fn joined(ids: &[String]) -> String {
+    ids.iter()
+        .map(|id| shown(id).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 pub fn created(r: &CreateResponse) -> String {
@@ -183,11 +199,11 @@ pub fn created(r: &CreateResponse) -> String {
             out,
             ", {} already existed ({})",
             r.existing.len(),
-            r.existing.join(" ")
+            joined(&r.existing)
         );
     }
     if r.created.len() <= 20 && !r.created.is_empty() {
-        let _ = write!(out, ": {}", r.created.join(" "));
+        let _ = write!(out, ": {}", joined(&r.created));
     }
     out
 }
@@ -197,7 +213,7 @@ pub fn control(c: &QueueControl) -> String {
         .reason
         .as_deref()
         .filter(|r| !r.is_empty())
-        .map(|r| format!(" ({r})"))
+        .map(|r| format!(" ({})", shown(r)))
         .unwrap_or_default();
     if c.paused {
         format!(
@@ -217,15 +233,7 @@ pub fn tenants(t: &lifo_ops::tenants::Tenants) -> String {
         if n.is_empty() {
             return "(none)".to_owned();
         }
-        n.chars()
-            .map(|c| {
-                if c.is_control() {
-                    c.escape_debug().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect()
+        shown(n).into_owned()
     };
     let mut out = format!(
         "\n\n{:<32} {:>9} {:>12} {:>9}\n",
@@ -304,7 +312,7 @@ pub fn stats(s: &Stats, now: u64, table: &str) -> String {
             .reason
             .as_deref()
             .filter(|r| !r.is_empty())
-            .map_or(String::new(), |r| format!(" ({r})"));
+            .map_or(String::new(), |r| format!(" ({})", shown(r)));
         let _ = write!(
             out,
             "\nPAUSED{since}{why}: nothing is claimed until `lifo resume`"
@@ -332,6 +340,7 @@ pub fn stats(s: &Stats, now: u64, table: &str) -> String {
         s.scheduled.iter().map(|(_, n)| n).sum::<usize>(),
         s.past_days,
         s.days,
+        table = shown(table),
     );
     out
 }

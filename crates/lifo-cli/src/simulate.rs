@@ -33,8 +33,9 @@ pub struct SimulateArgs {
     /// Tasks the downstream runs at once.
     #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
     pub capacity: usize,
-    /// Downstream time per task, milliseconds.
-    #[arg(long, default_value_t = 500)]
+    /// Downstream time per task, milliseconds (0 to 240000, the template's
+    /// RunnerLatencyMs bounds).
+    #[arg(long, default_value_t = 500, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(lifo_lambda::config::bounds::RUNNER_LATENCY_MS))]
     pub latency_ms: u64,
     /// Task time to live, seconds: not started by then, a task is shed.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -46,8 +47,9 @@ pub struct SimulateArgs {
     /// --load: at each load, for each of --seeds).
     #[arg(long)]
     pub compare: bool,
-    /// Seed of the arrival sequence.
-    #[arg(long, default_value_t = 1)]
+    /// Seed of the arrival sequence (0 to 4294967295: with --seeds, the
+    /// seeds that follow it stay in range).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=u64::from(u32::MAX)))]
     pub seed: u64,
     /// Seeds to run, from --seed on (a mix): the figures of each, with
     /// their median and worst.
@@ -93,13 +95,19 @@ pub struct SimulateArgs {
     pub plot: PathBuf,
     #[command(flatten)]
     pub pacing: crate::pacing::Pacing,
+    /// The SAM template each run's stack is built from (its table,
+    /// topics, settings and IAM policies); default: the workspace's
+    /// template.yaml.
+    #[arg(long, value_name = "FILE")]
+    pub template: Option<PathBuf>,
 }
 
 impl SimulateArgs {
     pub fn workload(&self, shards: u32) -> anyhow::Result<Workload> {
+        let template = lifo_local::Template::load_or_workspace(self.template.as_deref())?;
         let budget = match self.budget {
             Some(b) => b,
-            None => lifo_local::Template::workspace()?
+            None => template
                 .parameter_default("TimeBudgetSeconds")?
                 .parse()
                 .context("TimeBudgetSeconds")?,
@@ -123,6 +131,10 @@ impl SimulateArgs {
             fair_share: true,
             tenant_max_in_flight: self.pacing.tenant_max_in_flight(),
             warm_up: Duration::from_secs(self.warm_up_seconds),
+            template: self
+                .template
+                .is_some()
+                .then(|| std::sync::Arc::new(template)),
         })
     }
 
@@ -394,4 +406,62 @@ async fn mix_command(
             png.display()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> SimulateArgs {
+        let cli = crate::cli::Cli::try_parse_from([&["lifo", "simulate"], argv].concat()).unwrap();
+        match cli.command {
+            crate::cli::Command::Simulate(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    /// `lifo simulate --template FILE` (issue 51): the run's settings and
+    /// stack come from the copy, not from the template `lifo` was built
+    /// beside.
+    #[test]
+    fn the_workload_comes_from_the_template_it_is_given() {
+        let workspace =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml");
+        let text = std::fs::read_to_string(&workspace).unwrap();
+        let default = "  TimeBudgetSeconds:\n    Type: Number\n";
+        let at = text.find(default).unwrap();
+        let body = &text[at..];
+        let line = body.find("    Default: 60\n").unwrap();
+        let copy = format!(
+            "{}{}    Default: 42\n{}",
+            &text[..at],
+            &body[..line],
+            &body[line + "    Default: 60\n".len()..]
+        );
+        let file = std::env::temp_dir().join(format!("lifo-simulate-{}.yaml", std::process::id()));
+        std::fs::write(&file, copy).unwrap();
+        let w = args(&["--template", file.to_str().unwrap()])
+            .workload(1)
+            .unwrap();
+        assert_eq!(w.budget, Duration::from_secs(42));
+        let template = w.template.as_deref().unwrap();
+        assert_eq!(
+            template.parameter_default("TimeBudgetSeconds").unwrap(),
+            "42"
+        );
+        let w = args(&[]).workload(1).unwrap();
+        assert_eq!(
+            (w.budget, w.template.is_none()),
+            (Duration::from_secs(60), true)
+        );
+        let err = args(&["--template", "/no/such/template.yaml"])
+            .workload(1)
+            .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("reading /no/such/template.yaml"),
+            "{err:#}"
+        );
+        let _ = std::fs::remove_file(&file);
+    }
 }

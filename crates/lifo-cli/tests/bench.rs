@@ -11,7 +11,8 @@ use std::process::Command;
 fn bench_measures_every_part_and_says_how_to_reproduce_it() {
     // The debug binaries next to this `lifo` (scripts/test builds them
     // first); the figures are a debug build's, the table is the same.
-    let bin_dir = std::path::Path::new(LIFO).parent().unwrap();
+    let lifo = lifo_bin();
+    let bin_dir = lifo.parent().unwrap();
     for f in ["create", "trigger", "process", "scheduler-start"] {
         assert!(
             bin_dir.join(f).is_file(),
@@ -19,14 +20,14 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
         );
     }
     let stdout = run_ok(
-        Command::new(LIFO)
+        Command::new(&lifo)
             .args([
                 "--json",
                 "bench",
-                "--tasks",
-                "60",
-                "--starts",
-                "1",
+                // The process run and the cold starts at their defaults
+                // (1,000 tasks, 5 starts a binary): the traced run's
+                // invocation then fills its trace budget, as in `make
+                // bench ARGS="--only process,cold-start,sizes"`.
                 "--minutes",
                 "0.1",
                 "--ttl",
@@ -54,7 +55,7 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
     let bench: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let f = &bench["figures"];
     assert_eq!(f["writeUnitsPerSuccessfulTask"].as_f64(), Some(6.0), "{f}");
-    assert!(f["process"]["tasks"].as_u64().unwrap() >= 60, "{f}");
+    assert!(f["process"]["tasks"].as_u64().unwrap() >= 1000, "{f}");
     let rss = f["process"]["peakRssMb"].as_f64().unwrap();
     assert!(rss > 1.0 && rss < 1024.0, "{f}");
     assert!(f["process"]["cpuMsPerTask"].as_f64().unwrap() > 0.0, "{f}");
@@ -63,11 +64,20 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
         assert!(ms > 0.0 && ms < 10_000.0, "{name}: {ms}");
         assert!(f["sizesBytes"][name].as_u64().unwrap() > 1_000_000);
     }
-    // X-Ray: every task left a subsegment, and the ratio is reported.
-    let x = &f["processXray"];
+    // X-Ray, judged by what a trace may hold (issue 51: 474 documents for
+    // 1,000 tasks failed the bench, which wanted one per task): within
+    // each invocation's budget, left out only once it was full.
+    let x = &f["xrayJudged"];
+    assert_eq!(x["faults"], serde_json::json!([]), "{x}");
+    assert!(x["taskDocuments"].as_u64().unwrap() > 0, "{x}");
     assert!(
-        x["xrayDocuments"].as_u64().unwrap() >= x["tasks"].as_u64().unwrap(),
+        x["mostBytesPerInvocation"].as_u64().unwrap() <= lifo_lambda::xray::TRACE_BUDGET as u64,
         "{x}"
+    );
+    assert!(
+        x["taskDocuments"].as_u64().unwrap() + x["subsegmentsDropped"].as_u64().unwrap()
+            >= f["processXray"]["tasks"].as_u64().unwrap(),
+        "every task's subsegment sent or counted as left out: {x}"
     );
     assert!(f["xrayCpuRatio"].as_f64().unwrap() > 0.0, "{f}");
     assert!(
@@ -120,10 +130,10 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
     let rows = bench["rows"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        1 + 6 + 4 + 1 + 1 + 1 + 3 + 2 + 3 + 1,
+        1 + 6 + 5 + 1 + 1 + 1 + 3 + 2 + 3 + 1,
         "sizes, 6 cold starts (process with X-Ray too), CPU, RSS, CPU with X-Ray, \
-         its ratio, write units, rate limit, throughput, one payload size × 3 storages, \
-         2 shed backlogs, 3 HTTP API rows, freshness"
+         the X-Ray documents judged, its ratio, write units, rate limit, throughput, \
+         one payload size × 3 storages, 2 shed backlogs, 3 HTTP API rows, freshness"
     );
     // The default storage of a 4 KB payload costs at most 6 + 4 write units.
     let p = f["payloadCost"].as_array().unwrap();

@@ -1,7 +1,9 @@
 //! Lambda as deployed (issue 32): every fixture in `events/` through its
 //! function's real binary under AWS's Runtime Interface Emulator (what `sam
 //! local invoke` runs inside its container), with the template's
-//! environment, against one local stack. Each answer and its log lines are
+//! environment and behind its IAM policy (issue 50: the binary talked to
+//! DynamoDB Local directly, so a policy without an action it uses went
+//! unnoticed), against one local stack. Each answer and its log lines are
 //! checked. The binaries are the debug ones `make test` builds first
 //! (`cargo build --bins`).
 
@@ -108,7 +110,18 @@ async fn every_fixture_runs_through_its_binary_under_the_runtime_interface_emula
         if mine.is_empty() {
             continue;
         }
-        let env = stack.binary_env(function.logical_id()).unwrap();
+        // The function behind its policy, as deployed: the IAM proxy lives
+        // as long as the binary runs.
+        let (env, _iam) = stack
+            .guarded_binary_env(function.logical_id())
+            .await
+            .unwrap();
+        assert!(
+            _iam.is_some()
+                && env.iter().any(|(k, v)| k == "AWS_ENDPOINT_URL_DYNAMODB"
+                    && *v != stack.dynamodb_local.endpoint),
+            "{env:?}"
+        );
         let binary = workspace().join("target/debug").join(function.binary());
         let emulated = Emulated::start(&rie, &binary, &env).await.unwrap();
         for name in mine {
@@ -146,4 +159,50 @@ async fn every_fixture_runs_through_its_binary_under_the_runtime_interface_emula
     }
     println!("ran under aws-lambda-rie: {ran:?}");
     assert!(ran.len() >= 15, "{ran:?}");
+}
+
+/// `lifo local invoke --template COPY` (issue 50, item 6): with
+/// `dynamodb:PutItem` removed from CreateFunction's policy in a copy of the
+/// template, create's binary is refused as AWS would refuse it, naming the
+/// role, the action and the resource, and writes nothing (it created
+/// `order-1001` before: the binary talked to DynamoDB Local directly).
+#[test]
+fn a_binary_is_held_to_its_policy_in_the_template_it_is_given() {
+    let template = std::fs::read_to_string(workspace().join("template.yaml")).unwrap();
+    let create = template.find("\n  CreateFunction:\n").unwrap();
+    let put = create + template[create..].find("- dynamodb:PutItem\n").unwrap();
+    let line = template[..put].rfind('\n').unwrap() + 1;
+    let end = put + "- dynamodb:PutItem\n".len();
+    let copy = format!("{}{}", &template[..line], &template[end..]);
+    assert!(!copy[create..create + 4000].contains("dynamodb:PutItem"));
+    let dir = std::env::temp_dir().join(format!("lifo-invoke-iam-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("template.yaml");
+    std::fs::write(&file, copy).unwrap();
+    let lifo = std::env::var_os("LIFO_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_lifo")), PathBuf::from);
+    let out = std::process::Command::new(&lifo)
+        .args(["local", "invoke", "create", "--event"])
+        .arg(workspace().join("events/create-tasks.json"))
+        .arg("--bin-dir")
+        .arg(workspace().join("target/debug"))
+        .arg("--template")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let answer: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\n{stderr}"));
+    let message = answer["errorMessage"].as_str().unwrap_or_default();
+    assert!(answer.get("created").is_none(), "{answer}");
+    for part in [
+        "AccessDeniedException",
+        "assumed-role/CreateFunctionRole/CreateFunction",
+        "not authorized to perform: dynamodb:PutItem",
+        "on resource: arn:aws:dynamodb:us-east-1:000000000000:table/QueueTable",
+    ] {
+        assert!(message.contains(part), "{part:?} not in {answer}\n{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

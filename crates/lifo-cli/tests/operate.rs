@@ -222,9 +222,10 @@ async fn bad_input_is_one_precise_error_and_writes_nothing() {
             vec!["tasks", "create", "--file", &fixture("create-invalid.json")][..].to_vec(),
             "invalid request: ",
         ),
+        // Refused where it is parsed, naming the flag and its range.
         (
             vec!["tasks", "create", "--count", "0"],
-            "invalid request: count: must be between 1 and 1000, got 0",
+            "error: invalid value '0' for '--count <COUNT>': 0 is not in 1..=1000",
         ),
         (
             vec!["tasks", "retry", "nope"],

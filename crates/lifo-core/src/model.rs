@@ -252,8 +252,13 @@ impl Task {
             ready_at: now_ms,
             claimable_at: Some(crate::priority::Priority::Normal.key(now_ms)),
             started_at: None,
-            expires_at: now_ms / 1000 + ttl_seconds,
-            delete_at: now_ms / 1000 + ttl_seconds + DEFAULT_RETENTION_SECONDS,
+            // Saturating: a TTL is bounded where it is read (create's
+            // checks, the settings' parsers), and a time past the year
+            // 584,942,417,355 is "never" either way.
+            expires_at: (now_ms / 1000).saturating_add(ttl_seconds),
+            delete_at: (now_ms / 1000)
+                .saturating_add(ttl_seconds)
+                .saturating_add(DEFAULT_RETENTION_SECONDS),
             lifo_shard,
             attempts: 0,
             payload,
@@ -297,7 +302,7 @@ impl Task {
 
     /// Keeps the task readable for `retention_seconds` after it expires.
     pub fn with_retention(mut self, retention_seconds: u64) -> Self {
-        self.delete_at = self.expires_at + retention_seconds;
+        self.delete_at = self.expires_at.saturating_add(retention_seconds);
         self
     }
 
@@ -321,8 +326,10 @@ impl Task {
         self.due_key = Some(due_key(&due_date, due_shard));
         self.due_date = Some(due_date);
         self.ttl_seconds = Some(ttl_seconds);
-        self.expires_at = due_epoch_seconds + catch_up_seconds + ttl_seconds;
-        self.delete_at = self.expires_at + retention_seconds;
+        self.expires_at = due_epoch_seconds
+            .saturating_add(catch_up_seconds)
+            .saturating_add(ttl_seconds);
+        self.delete_at = self.expires_at.saturating_add(retention_seconds);
         self
     }
     /// True while a claim's lease is running at `now_ms`.
@@ -393,6 +400,22 @@ mod tests {
         );
         assert!(!t.is_expired(1_764_547_200_123));
         assert!(t.is_expired((1_764_547_200 + 3600) * 1000));
+    }
+
+    /// A TTL or retention near u64::MAX (once from `lifo --max-ttl-seconds
+    /// 18446744073709551615` and a file's `ttlSeconds`) panicked here in a
+    /// debug build and wrapped into the past in a release one: the times
+    /// saturate at "never" instead.
+    #[test]
+    fn times_saturate_instead_of_wrapping() {
+        let t = Task::new_pending("a".into(), Map::new(), 1_764_547_200_123, u64::MAX, 1);
+        assert_eq!((t.expires_at, t.delete_at), (u64::MAX, u64::MAX));
+        let t = Task::new_pending("b".into(), Map::new(), 1_764_547_200_123, 60, 1)
+            .with_retention(u64::MAX - 1);
+        assert_eq!(t.delete_at, u64::MAX);
+        let t = t.scheduled("2026-12-01".into(), u64::MAX - 5, 1, 86_400, 60, 1);
+        assert_eq!((t.expires_at, t.delete_at), (u64::MAX, u64::MAX));
+        assert!(!t.is_expired(u64::MAX));
     }
 
     #[test]

@@ -97,22 +97,47 @@ pub fn millis(
     parsed(src, name, default_ms, range_ms).map(std::time::Duration::from_millis)
 }
 
-/// The settings several functions share, with the template's ranges.
+/// The template's bounds (`MinValue`..=`MaxValue`) of the settings that
+/// more than one reader takes: the functions from their environment, the
+/// `lifo` command from its flags and a stack's outputs. lifo-local's
+/// template tests hold each to template.yaml.
+pub mod bounds {
+    use std::ops::RangeInclusive;
+    /// `ShardCount`.
+    pub const SHARD_COUNT: RangeInclusive<u32> = 1..=100;
+    /// `ProcessorCount`.
+    pub const PROCESSOR_COUNT: RangeInclusive<u32> = 1..=32;
+    /// `MaxTaskTtlSeconds` (60 s to a year).
+    pub const MAX_TTL_SECONDS: RangeInclusive<u64> = 60..=31_536_000;
+    /// `TaskTtlSeconds` (a minute to a week).
+    pub const TASK_TTL_SECONDS: RangeInclusive<u64> = 60..=604_800;
+    /// `DueShardCount`.
+    pub const DUE_SHARD_COUNT: RangeInclusive<u32> = 1..=100;
+    /// `CatchUpDays`.
+    pub const CATCH_UP_DAYS: RangeInclusive<u32> = 0..=60;
+    /// `RetentionSeconds` (none to a year).
+    pub const RETENTION_SECONDS: RangeInclusive<u64> = 0..=31_536_000;
+    /// `RunnerLatencyMs`.
+    pub const RUNNER_LATENCY_MS: RangeInclusive<u64> = 0..=240_000;
+}
+
+/// The settings several functions share, with the template's ranges
+/// ([`bounds`]).
 /// `SHARD_COUNT`: claimable index shards (1..=100, default 1).
 pub fn shard_count(src: &impl Source) -> Result<u32, ConfigError> {
-    parsed(src, "SHARD_COUNT", 1u32, 1..=100)
+    parsed(src, "SHARD_COUNT", 1u32, bounds::SHARD_COUNT)
 }
 
 /// `PROCESSOR_COUNT`: processors at once, each over a shard group
 /// (1..=32, default 1; process also checks it against `SHARD_COUNT`).
 pub fn processor_count(src: &impl Source) -> Result<u32, ConfigError> {
-    parsed(src, "PROCESSOR_COUNT", 1u32, 1..=32)
+    parsed(src, "PROCESSOR_COUNT", 1u32, bounds::PROCESSOR_COUNT)
 }
 
 /// `MAX_TTL_SECONDS`: the largest TTL a producer may ask for; also bounds
 /// the claimable index query (60..=1 year, default 7 days).
 pub fn max_ttl_seconds(src: &impl Source) -> Result<u64, ConfigError> {
-    parsed(src, "MAX_TTL_SECONDS", 604_800u64, 60..=31_536_000)
+    parsed(src, "MAX_TTL_SECONDS", 604_800u64, bounds::MAX_TTL_SECONDS)
 }
 
 /// `TASK_TTL_SECONDS`: the time to live of a task whose producer gives none
@@ -129,13 +154,13 @@ pub fn task_ttl_seconds(src: &impl Source, max_ttl_seconds: u64) -> Result<u64, 
 
 /// `DUE_SHARD_COUNT`: write shards of the due-date index (1..=100, default 50).
 pub fn due_shard_count(src: &impl Source) -> Result<u32, ConfigError> {
-    parsed(src, "DUE_SHARD_COUNT", 50u32, 1..=100)
+    parsed(src, "DUE_SHARD_COUNT", 50u32, bounds::DUE_SHARD_COUNT)
 }
 
 /// `CATCH_UP_DAYS`: past due dates a scheduler-start run also covers, and
 /// so how long after its due date a task may still start (0..=60, default 7).
 pub fn catch_up_days(src: &impl Source) -> Result<u32, ConfigError> {
-    parsed(src, "CATCH_UP_DAYS", 7u32, 0..=60)
+    parsed(src, "CATCH_UP_DAYS", 7u32, bounds::CATCH_UP_DAYS)
 }
 
 /// `RETENTION_SECONDS`: how long tasks stay readable after they expire.
@@ -144,7 +169,7 @@ pub fn retention_seconds(src: &impl Source) -> Result<u64, ConfigError> {
         src,
         "RETENTION_SECONDS",
         lifo_core::model::DEFAULT_RETENTION_SECONDS,
-        0..=31_536_000,
+        bounds::RETENTION_SECONDS,
     )
 }
 

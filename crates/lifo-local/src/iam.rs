@@ -28,6 +28,8 @@ use std::sync::Arc;
 
 use crate::aws::{ACCOUNT, REGION};
 
+pub mod proxy;
+
 /// One function's policy, and how to name what it calls.
 #[derive(Debug)]
 pub struct Policy {
@@ -118,7 +120,18 @@ impl Policy {
     /// one per item; a send to an encrypted topic or queue: the key's two
     /// actions after it); empty for a request this guard does not judge.
     fn calls(&self, request: &HttpRequest) -> Vec<(String, String)> {
-        let mut calls = self.plain_calls(request);
+        self.calls_of(
+            request.headers().get("x-amz-target"),
+            request.body().bytes().unwrap_or_default(),
+        )
+    }
+
+    /// What a request with `target` (its `X-Amz-Target` header: DynamoDB's
+    /// and SQS's JSON protocols) and `body` does (without a target, the
+    /// Query protocol's form: SNS's `Action=Publish`); a send to an
+    /// encrypted topic or queue: the key's two actions after it.
+    pub fn calls_of(&self, target: Option<&str>, body: &[u8]) -> Vec<(String, String)> {
+        let mut calls = self.plain_calls(target, body);
         let sends: Vec<String> = calls
             .iter()
             .filter(|(a, _)| a == "sns:Publish" || a == "sqs:SendMessage")
@@ -133,17 +146,13 @@ impl Policy {
         calls
     }
 
-    /// [`Policy::calls`] but the KMS key's.
-    fn plain_calls(&self, request: &HttpRequest) -> Vec<(String, String)> {
+    /// [`Policy::calls_of`] but the KMS key's.
+    fn plain_calls(&self, target: Option<&str>, body: &[u8]) -> Vec<(String, String)> {
         let table = format!("!GetAtt {}.Arn", self.table.0);
-        if let Some(target) = request.headers().get("x-amz-target") {
+        if let Some(target) = target {
             // SQS: the JSON protocol, the queue by its URL.
             if let Some(op) = target.strip_prefix("AmazonSQS.") {
-                let body: Value = request
-                    .body()
-                    .bytes()
-                    .and_then(|b| serde_json::from_slice(b).ok())
-                    .unwrap_or(Value::Null);
+                let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
                 let url = body["QueueUrl"].as_str().unwrap_or_default();
                 let resource = self.queues.iter().find(|(_, u, _)| u == url).map_or_else(
                     || url.to_owned(),
@@ -157,11 +166,7 @@ impl Policy {
             let Some(op) = target.strip_prefix("DynamoDB_20120810.") else {
                 return Vec::new();
             };
-            let body: Value = request
-                .body()
-                .bytes()
-                .and_then(|b| serde_json::from_slice(b).ok())
-                .unwrap_or(Value::Null);
+            let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
             if op == "TransactWriteItems" {
                 let items = body["TransactItems"]
                     .as_array()
@@ -189,11 +194,7 @@ impl Policy {
             return vec![(format!("dynamodb:{op}"), resource)];
         }
         // SNS: the query protocol, a form body.
-        let form = request
-            .body()
-            .bytes()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default();
+        let form = String::from_utf8_lossy(body);
         let field = |name: &str| {
             form.split('&').find_map(|kv| {
                 let (k, v) = kv.split_once('=')?;
@@ -220,38 +221,50 @@ impl Policy {
 
     /// AWS's refusal of `action` on `resource`.
     fn refusal(&self, request: &HttpRequest, action: &str, resource: &str) -> HttpResponse {
+        let json = request.headers().get("x-amz-target").is_some();
+        let refused = self.refusal_of(json, action, resource);
+        let mut res = HttpResponse::new(
+            refused.status.try_into().unwrap_or_else(|_| unreachable!()),
+            SdkBody::from(refused.body),
+        );
+        res.headers_mut()
+            .insert("content-type", refused.content_type);
+        res
+    }
+
+    /// AWS's refusal of `action` on `resource`, as the JSON protocols
+    /// (`json`: DynamoDB's, SQS's `AccessDeniedException`) or the Query
+    /// protocol (SNS's `AuthorizationError`) answer it.
+    pub fn refusal_of(&self, json: bool, action: &str, resource: &str) -> Refusal {
         let message = format!(
             "User: {} is not authorized to perform: {action} on resource: {} because no \
              identity-based policy allows the {action} action (the local stack checks \
-             {}'s policy in template.yaml)",
+             {}'s policy in the template)",
             self.principal(),
             self.arn(resource),
             self.function
         );
         // A key's refusal comes back under KMS's own code.
         let kms = action.starts_with("kms:");
-        let mut res;
-        if request.headers().get("x-amz-target").is_some() {
-            res = HttpResponse::new(
-                400u16.try_into().unwrap_or_else(|_| unreachable!()),
-                SdkBody::from(
-                    serde_json::json!({
-                        "__type": if kms { "KMS.AccessDeniedException" } else { "com.amazon.coral.service#AccessDeniedException" },
-                        "Message": message,
-                    })
-                    .to_string(),
-                ),
-            );
-            res.headers_mut()
-                .insert("content-type", "application/x-amz-json-1.0");
+        if json {
+            Refusal {
+                status: 400,
+                content_type: "application/x-amz-json-1.0",
+                body: serde_json::json!({
+                    "__type": if kms { "KMS.AccessDeniedException" } else { "com.amazon.coral.service#AccessDeniedException" },
+                    "Message": message,
+                })
+                .to_string(),
+            }
         } else {
             let escaped = message
                 .replace('&', "&amp;")
                 .replace('<', "&lt;")
                 .replace('>', "&gt;");
-            res = HttpResponse::new(
-                403u16.try_into().unwrap_or_else(|_| unreachable!()),
-                SdkBody::from(format!(
+            Refusal {
+                status: 403,
+                content_type: "text/xml",
+                body: format!(
                     "<ErrorResponse><Error><Type>Sender</Type><Code>{}</Code>\
                      <Message>{escaped}</Message></Error><RequestId>local</RequestId></ErrorResponse>",
                     if kms {
@@ -259,12 +272,23 @@ impl Policy {
                     } else {
                         "AuthorizationError"
                     }
-                )),
-            );
-            res.headers_mut().insert("content-type", "text/xml");
+                ),
+            }
         }
-        res
     }
+
+    /// The first of `calls` this policy does not allow.
+    pub fn refused<'c>(&self, calls: &'c [(String, String)]) -> Option<&'c (String, String)> {
+        calls.iter().find(|(a, r)| !self.allows(a, r))
+    }
+}
+
+/// An answer refusing a call: its HTTP status, content type and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
 }
 
 /// The HTTP client that enforces a [`Policy`] in front of `inner`.
@@ -306,11 +330,9 @@ struct Guarded {
 impl HttpConnector for Guarded {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
         let p = &self.policy;
-        if let Some((action, resource)) =
-            p.calls(&request).into_iter().find(|(a, r)| !p.allows(a, r))
-        {
+        if let Some((action, resource)) = p.refused(&p.calls(&request)) {
             tracing::warn!(function = %p.function, action, resource, "IAM as deployed: refused");
-            return HttpConnectorFuture::ready(Ok(p.refusal(&request, &action, &resource)));
+            return HttpConnectorFuture::ready(Ok(p.refusal(&request, action, resource)));
         }
         self.inner.call(request)
     }
@@ -320,7 +342,9 @@ impl HttpConnector for Guarded {
 mod tests {
     use super::*;
 
-    fn policy(allowed: &[(&str, &str)]) -> Policy {
+    /// CreateFunction's policy allowing `allowed`, over a local table,
+    /// topic and queue (the proxy's tests use it too).
+    pub(super) fn policy(allowed: &[(&str, &str)]) -> Policy {
         Policy {
             function: "CreateFunction".into(),
             allowed: allowed

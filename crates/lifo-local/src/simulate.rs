@@ -55,6 +55,9 @@ pub struct Workload {
     /// How long the run's fresh DynamoDB Local is warmed before the
     /// arrivals begin ([`crate::warm_up`]); zero: not at all.
     pub warm_up: Duration,
+    /// The template the run's stack is built from (`lifo simulate
+    /// --template FILE`); the workspace's template.yaml when `None`.
+    pub template: Option<Arc<crate::Template>>,
 }
 
 /// [`Workload::warm_up`] unless told otherwise. A cold run was slow for
@@ -87,6 +90,7 @@ impl Workload {
             fair_share: true,
             tenant_max_in_flight: None,
             warm_up: WARM_UP,
+            template: None,
         }
     }
 
@@ -257,7 +261,11 @@ pub async fn run_specs(
     specs: Option<&[serde_json::Value]>,
     on_progress: &mut (dyn FnMut(&Progress) + Send),
 ) -> Result<Outcome> {
-    let stack = LocalStack::start().await?;
+    let stack = LocalStack::start_with(crate::stack::StackOptions {
+        template: workload.template.as_deref().cloned(),
+        ..crate::stack::StackOptions::default()
+    })
+    .await?;
     let store = stack.store();
     // The largest TTL is the workload's: the claim query's horizon is then
     // exactly "not expired", which a FIFO run needs not to read every task

@@ -101,6 +101,10 @@ pub struct StackOptions {
     /// IAM as deployed: each function's calls checked against its policy
     /// in template.yaml (or in this template instead); on by default.
     pub iam: IamMode,
+    /// The template the stack is built from, and whose policies IAM checks
+    /// ([`IamMode::AsDeployed`]): the workspace's template.yaml when
+    /// `None` (`lifo local up --template FILE` gives a user's own copy).
+    pub template: Option<Template>,
     /// Which servers the stack uses: its own (the default), or the
     /// process's shared ones ([`servers::Shared`]), started by the first
     /// stack that asks, with this stack's table, topics and queues named
@@ -161,7 +165,10 @@ impl LocalStack {
     /// `data_dir` that already holds the table, the table is kept as it is.
     pub async fn start_with(options: StackOptions) -> Result<Self> {
         let tools = Tools::locate()?;
-        let template = Template::workspace()?;
+        let template = match options.template {
+            Some(t) => t,
+            None => Template::workspace()?,
+        };
         // A data folder's servers are the stack's own.
         let kind = if options.data_dir.is_some() {
             Servers::Own
@@ -357,14 +364,31 @@ impl LocalStack {
 }
 
 /// Puts back every task a claim holds under a live lease (TAKEN → PENDING,
-/// claimable at once, `reason` in its history): what a stopped local
-/// stack's cut-short invocations held, so that nothing waits for a lease to
-/// end. A task that moved meanwhile is left as it is. The count put back.
-pub async fn put_back_held(store: &lifo_core::Store, reason: &str) -> Result<usize> {
+/// claimable at once, `reason` in its history, the attempt given back as
+/// process's own "retry later" gives it: [`lifo_core::Move::attempts_after`]):
+/// what a stopped local stack's cut-short invocations held, so that nothing
+/// waits for a lease to end and a stop costs no attempt. Only claims made
+/// at or after `claimed_since` (epoch ms: this run's) are put back; an
+/// earlier run's are left to their leases. A task that moved meanwhile is
+/// left as it is. The count put back.
+pub async fn put_back_held(
+    store: &lifo_core::Store,
+    reason: &str,
+    claimed_since: u64,
+) -> Result<usize> {
     let now = lifo_core::now_ms();
     let mut n = 0;
     for t in scan_tasks(store).await? {
         if t.task_status != lifo_core::TaskStatus::Taken || !t.lease_is_live(now) {
+            continue;
+        }
+        let claimed_at = t
+            .history
+            .iter()
+            .rev()
+            .find(|e| e.status == lifo_core::TaskStatus::Taken)
+            .map(|e| e.at);
+        if claimed_at.is_some_and(|at| at < claimed_since) {
             continue;
         }
         let mv = lifo_core::Move::RetryLater {
@@ -375,7 +399,7 @@ pub async fn put_back_held(store: &lifo_core::Store, reason: &str) -> Result<usi
         let step = lifo_core::Step {
             now_ms: now,
             token: t.token,
-            attempts: t.attempts,
+            attempts: mv.attempts_after(t.attempts),
         };
         match store
             .record(&t.task_id, &mv, lifo_core::TaskStatus::Taken, &step)

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// template.yaml, as JSON (CloudFormation short tags become `{"!Tag": value}`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Template {
     doc: Value,
 }
@@ -221,9 +221,18 @@ impl Template {
         Self::parse(&text)
     }
 
-    /// The template.yaml of this workspace.
+    /// The template.yaml of this workspace (where it was when `lifo` was
+    /// built; `--template FILE` reads another, [`Template::load_or_workspace`]).
     pub fn workspace() -> Result<Self> {
         Self::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml"))
+    }
+
+    /// `path`'s template, or the workspace's without one.
+    pub fn load_or_workspace(path: Option<&Path>) -> Result<Self> {
+        match path {
+            Some(p) => Self::load(p),
+            None => Self::workspace(),
+        }
     }
 
     pub fn parse(text: &str) -> Result<Self> {
@@ -381,16 +390,6 @@ impl Template {
         Ok(routes)
     }
 
-    /// A Number parameter's `MinValue` and `MaxValue`, where given.
-    pub fn parameter_range(&self, name: &str) -> (Option<i64>, Option<i64>) {
-        let bound = |b: &str| {
-            self.doc
-                .pointer(&format!("/Parameters/{name}/{b}"))
-                .and_then(Value::as_i64)
-        };
-        (bound("MinValue"), bound("MaxValue"))
-    }
-
     /// A parameter's default value, as a string.
     pub fn parameter_default(&self, name: &str) -> Result<String> {
         match self.doc.pointer(&format!("/Parameters/{name}/Default")) {
@@ -401,6 +400,17 @@ impl Template {
             )),
             None => Err(anyhow!("template.yaml has no default for parameter {name}")),
         }
+    }
+
+    /// A numeric parameter's bounds, `MinValue..=MaxValue`.
+    pub fn parameter_range(&self, name: &str) -> Result<std::ops::RangeInclusive<u64>> {
+        let bound = |key: &str| {
+            self.doc
+                .pointer(&format!("/Parameters/{name}/{key}"))
+                .and_then(Value::as_u64)
+                .with_context(|| format!("parameter {name} has no {key}"))
+        };
+        Ok(bound("MinValue")?..=bound("MaxValue")?)
     }
 
     /// Every (action, resource) a function's inline policies allow, with

@@ -38,6 +38,17 @@ impl Default for Settings {
     }
 }
 
+impl Settings {
+    /// The oldest claimable index entry a read of the queue at `now` (epoch
+    /// ms) may need: `MaxTaskTtlSeconds` back. Checked: a setting too large
+    /// for milliseconds reaches back to 1970, never wraps to the future.
+    pub fn horizon(&self, now: u64) -> u64 {
+        self.max_ttl_seconds
+            .checked_mul(1000)
+            .map_or(0, |ttl_ms| now.saturating_sub(ttl_ms))
+    }
+}
+
 /// A boxed future (what [`Produce`] returns, so it can be a trait object).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -99,5 +110,28 @@ pub fn create_config(store: &Store, s: &Settings) -> crate::create::CreateConfig
         default_ttl_seconds: s.task_ttl_seconds.min(s.max_ttl_seconds),
         retention_seconds: s.retention_seconds,
         ..crate::create::CreateConfig::new(store.table())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `lifo --max-ttl-seconds 18446744073709551615 stats` once panicked
+    /// here ("attempt to multiply with overflow") in a debug build, and in a
+    /// release build wrapped into a horizon in the future (reading nothing).
+    #[test]
+    fn the_horizon_is_checked_not_wrapped() {
+        let at = |max_ttl_seconds| {
+            Settings {
+                max_ttl_seconds,
+                ..Settings::default()
+            }
+            .horizon(1_764_547_200_000)
+        };
+        assert_eq!(at(3600), 1_764_547_200_000 - 3_600_000);
+        assert_eq!(at(u64::MAX), 0);
+        assert_eq!(at(u64::MAX / 1000 + 1), 0);
+        assert_eq!(at(u64::MAX / 1000), 0, "further back than 1970");
     }
 }

@@ -26,15 +26,44 @@ impl Since {
             Self::At(ms) => ms,
         }
     }
+
+    /// [`Since::epoch_ms`], refused when the point is after `now_ms`: a
+    /// window that starts in the future holds nothing, and a time typed
+    /// wrong should not look like an empty queue.
+    pub fn epoch_ms_checked(self, now_ms: u64) -> Result<u64, String> {
+        let at = self.epoch_ms(now_ms);
+        if at > now_ms {
+            let show = |ms: u64| {
+                chrono::DateTime::from_timestamp_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+                    .map_or(format!("{ms} (epoch ms)"), |t| {
+                        t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    })
+            };
+            return Err(format!(
+                "{} is in the future (now is {}): nothing can have happened since",
+                show(at),
+                show(now_ms)
+            ));
+        }
+        Ok(at)
+    }
 }
 
 impl std::str::FromStr for Since {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim();
-        if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        match chrono::DateTime::parse_from_rfc3339(s) {
             // Since a time before 1970 is since the start: every record.
-            return Ok(Self::At(u64::try_from(t.timestamp_millis()).unwrap_or(0)));
+            Ok(t) => return Ok(Self::At(u64::try_from(t.timestamp_millis()).unwrap_or(0))),
+            // A date (`2026-13-45T…`): what is wrong with it, not its
+            // "unit".
+            Err(e) if looks_like_a_time(s) => {
+                return Err(format!(
+                    "{s:?} is not an RFC 3339 time ({e}): e.g. 2026-11-23T12:00:00Z"
+                ));
+            }
+            Err(_) => {}
         }
         if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
             return s
@@ -76,6 +105,14 @@ impl std::str::FromStr for Since {
     }
 }
 
+/// `2026-…`, or anything with a `T` between digits or a `:`: meant as a
+/// time, not a duration.
+fn looks_like_a_time(s: &str) -> bool {
+    let b = s.as_bytes();
+    let year = b.len() > 4 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-';
+    year || s.contains(':')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,7 +132,39 @@ mod tests {
             "unknown unit \"w\" in \"3w\": use s, m, h or d (or an RFC 3339 time)"
         );
         assert!(at("soon").unwrap_err().starts_with("expected 90s, 15m"));
+        // A time that is not one is named as such (once "unknown unit
+        // \"-13-45T00:00:00Z\"").
+        assert_eq!(
+            at("2026-13-45T00:00:00Z").unwrap_err(),
+            "\"2026-13-45T00:00:00Z\" is not an RFC 3339 time (input is out of range): \
+             e.g. 2026-11-23T12:00:00Z"
+        );
+        assert!(
+            at("2026-11-23 12:00")
+                .unwrap_err()
+                .contains("is not an RFC 3339 time"),
+            "{:?}",
+            at("2026-11-23 12:00")
+        );
         assert!(at("").unwrap_err().starts_with("expected 90s, 15m"));
+    }
+
+    /// A point after now was taken silently (an empty list).
+    #[test]
+    fn a_point_in_the_future_is_refused() {
+        let now = 1_764_547_200_000; // 2025-12-01T00:00:00Z
+        let future: Since = "2030-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(
+            future.epoch_ms_checked(now).unwrap_err(),
+            "2030-01-01T00:00:00Z is in the future (now is 2025-12-01T00:00:00Z): \
+             nothing can have happened since"
+        );
+        assert!(Since::At(now + 1).epoch_ms_checked(now).is_err());
+        assert_eq!(Since::At(now).epoch_ms_checked(now), Ok(now));
+        assert_eq!(
+            "1h".parse::<Since>().unwrap().epoch_ms_checked(now),
+            Ok(now - 3_600_000)
+        );
     }
 
     /// Each of these once panicked (`n * 86_400`) or wrapped into another

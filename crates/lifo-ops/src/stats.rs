@@ -16,6 +16,11 @@ use serde_json::{Value, json};
 pub const PAST_DAYS: u32 = 7;
 /// COUNT queries in flight for the due-date index.
 const PARALLEL: usize = 16;
+/// Shards whose seven queries are in flight at once (28 queries).
+const SHARDS_AT_ONCE: usize = 4;
+/// Most due dates ahead that can hold a task: create schedules at most
+/// this far ([`crate::create::MAX_DUE_IN_DAYS`]).
+pub const MAX_DAYS: u32 = crate::create::MAX_DUE_IN_DAYS;
 /// Most shed-index entries counted per shard ("1000+" beyond): the
 /// count reads at most ≈ 8 read units per shard, however much was shed.
 pub const SHED_COUNT_CAP: usize = 1000;
@@ -70,35 +75,39 @@ pub async fn collect(q: &Queue, now: u64, past_days: u32, days: u32) -> Result<S
     })
 }
 
-/// Each LIFO shard's counts and claimable ages: seven queries per shard.
+/// Each LIFO shard's counts and claimable ages: seven queries per shard,
+/// [`SHARDS_AT_ONCE`] shards at a time.
 pub async fn shard_stats(q: &Queue, now: u64) -> Result<Vec<ShardStats>, OpsError> {
     let store = &q.store;
-    let horizon = now.saturating_sub(q.settings.max_ttl_seconds * 1000);
+    let horizon = q.settings.horizon(now);
     let hour_ago = now.saturating_sub(3_600_000);
-    futures::future::try_join_all((0..q.settings.shards.max(1)).map(|shard| async move {
-        let (pending, running, backing_off, expired, superseded, newest, oldest) = futures::try_join!(
-            store.claimable_depth_in(shard, now, horizon),
-            store.leased_in(shard, now, horizon),
-            store.backing_off_in(shard, now, horizon),
-            store.shed_in(shard, hour_ago, now, SHED_COUNT_CAP),
-            store.superseded_in(shard, hour_ago, now, SHED_COUNT_CAP),
-            store.edge_claimable(shard, now, horizon, false),
-            store.edge_claimable(shard, now, horizon, true),
-        )?;
-        Ok::<_, OpsError>(ShardStats {
-            shard,
-            pending,
-            running,
-            backing_off,
-            expired_last_hour: expired.0,
-            expired_capped: expired.1,
-            superseded_last_hour: superseded.0,
-            superseded_capped: superseded.1,
-            newest_claimable_at: newest,
-            oldest_claimable_at: oldest,
+    futures::stream::iter(0..q.settings.shards.max(1))
+        .map(|shard| async move {
+            let (pending, running, backing_off, expired, superseded, newest, oldest) = futures::try_join!(
+                store.claimable_depth_in(shard, now, horizon),
+                store.leased_in(shard, now, horizon),
+                store.backing_off_in(shard, now, horizon),
+                store.shed_in(shard, hour_ago, now, SHED_COUNT_CAP),
+                store.superseded_in(shard, hour_ago, now, SHED_COUNT_CAP),
+                store.edge_claimable(shard, now, horizon, false),
+                store.edge_claimable(shard, now, horizon, true),
+            )?;
+            Ok::<_, OpsError>(ShardStats {
+                shard,
+                pending,
+                running,
+                backing_off,
+                expired_last_hour: expired.0,
+                expired_capped: expired.1,
+                superseded_last_hour: superseded.0,
+                superseded_capped: superseded.1,
+                newest_claimable_at: newest,
+                oldest_claimable_at: oldest,
+            })
         })
-    }))
-    .await
+        .buffered(SHARDS_AT_ONCE)
+        .try_collect()
+        .await
 }
 
 /// SCHEDULED tasks per due date, from `past_days` ago to `days` ahead: one
@@ -109,6 +118,19 @@ pub async fn scheduled(
     past_days: u32,
     days: u32,
 ) -> Result<Vec<(String, usize)>, OpsError> {
+    if days > MAX_DAYS {
+        return Err(OpsError::invalid(
+            "days",
+            format!("must be 0 to {MAX_DAYS} (no task is due later), got {days}"),
+        ));
+    }
+    let most_past = *lifo_lambda::config::bounds::CATCH_UP_DAYS.end();
+    if past_days > most_past {
+        return Err(OpsError::invalid(
+            "past days",
+            format!("must be 0 to {most_past} (CatchUpDays' largest), got {past_days}"),
+        ));
+    }
     let store = &q.store;
     let today = chrono::DateTime::from_timestamp_millis(now as i64)
         .unwrap_or_default()

@@ -41,7 +41,7 @@ pub struct Tenants {
 /// Reads the newest claimable entries of every shard and sums them up.
 pub async fn collect(q: &Queue, now: u64) -> Result<Tenants, OpsError> {
     let shards: Vec<u32> = (0..q.settings.shards.max(1)).collect();
-    let horizon = now.saturating_sub(q.settings.max_ttl_seconds * 1000);
+    let horizon = q.settings.horizon(now);
     let heads = q
         .store
         .claimable_heads(Order::Lifo, &shards, READ_PER_SHARD, now, horizon)

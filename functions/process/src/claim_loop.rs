@@ -16,6 +16,7 @@
 
 use crate::config::ProcessConfig;
 use crate::finish::FinishPolicy;
+use crate::halt::Halt;
 use crate::handle::{self, ClaimContext, Handled};
 use crate::report::{Finished, ProcessReport, StopReason, tally};
 use crate::runner::TaskRunner;
@@ -240,6 +241,8 @@ pub(crate) struct Claiming<'a, R> {
     pub alarm: bool,
     /// The fair share's ledger the tail call before handed on.
     pub handover: Option<&'a crate::wakeups::Handover>,
+    /// Its host's stop: once stopped, nothing more is claimed.
+    pub halt: &'a Halt,
 }
 
 /// Takes one start from `limiter`: `Ok` (or no limit), or how long until
@@ -255,6 +258,14 @@ fn take_start(limiter: Option<&governor::DefaultDirectRateLimiter>) -> Result<()
 }
 
 impl<R: TaskRunner> Claiming<'_, R> {
+    /// Sleeps `d`, or less when the host stops the processor.
+    async fn nap(&self, d: Duration) {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => {}
+            _ = self.halt.stopped() => {}
+        }
+    }
+
     /// Claims until the budget (`stop_claiming_at`) ends, nothing is left,
     /// the queue is paused or a claim fails on the store.
     pub(crate) async fn run(
@@ -311,6 +322,7 @@ impl<R: TaskRunner> Claiming<'_, R> {
             },
             lease_until,
             claimed_by: Arc::clone(&assignment.claimed_by),
+            halt: self.halt.clone(),
         };
         if self.config.fair_share {
             let group = assignment.group.map_or(0, |(g, _)| g);
@@ -360,6 +372,14 @@ impl<R: TaskRunner> Claiming<'_, R> {
         let mut next_start_at: Option<Instant> = None;
         loop {
             if report.stop == StopReason::Paused {
+                return Ok(());
+            }
+            if self.halt.is_stopped() {
+                tracing::info!(
+                    event = "process.stopped",
+                    "the host is stopping; finishing what runs, claiming nothing more"
+                );
+                report.stop = StopReason::Stopped;
                 return Ok(());
             }
             while let Some(done) = running.try_join_next() {
@@ -493,10 +513,10 @@ impl<R: TaskRunner> Claiming<'_, R> {
                             event = "process.awaiting_rest",
                             waitMs = wait.as_millis() as u64
                         );
-                        tokio::time::sleep(wait.min(REST_WAIT_STEP)).await;
+                        self.nap(wait.min(REST_WAIT_STEP)).await;
                         continue;
                     }
-                    tokio::time::sleep(
+                    self.nap(
                         self.config
                             .idle_poll
                             .min(stop_claiming_at.saturating_duration_since(Instant::now())),
@@ -513,6 +533,11 @@ impl<R: TaskRunner> Claiming<'_, R> {
                     Some(self.config.idle_poll),
                 )
                 .await;
+                continue;
+            }
+            // Stopped while it read: what it read stays claimable.
+            if self.halt.is_stopped() {
+                heads.put_back(candidates);
                 continue;
             }
             last_work = Instant::now();

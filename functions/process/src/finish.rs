@@ -85,11 +85,6 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
             )
         }
     };
-    let attempts = if t == Transition::RetryLater {
-        task.attempts.saturating_sub(1)
-    } else {
-        task.attempts
-    };
     let history = task.history.as_slice();
     let mv = match t {
         Transition::Succeed => Move::Succeed { history },
@@ -105,6 +100,8 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
             retry_at,
         },
     };
+    // A retry later gives the attempt back.
+    let attempts = mv.attempts_after(task.attempts);
     for attempt in 1..=FINISH_ATTEMPTS {
         let step = Step {
             now_ms: now_ms(),

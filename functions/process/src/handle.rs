@@ -4,6 +4,7 @@
 //! ([`crate::finish`]).
 
 use crate::finish::{FinishPolicy, run_and_finish};
+use crate::halt::Halt;
 use crate::report::Finished;
 use crate::runner::TaskRunner;
 use lifo_core::{Candidate, Move, Step, Store, StoreError, Task, TaskStatus, now_ms};
@@ -81,6 +82,8 @@ pub(crate) struct ClaimContext<R> {
     pub lease_until: u64,
     /// This invocation, written as the claims' `claimedBy`.
     pub claimed_by: Arc<str>,
+    /// The processor's halt: counts each handling as running.
+    pub halt: Halt,
 }
 
 impl<R> Clone for ClaimContext<R> {
@@ -91,6 +94,7 @@ impl<R> Clone for ClaimContext<R> {
             policy: self.policy,
             lease_until: self.lease_until,
             claimed_by: Arc::clone(&self.claimed_by),
+            halt: self.halt.clone(),
         }
     }
 }
@@ -121,7 +125,9 @@ pub(crate) fn spawn<R: TaskRunner>(
     let trace = segment
         .as_ref()
         .map(lifo_lambda::xray::Subsegment::as_parent);
+    let counted = ctx.halt.enter();
     running.spawn(async move {
+        let _counted = counted;
         let handled = lifo_lambda::xray::scope(trace, claim_run_finish(ctx, seq, c, sent_at)).await;
         if let Some(mut s) = segment {
             s.metadata("outcome", handled.outcome());

@@ -17,6 +17,7 @@ mod claim_loop;
 mod config;
 mod error;
 mod finish;
+mod halt;
 mod handle;
 mod processor;
 mod report;
@@ -27,6 +28,7 @@ mod wakeups;
 
 pub use config::{Clamp, ProcessConfig, RateLimit};
 pub use error::ProcessError;
+pub use halt::Halt;
 pub use processor::Processor;
 pub use report::{ProcessReport, StopReason};
 pub use serve::{serve, serve_with};

@@ -5,6 +5,7 @@
 
 use crate::claim_loop::{Assignment, Claiming, LoopState, drain};
 use crate::config::ProcessConfig;
+use crate::halt::Halt;
 use crate::handle::Handled;
 use crate::report::{ProcessReport, StopReason};
 use crate::runner::TaskRunner;
@@ -32,6 +33,8 @@ pub struct Processor<R> {
     /// group, kept by the sandbox across invocations (a warm Lambda keeps
     /// its bucket).
     pub(crate) limiters: Mutex<HashMap<u32, Arc<governor::DefaultDirectRateLimiter>>>,
+    /// How its host stops it in order ([`Halt`]).
+    pub(crate) halt: Halt,
 }
 
 impl<R: TaskRunner> Processor<R> {
@@ -47,6 +50,7 @@ impl<R: TaskRunner> Processor<R> {
             runner,
             config,
             limiters: Mutex::new(HashMap::new()),
+            halt: Halt::default(),
         }
     }
 
@@ -62,6 +66,12 @@ impl<R: TaskRunner> Processor<R> {
 
     pub fn config(&self) -> &ProcessConfig {
         &self.config
+    }
+
+    /// Its halt: [`Halt::stop`] ends every invocation's claiming, and
+    /// [`Halt::running`] counts the tasks still running.
+    pub fn halt(&self) -> &Halt {
+        &self.halt
     }
 
     pub(crate) fn horizon(&self, now: u64) -> u64 {
@@ -222,6 +232,7 @@ impl<R: TaskRunner> Processor<R> {
             assignment: &assignment,
             alarm: self.alarm.is_some(),
             handover: wake.handover.as_ref(),
+            halt: &self.halt,
         }
         .run(
             &mut report,
@@ -269,7 +280,9 @@ impl<R: TaskRunner> Processor<R> {
             let tail = tail?;
             // Set even before a tail call: the chain may end before these
             // rests do, and the next invocation knows nothing of them.
-            if report.stop != StopReason::Paused {
+            // Paused, resume wakes the queue; stopped, the host is going
+            // away (its next start's sweep finds what rests).
+            if !matches!(report.stop, StopReason::Paused | StopReason::Stopped) {
                 self.set_rest_alarms(&rest_ends, &mut report, assignment.group.map(|(g, _)| g))
                     .await;
             }

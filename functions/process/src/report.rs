@@ -20,6 +20,10 @@ pub enum StopReason {
     /// Every shard group is held by another processor (more than one
     /// processor): nothing to do here.
     Held,
+    /// The program hosting the processor stopped it ([`crate::Halt`]: a
+    /// local stack's graceful stop): nothing more is claimed, what runs is
+    /// finished, and there is no tail call.
+    Stopped,
 }
 
 /// What one invocation did.

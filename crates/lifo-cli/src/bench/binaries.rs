@@ -2,6 +2,7 @@
 //! process, cold starts, sizes.
 
 use super::part::{BenchArgs, Binaries, FUNCTIONS, Line, Report};
+use super::xray::{Daemon, judge};
 use anyhow::Context as _;
 use lifo_core::{Task, now_ms};
 use lifo_local::LocalStack;
@@ -28,49 +29,6 @@ pub(super) async fn process_cost(args: &BenchArgs, bins: &Binaries) -> anyhow::R
     });
     out.figures.insert("xrayCpuRatio".into(), json!(ratio));
     Ok(out)
-}
-
-/// A UDP socket on loopback standing in for the X-Ray daemon: counts the
-/// documents it receives until dropped.
-struct Daemon {
-    address: String,
-    received: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    socket: std::net::UdpSocket,
-}
-
-impl Daemon {
-    fn start() -> anyhow::Result<Self> {
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
-        let address = socket.local_addr()?.to_string();
-        let received = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (reader, count) = (socket.try_clone()?, received.clone());
-        reader.set_read_timeout(Some(Duration::from_millis(200)))?;
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 65_536];
-            // Ends when the socket is shut (the bench drops it) and reads time out.
-            loop {
-                match reader.recv(&mut buf) {
-                    Ok(_) => {
-                        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    Err(e)
-                        if e.kind() == std::io::ErrorKind::WouldBlock
-                            || e.kind() == std::io::ErrorKind::TimedOut =>
-                    {
-                        if std::sync::Arc::strong_count(&count) == 1 {
-                            return;
-                        }
-                    }
-                    Err(_) => return,
-                }
-            }
-        });
-        Ok(Self {
-            address,
-            received,
-            socket,
-        })
-    }
 }
 
 /// Runs the `process` binary against DynamoDB Local + moto until `tasks`
@@ -128,6 +86,8 @@ async fn process_run(
         let started = Instant::now();
         let mut succeeded = 0u64;
         let mut invocations = 0;
+        // Tasks each invocation claimed: what its trace was asked to hold.
+        let mut claimed = Vec::new();
         while succeeded < args.tasks as u64 {
             invocations += 1;
             if invocations > 50 {
@@ -138,30 +98,62 @@ async fn process_run(
             match api.invoke(event.clone(), Duration::from_secs(90)).await? {
                 Answer::Response(report) => {
                     succeeded += report["succeeded"].as_u64().unwrap_or(0);
+                    claimed.push(report["claimed"].as_array().map_or(0, Vec::len));
                 }
                 other => return Err(anyhow::anyhow!("process failed: {other:?}")),
             }
         }
         let wall = started.elapsed();
         let end = Usage::of(pid)?;
-        Ok::<_, anyhow::Error>((init, end, wall, succeeded, invocations))
+        Ok::<_, anyhow::Error>((init, end, wall, succeeded, invocations, claimed))
     }
     .await;
     let _ = child.kill().await;
-    let (init, end, wall, succeeded, invocations) = result?;
+    let (init, end, wall, succeeded, invocations, claimed) = result?;
     let per_task = (end.cpu - init.cpu).as_secs_f64() * 1000.0 / succeeded as f64;
     let rss_mb = end.peak_rss_bytes as f64 / 1_048_576.0;
-    let segments = daemon.as_ref().map_or(0, |d| {
+    // What the traces held, judged by what a trace may hold: a row of its
+    // own, so the figures above stand whatever it finds.
+    let judged = daemon.map(|d| {
         // Let the last datagrams land.
         std::thread::sleep(Duration::from_millis(300));
-        d.received.load(std::sync::atomic::Ordering::Relaxed)
+        let judged = judge(&d.documents(), &claimed);
+        d.stop();
+        judged
     });
-    if let Some(d) = daemon {
-        drop(d.socket);
-        anyhow::ensure!(
-            segments >= succeeded,
-            "X-Ray: {segments} documents for {succeeded} tasks"
+    let segments = judged.as_ref().map_or(0, |j| j.documents);
+    // Its row follows the traced run's CPU row.
+    let mut judged_line = None;
+    if let Some(j) = &judged {
+        out.figures.insert(
+            "xrayJudged".into(),
+            json!({
+                "documents": j.documents, "taskDocuments": j.task_documents,
+                "subsegmentsDropped": j.dropped, "mostBytesPerInvocation": j.most_bytes,
+                "faults": j.faults,
+            }),
         );
+        judged_line = Some(Line {
+            measure: format!(
+                "process binary, {succeeded} tasks, X-Ray: documents within each invocation's \
+                 trace budget ({} KB), left out only once it is full",
+                lifo_lambda::xray::TRACE_BUDGET / 1024
+            ),
+            result: if j.faults.is_empty() {
+                format!(
+                    "{} documents ({} of tasks), {} left out, at most {:.0} KB an invocation",
+                    j.documents,
+                    j.task_documents,
+                    j.dropped,
+                    j.most_bytes as f64 / 1024.0
+                )
+            } else {
+                j.faults.join("; ")
+            },
+            target: "every invocation".into(),
+            met: Some(j.faults.is_empty()),
+            flags: format!(" --tasks {}", args.tasks),
+        });
     }
     let (key, with) = if traced {
         ("processXray", ", X-Ray sampled")
@@ -191,6 +183,7 @@ async fn process_run(
         met: Some(per_task < 1.0),
         flags: format!(" --tasks {}", args.tasks),
     });
+    out.lines.extend(judged_line);
     if !traced {
         out.lines.push(Line {
             measure: format!("process binary, {succeeded} tasks: peak RSS"),

@@ -28,6 +28,7 @@ mod overload;
 mod part;
 mod payload;
 pub mod throughput;
+mod xray;
 
 pub use part::{Bench, BenchArgs, Binaries, FUNCTIONS, Line, Part, Report, Row};
 

@@ -6,14 +6,7 @@
 use maud::Render;
 use std::fmt::Write as _;
 
-/// True for the bidirectional formatting characters (Unicode's
-/// Bidi_Control property).
-pub fn is_bidi_control(c: char) -> bool {
-    matches!(
-        c,
-        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-    )
-}
+use crate::terminal::is_bidi_control;
 
 /// `s` with every bidirectional control written as `\u{…}`.
 pub fn visible(s: &str) -> String {

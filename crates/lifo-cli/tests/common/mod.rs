@@ -84,12 +84,20 @@ pub fn local_up(
     args: &[&str],
     envs: &[(&str, &str)],
 ) -> (Terminate, std::sync::mpsc::Receiver<String>, Vec<String>) {
-    let mut child = Command::new(LIFO)
+    let mut cmd = Command::new(lifo_bin());
+    cmd.envs(envs.iter().copied()).stderr(Stdio::inherit());
+    local_up_as(cmd, args)
+}
+
+/// [`local_up`] from `cmd` (`lifo` with its environment and stderr set).
+pub fn local_up_as(
+    mut cmd: Command,
+    args: &[&str],
+) -> (Terminate, std::sync::mpsc::Receiver<String>, Vec<String>) {
+    let mut child = cmd
         .args(["local", "up"])
         .args(args)
-        .envs(envs.iter().copied())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -139,4 +147,10 @@ impl Drop for Terminate {
             let _ = self.0.wait();
         }
     }
+}
+
+/// The `lifo` binary a probe runs: `LIFO_BIN` when set (a release build:
+/// `make bench` makes target/release/lifo), else [`LIFO`].
+pub fn lifo_bin() -> std::path::PathBuf {
+    std::env::var_os("LIFO_BIN").map_or_else(|| LIFO.into(), Into::into)
 }

@@ -259,6 +259,17 @@ impl Move<'_> {
         }
     }
 
+    /// The attempt count this move records for a task its claim left at
+    /// `claimed` attempts: a "retry later" (the runner was busy, or the
+    /// program running it stopped first) gives the attempt back, as if it
+    /// had not been made; every other move keeps it.
+    pub fn attempts_after(&self, claimed: u32) -> u32 {
+        match self {
+            Move::RetryLater { .. } => claimed.saturating_sub(1),
+            _ => claimed,
+        }
+    }
+
     /// Why, for the history entry (empty: none).
     pub fn reason(&self) -> &str {
         match self {

@@ -83,10 +83,14 @@ impl Default for ApiGateway {
 impl ApiGateway {
     /// The JWT API of template.yaml, trusting `issuer`.
     pub fn jwt(issuer: &jwt::LocalIssuer) -> anyhow::Result<Self> {
-        let template = crate::Template::workspace()?;
+        Self::jwt_of(&crate::Template::workspace()?, issuer)
+    }
+
+    /// The JWT API of `template`, trusting `issuer`.
+    pub fn jwt_of(template: &crate::Template, issuer: &jwt::LocalIssuer) -> anyhow::Result<Self> {
         Ok(Self {
             auth: Auth::Jwt(Arc::new(jwt::JwtAuthorizer::from_template(
-                &template, issuer,
+                template, issuer,
             )?)),
             ..Self::default()
         })

@@ -153,6 +153,36 @@ impl LocalStack {
         Ok(env)
     }
 
+    /// [`LocalStack::binary_env`] with the function's binary behind its
+    /// policy, as deployed: its DynamoDB, SNS and SQS endpoints are an IAM
+    /// proxy ([`crate::iam::proxy`]) that refuses what the policy does not
+    /// allow, as AWS does. Without IAM (`IamMode::Off`), no proxy. Keep the
+    /// proxy while the binary runs.
+    pub async fn guarded_binary_env(
+        &self,
+        function: &str,
+    ) -> Result<(Vec<(String, String)>, Option<crate::iam::proxy::IamProxy>)> {
+        let mut env = self.binary_env(function)?;
+        let Some(policy) = self.policies.get(function) else {
+            return Ok((env, None));
+        };
+        let proxy = crate::iam::proxy::IamProxy::start(
+            policy.clone(),
+            &self.dynamodb_local.endpoint,
+            &self.moto.endpoint,
+        )
+        .await?;
+        for (k, v) in &mut env {
+            if matches!(
+                k.as_str(),
+                "AWS_ENDPOINT_URL_DYNAMODB" | "AWS_ENDPOINT_URL_SNS" | "AWS_ENDPOINT_URL_SQS"
+            ) {
+                v.clone_from(&proxy.endpoint);
+            }
+        }
+        Ok((env, Some(proxy)))
+    }
+
     /// A process handler over this stack: `store`, tail calls through its
     /// trigger topic, `runner`, `config`.
     pub fn processor<R: process::runner::TaskRunner>(

@@ -410,3 +410,24 @@ fn sns_may_send_trace_segments_for_our_topics_only_and_the_policy_is_optional() 
         "arn:aws:sns:*:123456789012:*"
     );
 }
+
+/// The bounds the functions and the `lifo` command check settings against
+/// (`lifo_lambda::config::bounds`) are the template's own.
+#[test]
+fn the_shared_bounds_are_the_templates() {
+    use lifo_lambda::config::bounds;
+    let t = Template::workspace().unwrap();
+    let wide = |r: std::ops::RangeInclusive<u32>| u64::from(*r.start())..=u64::from(*r.end());
+    for (name, range) in [
+        ("ShardCount", wide(bounds::SHARD_COUNT)),
+        ("ProcessorCount", wide(bounds::PROCESSOR_COUNT)),
+        ("MaxTaskTtlSeconds", bounds::MAX_TTL_SECONDS),
+        ("TaskTtlSeconds", bounds::TASK_TTL_SECONDS),
+        ("DueShardCount", wide(bounds::DUE_SHARD_COUNT)),
+        ("CatchUpDays", wide(bounds::CATCH_UP_DAYS)),
+        ("RetentionSeconds", bounds::RETENTION_SECONDS),
+        ("RunnerLatencyMs", bounds::RUNNER_LATENCY_MS),
+    ] {
+        assert_eq!(t.parameter_range(name).unwrap(), range, "{name}");
+    }
+}

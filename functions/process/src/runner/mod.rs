@@ -79,7 +79,12 @@ impl AnyRunner {
         match src.get("RUNNER").unwrap_or_default().trim() {
             "" | "simulated" => Ok(Self::Simulated(SimulatedRunner::new(
                 capacity,
-                config::millis(src, "RUNNER_LATENCY_MS", 15_000, 0..=240_000)?,
+                config::millis(
+                    src,
+                    "RUNNER_LATENCY_MS",
+                    15_000,
+                    config::bounds::RUNNER_LATENCY_MS,
+                )?,
                 config::parsed(src, "RUNNER_FAILURE_RATE", 0.0f64, 0.0..=1.0)?,
                 config::parsed(src, "RUNNER_BUSY_RATE", 0.0f64, 0.0..=1.0)?,
             ))),

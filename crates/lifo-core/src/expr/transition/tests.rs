@@ -107,6 +107,20 @@ fn abandon_requires_the_lease_to_have_expired() {
 }
 
 #[test]
+fn only_retry_later_gives_the_attempt_back() {
+    let h = earlier();
+    assert_eq!(mv(Transition::RetryLater, "busy", &h).attempts_after(2), 1);
+    assert_eq!(mv(Transition::RetryLater, "busy", &h).attempts_after(0), 0);
+    for t in [
+        Transition::RetryAfterError,
+        Transition::Succeed,
+        Transition::Fail,
+    ] {
+        assert_eq!(mv(t, "x", &h).attempts_after(2), 2, "{t:?}");
+    }
+}
+
+#[test]
 fn retry_later_gives_the_attempt_back_and_stays_in_the_index() {
     let h = earlier();
     let s = Step {
