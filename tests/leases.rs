@@ -211,7 +211,7 @@ async fn a_task_whose_leases_keep_expiring_is_abandoned_after_max_attempts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_picks_up_tasks_that_were_pending_before_deploy() {
-    let h = Harness::own_dynamodb(2).await;
+    let h = Harness::as_deployed(2).await;
     // Written before the pipeline exists, by a producer that wakes nobody
     // itself: no stream event or wake-up will announce them.
     let ids = h

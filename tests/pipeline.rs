@@ -24,7 +24,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_trigger_process_end_to_end_at_six_write_units_per_task() {
-    let h = Harness::own_dynamodb(2).await;
+    let h = Harness::as_deployed(2).await;
     let processor = Arc::new(h.processor(3, Duration::from_millis(20), Duration::from_secs(3)));
     let pipeline = Pipeline::start(
         &h.stack,
@@ -558,7 +558,7 @@ async fn the_deepest_and_largest_payloads_create_accepts_are_stored() {
 /// are served through it, and no poll fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_map_payloads_are_served_through_the_local_stream() {
-    let h = Harness::own_dynamodb(1).await;
+    let h = Harness::as_deployed(1).await;
     let processor = Arc::new(h.processor(3, Duration::from_millis(10), Duration::from_secs(3)));
     let pipeline = Pipeline::start(
         &h.stack,
@@ -627,7 +627,7 @@ async fn a_pipeline_refuses_a_stream_in_a_shared_dynamodb_local() {
 /// own tasks and none of the warm-up's records (four per warm-up task).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_the_warm_up_the_stream_carries_only_the_runs_own_tasks() {
-    let h = Harness::own_dynamodb(2).await;
+    let h = Harness::as_deployed(2).await;
     let written = lifo_local::warm_up::warm_up(&h.stack.store(), 2, Duration::from_millis(300))
         .await
         .unwrap();

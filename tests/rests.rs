@@ -93,7 +93,7 @@ fn gaps_past_the_bound(tasks: &[lifo_core::Task], base: Duration) -> (Vec<i64>, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_attempt_starts_within_a_second_of_its_rest_and_the_task_ends_failure() {
-    let h = Harness::own_dynamodb(1).await;
+    let h = Harness::as_deployed(1).await;
     let base = Duration::from_secs(1);
     let pipeline = failing(&h, base).await;
     let ids: Vec<String> = (0..5).map(|i| format!("flaky-{i}")).collect();
@@ -122,7 +122,7 @@ async fn each_attempt_starts_within_a_second_of_its_rest_and_the_task_ends_failu
 /// reads again every second), so the new task's wake-up starts it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_that_arrives_during_a_rest_wait_starts_within_a_second() {
-    let h = Harness::own_dynamodb(1).await;
+    let h = Harness::as_deployed(1).await;
     let pipeline = failing(&h, Duration::from_secs(4)).await;
     h.creator()
         .handle(json!({"tasks": [{"taskId": "resting", "payload": {"n": 1}}]}))
@@ -166,7 +166,7 @@ async fn a_task_that_arrives_during_a_rest_wait_starts_within_a_second() {
 /// woke the queue (no sweep).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_rests_end_on_time_through_the_rest_alarm() {
-    let h = Harness::own_dynamodb(1).await;
+    let h = Harness::as_deployed(1).await;
     let base = Duration::from_secs(5);
     let pipeline = failing(&h, base).await;
     let ids: Vec<String> = (0..3).map(|i| format!("slow-{i}")).collect();
@@ -307,7 +307,7 @@ impl process::runner::TaskRunner for FailsOne {
 /// about a second and ends, knowing nothing of the rest (6–9 s). No sweep.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rest_started_before_a_tail_call_ends_on_time_after_the_chain_ends() {
-    let h = Harness::own_dynamodb(1).await;
+    let h = Harness::as_deployed(1).await;
     let base = Duration::from_secs(6);
     let pipeline = pipeline(&h, FailsOne, base, Duration::from_secs(5)).await;
     let backlog: Vec<serde_json::Value> = (0..60)

@@ -209,7 +209,7 @@ async fn reads_stay_flat_over_a_backlog_no_sweep_has_reached() {
 /// minutes of its expiry, and has left the claimable index.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_expired_counts_a_shed_task_within_two_minutes_of_its_expiry() {
-    let h = Harness::own_dynamodb(1).await;
+    let h = Harness::as_deployed(1).await;
     // Paused: nothing is claimed, so every task is shed.
     h.store.set_paused(true, "test", now_ms()).await.unwrap();
     let processor = Arc::new(h.processor(3, Duration::ZERO, Duration::from_secs(3)));

@@ -12,6 +12,7 @@ mod failures;
 mod groups;
 mod hostile;
 mod iam;
+mod index_lag;
 mod layout;
 mod leases;
 mod light_load;

@@ -29,8 +29,24 @@ pub struct Harness {
 impl Harness {
     /// A stack in the test binary's shared servers: for a test that does
     /// not read the table's stream (no [`lifo_local::Pipeline`]).
+    /// Its claimable index is current (no lag): these suites check what a
+    /// store's and a handler's moves do, and read it right after a write.
     pub async fn start(shards: u32) -> Self {
-        Self::start_with(shards, StackOptions::default()).await
+        Self::start_with(shards, StackOptions::default().current_index()).await
+    }
+
+    /// A stack as deployed, for a [`lifo_local::Pipeline`]: a DynamoDB
+    /// Local of its own, and the claimable index lagging its writes as
+    /// AWS's does ([`lifo_local::index_lag`]).
+    pub async fn as_deployed(shards: u32) -> Self {
+        Self::start_with(
+            shards,
+            StackOptions {
+                servers: Servers::SharedMoto,
+                ..StackOptions::default()
+            },
+        )
+        .await
     }
 
     /// A stack with a DynamoDB Local of its own ([`Servers::SharedMoto`]):
@@ -43,7 +59,7 @@ impl Harness {
             shards,
             StackOptions {
                 servers: Servers::SharedMoto,
-                ..StackOptions::default()
+                ..StackOptions::default().current_index()
             },
         )
         .await
@@ -116,17 +132,24 @@ impl Harness {
     }
 
     /// process's settings in these tests: the template's, over this stack's
-    /// shards, with short margins and polls, no linger, and the rest after
-    /// a failure [`RestPolicy::default`](process::select::rest::RestPolicy).
-    /// A test sets what it is about with `..h.process_config()`.
+    /// shards, with short margins and polls, and the rest after a failure
+    /// [`RestPolicy::default`](process::select::rest::RestPolicy); no linger
+    /// over a current index, the template's over one that lags (the linger
+    /// is what waits out the lag). A test sets what it is about with
+    /// `..h.process_config()`.
     pub fn process_config(&self) -> ProcessConfig {
+        let lags = self.stack.index_lag.is_some();
         ProcessConfig {
             shard_count: self.shards,
             max_ttl_seconds: MAX_TTL,
             time_budget: Duration::from_secs(10),
             deadline_margin: Duration::from_millis(500),
             idle_poll: Duration::from_millis(50),
-            linger: Duration::ZERO,
+            linger: if lags {
+                ProcessConfig::new("", "").linger
+            } else {
+                Duration::ZERO
+            },
             pause_poll: Duration::from_millis(500),
             rest: process::select::rest::RestPolicy::default(),
             lease_margin: Duration::from_millis(500),

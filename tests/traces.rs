@@ -394,7 +394,7 @@ async fn unsampled_sends_nothing_and_a_missing_daemon_changes_no_outcome() {
 /// (`previousTraceId`), so the chain can still be walked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_invocation_of_the_tail_call_loop_has_its_own_trace_naming_the_one_before() {
-    let h = Harness::own_dynamodb(1).await;
+    let h = Harness::as_deployed(1).await;
     let daemon = Daemon::start();
     // A short budget: 20 tasks at 2 × 100 ms need several invocations.
     let processor =

@@ -62,7 +62,7 @@ fn find<'a>(tasks: &'a [Task], id: &str) -> &'a Task {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_python_worker_runs_tasks_through_the_lambda_runner() {
-    let h = Harness::own_dynamodb(1).await;
+    let h = Harness::as_deployed(1).await;
     let api = LambdaApi::start().await.unwrap();
     let worker = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/python-worker/worker.py");
@@ -156,7 +156,7 @@ fn rests(history: &[HistoryEntry]) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_tasks_claims_are_spaced_by_its_doubling_backoff() {
-    let h = Harness::own_dynamodb(1).await;
+    let h = Harness::as_deployed(1).await;
     let base = Duration::from_millis(800);
     let processor = h
         .stack
@@ -201,7 +201,7 @@ impl TaskRunner for OnceFlaky {
 /// is an ordinary claim, 2 more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_costs_two_write_units_and_a_claim() {
-    let h = Harness::own_dynamodb(1).await;
+    let h = Harness::as_deployed(1).await;
     h.creator()
         .handle(serde_json::json!({"tasks": [{"taskId": "twice", "payload": {"n": 1}}]}))
         .await

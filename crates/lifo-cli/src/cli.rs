@@ -270,6 +270,15 @@ pub enum LocalCommand {
         /// and each function's IAM policy); default: the workspace's template.yaml.
         #[arg(long, value_name = "FILE")]
         template: Option<std::path::PathBuf>,
+        /// Transaction conflicts injected at this rate (0 to 1) on the items transactions
+        /// write (keyed tasks, their key items) and on transactions, as busy AWS tables meet
+        /// them; conflicts with a transaction in flight are always answered.
+        #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
+        contention_rate: f64,
+        /// How late a task shows up in the claimable index after its write: `aws` (a median
+        /// of 100 ms, p99 about 1 s, as AWS's global secondary indexes), `off`, or milliseconds.
+        #[arg(long, default_value = "aws", value_parser = lifo_local::index_lag::IndexLagMode::parse)]
+        index_lag: lifo_local::index_lag::IndexLagMode,
     },
     /// Run one function's real binary on an event under AWS's Lambda Runtime Interface Emulator
     /// (what `sam local invoke` runs inside its container), against a fresh local stack, with
@@ -544,4 +553,13 @@ fn endpoint_url(s: &str) -> Result<String, String> {
         (Some("http" | "https"), Some(host)) if !host.is_empty() => Ok(s.to_owned()),
         _ => Err(expected.to_owned()),
     }
+}
+
+/// A rate from 0 to 1.
+fn parse_rate(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|r| (0.0..=1.0).contains(r))
+        .ok_or_else(|| format!("{text:?} is not a rate from 0 to 1"))
 }

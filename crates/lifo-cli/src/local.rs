@@ -127,6 +127,10 @@ pub struct UpOptions {
     /// The SAM template to build the stack from (`--template`); the
     /// workspace's template.yaml when `None`.
     pub template: Option<PathBuf>,
+    /// Transaction conflicts injected at this rate (`--contention-rate`).
+    pub contention_rate: f64,
+    /// The claimable index's lag (`--index-lag`).
+    pub index_lag: lifo_local::index_lag::IndexLagMode,
 }
 
 /// The local HTTP API's authorizer (`--api-auth`).
@@ -192,6 +196,10 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
     let stack = LocalStack::start_with(StackOptions {
         data_dir: options.data_dir.clone(),
         template: Some(template),
+        contention: lifo_local::contention::ContentionMode::Aws {
+            rate: options.contention_rate,
+        },
+        index_lag: options.index_lag,
         ..StackOptions::default()
     })
     .await?;

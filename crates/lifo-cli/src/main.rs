@@ -41,6 +41,8 @@ async fn main() -> std::process::ExitCode {
             api_listen,
             api_auth,
             template,
+            contention_rate,
+            index_lag,
         }) => lifo_cli::local::up(lifo_cli::local::UpOptions {
             ui: ui.then_some(*ui_listen),
             api: api.then_some((*api_listen, *api_auth)),
@@ -53,6 +55,8 @@ async fn main() -> std::process::ExitCode {
             tenant_max_in_flight: pacing.tenant_max_in_flight(),
             order: *order,
             template: template.clone(),
+            contention_rate: *contention_rate,
+            index_lag: *index_lag,
         })
         .await
         .map(|()| None)

@@ -100,6 +100,16 @@ pub struct SimulateArgs {
     /// template.yaml.
     #[arg(long, value_name = "FILE")]
     pub template: Option<PathBuf>,
+    /// How late a task shows up in the claimable index after its write:
+    /// `aws` (as AWS's global secondary indexes: a median of 100 ms, p99
+    /// about 1 s), `off`, or a number of milliseconds (a busy index).
+    #[arg(long, default_value = "aws", value_parser = lifo_local::index_lag::IndexLagMode::parse)]
+    pub index_lag: lifo_local::index_lag::IndexLagMode,
+    /// Arrivals sent in one create request (1 to 1000): a producer that
+    /// batches, each request's tasks stamped when it begins; 1: each
+    /// moment's arrivals as they come.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    pub create_batch: usize,
 }
 
 impl SimulateArgs {
@@ -135,6 +145,8 @@ impl SimulateArgs {
                 .template
                 .is_some()
                 .then(|| std::sync::Arc::new(template)),
+            index_lag: self.index_lag,
+            create_batch: self.create_batch,
         })
     }
 
@@ -419,6 +431,35 @@ mod tests {
             crate::cli::Command::Simulate(a) => a,
             _ => unreachable!(),
         }
+    }
+
+    /// The index lag and the producer's batch reach the workload; the lag
+    /// is AWS's unless told otherwise.
+    #[test]
+    fn the_index_lag_and_the_create_batch_are_the_workloads() {
+        let w = args(&[]).workload(1).unwrap();
+        assert_eq!(
+            (w.index_lag, w.create_batch),
+            (lifo_local::index_lag::IndexLagMode::Aws, 1)
+        );
+        let w = args(&["--index-lag", "1000", "--create-batch", "1000"])
+            .workload(1)
+            .unwrap();
+        assert_eq!(
+            (w.index_lag, w.create_batch),
+            (
+                lifo_local::index_lag::IndexLagMode::Fixed(Duration::from_secs(1)),
+                1000
+            )
+        );
+        assert!(
+            crate::cli::Cli::try_parse_from(["lifo", "local", "up", "--contention-rate", "1.5"])
+                .is_err()
+        );
+        assert!(
+            crate::cli::Cli::try_parse_from(["lifo", "local", "up", "--contention-rate", "0.2"])
+                .is_ok()
+        );
     }
 
     /// `lifo simulate --template FILE` (issue 51): the run's settings and

@@ -9,6 +9,7 @@ pub mod empty_maps;
 pub mod filter;
 pub mod iam;
 pub mod ideal;
+pub mod index_lag;
 pub mod invoke;
 pub mod lambda_api;
 pub mod latency;

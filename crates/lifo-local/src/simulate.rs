@@ -58,6 +58,12 @@ pub struct Workload {
     /// The template the run's stack is built from (`lifo simulate
     /// --template FILE`); the workspace's template.yaml when `None`.
     pub template: Option<Arc<crate::Template>>,
+    /// The claimable index's lag behind its writes ([`crate::index_lag`]).
+    pub index_lag: crate::index_lag::IndexLagMode,
+    /// Arrivals gathered into one create request: a producer that sends
+    /// this many at once (up to 1,000, all stamped when the request
+    /// begins); 1: each tick's arrivals as they come.
+    pub create_batch: usize,
 }
 
 /// [`Workload::warm_up`] unless told otherwise. A cold run was slow for
@@ -91,6 +97,8 @@ impl Workload {
             tenant_max_in_flight: None,
             warm_up: WARM_UP,
             template: None,
+            index_lag: crate::index_lag::IndexLagMode::Aws,
+            create_batch: 1,
         }
     }
 
@@ -263,6 +271,7 @@ pub async fn run_specs(
 ) -> Result<Outcome> {
     let stack = LocalStack::start_with(crate::stack::StackOptions {
         template: workload.template.as_deref().cloned(),
+        index_lag: workload.index_lag,
         ..crate::stack::StackOptions::default()
     })
     .await?;
@@ -374,8 +383,16 @@ async fn drive(
     loop {
         let elapsed = started.elapsed();
         let due = arrivals.partition_point(|a| *a <= elapsed);
-        while created.len() < due {
-            let count = (due - created.len()).min(MAX_TASKS_PER_REQUEST);
+        // A batching producer waits for its batch (the last one may be
+        // short).
+        let batch = workload.create_batch.clamp(1, MAX_TASKS_PER_REQUEST);
+        while created.len() < due && (due - created.len() >= batch || due == arrivals.len()) {
+            let most = if batch == 1 {
+                MAX_TASKS_PER_REQUEST
+            } else {
+                batch
+            };
+            let count = (due - created.len()).min(most);
             let request = match specs {
                 Some(specs) => {
                     let from = created.len();

@@ -1,6 +1,7 @@
 //! The local stack: servers, clients, and the resources of template.yaml.
 
 use crate::contention::{Contention, ContentionMode};
+use crate::index_lag::{IndexLag, IndexLagMode};
 use crate::servers::{self, Server, Tools};
 use crate::template::Template;
 use anyhow::{Context, Result};
@@ -39,6 +40,8 @@ pub struct LocalStack {
     /// Transaction conflicts as AWS answers them (see [`crate::contention`]);
     /// `None` when the options turned them off.
     pub contention: Option<Contention>,
+    /// The claimable index's lag ([`crate::index_lag`]); `None` when off.
+    pub index_lag: Option<IndexLag>,
     /// Whose servers these are ([`StackOptions::servers`]).
     pub servers: Servers,
     /// Each function's policy ([`crate::iam`]); empty when IAM is off.
@@ -98,6 +101,9 @@ pub struct StackOptions {
     pub data_dir: Option<std::path::PathBuf>,
     /// Transaction conflicts as AWS answers them: on by default.
     pub contention: ContentionMode,
+    /// The claimable index's lag behind its writes, as AWS's global
+    /// secondary indexes lag: on by default ([`crate::index_lag`]).
+    pub index_lag: IndexLagMode,
     /// IAM as deployed: each function's calls checked against its policy
     /// in template.yaml (or in this template instead); on by default.
     pub iam: IamMode,
@@ -110,6 +116,18 @@ pub struct StackOptions {
     /// stack that asks, with this stack's table, topics and queues named
     /// apart (`QueueTable-3`, …). Ignored with a `data_dir`.
     pub servers: Servers,
+}
+
+impl StackOptions {
+    /// With a claimable index that is current after every write (no lag):
+    /// for a test that reads the index right after writing it, about what
+    /// the moves do rather than when a reader sees them.
+    pub fn current_index(self) -> Self {
+        Self {
+            index_lag: IndexLagMode::Off,
+            ..self
+        }
+    }
 }
 
 /// Whose servers a stack uses ([`StackOptions::servers`]).
@@ -203,9 +221,17 @@ impl LocalStack {
         let ddb_conf = sdk_config(&dynamodb_local.endpoint).await;
         let moto_conf = sdk_config(&moto.endpoint).await;
         let contention = Contention::new(options.contention);
+        let index_lag = IndexLag::new(
+            options.index_lag,
+            contention
+                .clone()
+                .map(aws_smithy_runtime_api::client::http::SharedHttpClient::new),
+        );
         let ddb = {
             let mut conf = aws_sdk_dynamodb::config::Builder::from(&ddb_conf);
-            if let Some(c) = &contention {
+            if let Some(l) = &index_lag {
+                conf = conf.http_client(l.clone());
+            } else if let Some(c) = &contention {
                 conf = conf.http_client(c.clone());
             }
             aws_sdk_dynamodb::Client::from_conf(conf.build())
@@ -351,6 +377,7 @@ impl LocalStack {
             ddb,
             streams,
             contention,
+            index_lag,
             policies,
             sns,
             sqs,
