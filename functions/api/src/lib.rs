@@ -5,11 +5,13 @@
 //!
 //! - [`routes`]: the routes and their handlers (docs/openapi.yaml is
 //!   checked against [`routes::routes`]);
+//! - [`access`]: one log line per request;
 //! - [`body`]: JSON bodies and query parameters, refused naming the field;
 //! - [`problem`]: every error as an RFC 9457 problem document;
 //! - [`scopes`]: the JWT scopes, when API Gateway's JWT authorizer let the
 //!   request in (IAM-signed requests are checked by API Gateway alone).
 
+pub mod access;
 pub mod body;
 pub mod problem;
 pub mod routes;

@@ -112,6 +112,8 @@ pub fn router(api: Arc<Api>) -> Router {
         .layer(axum::middleware::map_response(crate::problem::ensure))
         // One byte over the limit: the handler names the limit itself.
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES + 1))
+        // Outermost: its line has the final status and the whole time.
+        .layer(axum::middleware::from_fn(crate::access::log))
         .with_state(api)
 }
 

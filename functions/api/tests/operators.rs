@@ -1,0 +1,145 @@
+//! The API as operators read it (issue 51): a refused permission is named
+//! as one, every request leaves a log line, route words cannot shadow a
+//! task, a repeated query parameter is refused, a body that stops or is
+//! declared too large does not hold a connection, and a control character
+//! in a path names `taskId`.
+
+mod common;
+
+use api::Api;
+use common::{serve, serve_api};
+use lifo_local::api_gateway::ApiGateway;
+use lifo_ops::{Queue, Settings};
+use lifo_tests::{Captured, Harness};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::sync::{Arc, OnceLock};
+
+/// The log lines so far, as JSON, of every test of this binary (one
+/// global subscriber: a thread-local one misses callsites another thread
+/// registered first).
+fn logged() -> Vec<Value> {
+    static CAPTURED: OnceLock<Captured> = OnceLock::new();
+    let captured = CAPTURED.get_or_init(|| {
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_writer(move || sink.clone())
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        captured
+    });
+    captured.json_lines()
+}
+
+/// The API over `h`'s table, its store under the API function's policy
+/// less `dynamodb:PutItem`.
+fn api_without_put_item(h: &Harness) -> Arc<Api> {
+    let deployed = &h.stack.policies["ApiFunction"];
+    let policy = lifo_local::iam::Policy {
+        function: deployed.function.clone(),
+        allowed: deployed
+            .allowed
+            .iter()
+            .filter(|(action, _)| action != "dynamodb:PutItem")
+            .cloned()
+            .collect(),
+        table: deployed.table.clone(),
+        topics: deployed.topics.clone(),
+        queues: deployed.queues.clone(),
+    };
+    let conf = h.store.client().config().clone();
+    let guard = lifo_local::iam::IamGuard::new(conf.http_client(), Arc::new(policy));
+    let client = aws_sdk_dynamodb::Client::from_conf(conf.to_builder().http_client(guard).build());
+    let store = h.store.with_client(client);
+    let settings = Settings {
+        shards: h.shards,
+        ..Settings::default()
+    };
+    let creator = lifo_ops::create::Creator::new(
+        store.clone(),
+        lifo_ops::create::CreateConfig::new(h.stack.table.clone()),
+    );
+    Arc::new(Api {
+        queue: Queue::new(store, settings).with_producer(Arc::new(creator)),
+    })
+}
+
+/// Issue 51, item 15: with PutItem taken from the API's policy, a create
+/// is a 500 naming the refused action and resource, not a 502 holding the
+/// SDK's Debug text; and its log line names them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_permission_is_a_500_naming_the_action_and_resource() {
+    logged();
+    let h = Harness::start(1).await;
+    let s = serve_api(api_without_put_item(&h), ApiGateway::default()).await;
+    let (st, p) = s
+        .call(
+            "POST",
+            "/tasks",
+            Some(json!({"tasks": [{"taskId": "denied-1", "payload": {}}]})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::INTERNAL_SERVER_ERROR, "{p}");
+    assert_eq!(p["type"], "/problems/access-denied", "{p}");
+    let detail = p["detail"].as_str().unwrap();
+    let table = format!(":table/{}", h.stack.table);
+    assert!(
+        detail.starts_with("the function's role does not allow dynamodb:PutItem on arn:aws:")
+            && detail.ends_with(&table),
+        "{detail}"
+    );
+    assert!(!detail.contains("Error {"), "no Debug text: {detail}");
+    let line = logged()
+        .into_iter()
+        .find(|l| l["event"] == "api.request" && l["problem"] == "/problems/access-denied")
+        .expect("the refusal is logged");
+    assert_eq!(line["level"], "ERROR", "{line}");
+    assert_eq!(line["action"], "dynamodb:PutItem", "{line}");
+    assert!(
+        line["resource"].as_str().unwrap().ends_with(&table),
+        "{line}"
+    );
+    assert_eq!(line["route"], "/tasks", "{line}");
+}
+
+/// Item 16: every answer leaves one JSON line with its route, status,
+/// caller and duration: a read that finds nothing, one that finds
+/// something, a method the path does not take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_logs_its_route_status_caller_and_duration() {
+    logged();
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+    let before = logged().len();
+    let (st, _) = s.call("GET", "/tasks/no-such-task-16", None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) = s.call("GET", "/queue?days=0", None).await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, _) = s.call("PUT", "/queue", None).await;
+    assert_eq!(st, StatusCode::METHOD_NOT_ALLOWED);
+    let lines: Vec<Value> = logged()
+        .into_iter()
+        .skip(before)
+        .filter(|l| l["event"] == "api.request")
+        .collect();
+    let caller = format!("arn:aws:iam::{}:user/local", lifo_local::aws::ACCOUNT);
+    for (method, route, status, level) in [
+        ("GET", "/tasks/{taskId}", 404, "WARN"),
+        ("GET", "/queue", 200, "INFO"),
+        ("PUT", "/queue", 405, "WARN"),
+    ] {
+        let line = lines
+            .iter()
+            .find(|l| l["method"] == method && l["route"] == route && l["status"] == status)
+            .unwrap_or_else(|| panic!("{method} {route} {status}: {lines:?}"));
+        assert_eq!(line["caller"], caller.as_str(), "{line}");
+        assert_eq!(line["level"], level, "{line}");
+        assert!(
+            line["durationMs"].as_f64().is_some_and(|d| d >= 0.0),
+            "{line}"
+        );
+    }
+}
