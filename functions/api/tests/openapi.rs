@@ -104,3 +104,32 @@ fn the_documented_statuses_are_the_tasks() {
     // server answers (EXPIRED and SUPERSEDED were missing).
     assert_eq!(documented, every);
 }
+
+/// Issue 51, item 20: the words a route has where another has `{taskId}`
+/// (`POST /tasks/retry` beside `/tasks/{taskId}`) are the ones create
+/// refuses as ids and paths name encoded (`lifo_ops::path_id::ROUTE_WORDS`).
+#[test]
+fn the_route_words_create_refuses_are_the_routers() {
+    let routes: Vec<Vec<&str>> = api::routes::routes()
+        .into_iter()
+        .map(|(_, p, _)| p.split('/').collect())
+        .collect();
+    let mut words = BTreeSet::new();
+    for with_param in &routes {
+        for (i, seg) in with_param.iter().enumerate() {
+            if !seg.starts_with('{') {
+                continue;
+            }
+            for other in &routes {
+                if other.len() > i && other[..i] == with_param[..i] && !other[i].starts_with('{') {
+                    words.insert(other[i].to_owned());
+                }
+            }
+        }
+    }
+    let known: BTreeSet<String> = lifo_ops::path_id::ROUTE_WORDS
+        .iter()
+        .map(|w| (*w).to_owned())
+        .collect();
+    assert_eq!(words, known);
+}

@@ -143,3 +143,99 @@ async fn every_request_logs_its_route_status_caller_and_duration() {
         );
     }
 }
+
+/// Item 20: `retry` is a route word (`POST /tasks/retry`), so it is
+/// refused as a new id; a task stored with it by other means is reached
+/// by its encoded form, and `GET /tasks/retry` says which that is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_word_cannot_shadow_a_task() {
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+    let (st, p) = s
+        .call(
+            "POST",
+            "/tasks",
+            Some(json!({"tasks": [{"taskId": "retry", "payload": {}}]})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{p}");
+    assert_eq!(p["field"], "tasks[0].taskId", "{p}");
+    assert!(h.tasks().await.is_empty());
+    // Stored by a producer writing the table directly.
+    let t = lifo_core::Task::new_pending(
+        "retry".into(),
+        serde_json::Map::new(),
+        lifo_core::now_ms(),
+        3600,
+        1,
+    );
+    h.store.put_new(&[t]).await.unwrap();
+    let (st, p) = s.call("GET", "/tasks/retry", None).await;
+    assert_eq!(st, StatusCode::METHOD_NOT_ALLOWED, "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("/tasks/~cmV0cnk"),
+        "{p}"
+    );
+    let (st, t) = s.call("GET", "/tasks/~cmV0cnk", None).await;
+    assert_eq!((st, t["taskId"].as_str()), (StatusCode::OK, Some("retry")));
+    let (st, p) = s.call("DELETE", "/tasks/~cmV0cnk", None).await;
+    assert_eq!(st, StatusCode::OK, "{p}");
+    assert!(h.store.get("retry").await.unwrap().is_none());
+}
+
+/// Item 21: a query parameter given twice is refused, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_query_parameter_is_refused_naming_it() {
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+    for (path, field) in [
+        ("/users/u1/tasks?limit=abc&limit=1", "limit"),
+        ("/users/u1/tasks?limit=1&limit=1", "limit"),
+        ("/users/u1/tasks?cursor=a&limit=2&cursor=b", "cursor"),
+        ("/queue?days=1&days=2", "days"),
+    ] {
+        let (st, p) = s.call("GET", path, None).await;
+        assert_eq!(
+            (st, p["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(field)),
+            "{path}: {p}"
+        );
+    }
+    let (st, _) = s.call("GET", "/users/u1/tasks?limit=1", None).await;
+    assert_eq!(st, StatusCode::OK);
+}
+
+/// Item 23: a control character in a path is part of the task id, which
+/// is refused naming `taskId`; the URL parser of `lambda_http` (and of the
+/// local API Gateway) would have dropped it, routing `/tasks/%00` to no
+/// route and `/tasks/a%0Ab` to the task `ab`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_character_in_a_path_names_task_id() {
+    let h = Harness::start(1).await;
+    let s = serve(&h).await;
+    let (st, _) = s
+        .call(
+            "POST",
+            "/tasks",
+            Some(json!({"tasks": [{"taskId": "ab", "payload": {}}]})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    for path in [
+        "/tasks/%00",
+        "/tasks/a%00b",
+        "/tasks/a%0Ab",
+        "/tasks/ab%09",
+        "/tasks/ab%20",
+        "/tasks/%00/history",
+    ] {
+        let (st, p) = s.call("GET", path, None).await;
+        assert_eq!(
+            (st, p["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("taskId")),
+            "{path}: {p}"
+        );
+    }
+    let (st, _) = s.call("GET", "/tasks/ab", None).await;
+    assert_eq!(st, StatusCode::OK);
+}

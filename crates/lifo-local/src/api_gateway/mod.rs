@@ -16,7 +16,8 @@
 //! - **Paths decoded.** HTTP APIs hand Lambda a percent-decoded path
 //!   (`rawPath`, cut at a decoded `?`), and `lambda_http` then parses it
 //!   as a URL (dot segments resolved): `/tasks/a%2Fb` reaches the function
-//!   as `/tasks/a/b`. The signature is checked over the path as sent.
+//!   as `/tasks/a/b`. The decoded path is also passed as `lambda_http`'s
+//!   raw path, as in AWS. The signature is checked over the path as sent.
 //! - **Time.** The integration is cut at 30 s: 504.
 //!
 //! [`ApiGateway::default`] is all of it with IAM and the local stack's
@@ -120,14 +121,14 @@ impl ApiGateway {
             Err(res) => return res,
         };
         let req = if self.decode_paths {
-            match decoded(req.uri()) {
-                Some(uri) => {
-                    let (mut parts, body) = req.into_parts();
-                    parts.uri = uri;
-                    Request::from_parts(parts, body)
-                }
-                None => req,
+            let raw = raw_path(req.uri());
+            let (mut parts, body) = req.into_parts();
+            if let Some(uri) = decoded(&parts.uri) {
+                parts.uri = uri;
             }
+            let extensions = std::mem::take(&mut parts.extensions);
+            parts.extensions = lambda_http::RequestExt::with_raw_http_path(extensions, raw);
+            Request::from_parts(parts, body)
         } else {
             req
         };
@@ -223,6 +224,16 @@ fn gateway_message(status: StatusCode, message: &str) -> Response {
         HeaderValue::from_static("application/json"),
     );
     res
+}
+
+/// The path API Gateway hands the function (`rawPath`): decoded, cut at a
+/// decoded `?` or `#`; as sent when it does not decode to UTF-8.
+pub fn raw_path(uri: &Uri) -> String {
+    let raw = uri.path();
+    match percent_encoding::percent_decode_str(raw).decode_utf8() {
+        Ok(decoded) => decoded.split(['?', '#']).next().unwrap_or("").to_owned(),
+        Err(_) => raw.to_owned(),
+    }
 }
 
 /// The URI as the function sees it behind an HTTP API: the path decoded,

@@ -86,8 +86,15 @@ pub(crate) fn parse_date(text: &str) -> Result<chrono::NaiveDate, String> {
 /// `A-Z a-z 0-9 - _ . : @`. No `/`: API Gateway decodes `%2F` before the
 /// function sees the path, so such an id could be created but never named
 /// over HTTP. Not only dots (`.` and `..` are path segments a browser or an
-/// HTTP client resolves away).
+/// HTTP client resolves away), and not a word of the API's routes
+/// ([`crate::path_id::ROUTE_WORDS`]).
 pub fn check_id(id: &str) -> Result<(), String> {
+    if crate::path_id::ROUTE_WORDS.contains(&id) {
+        return Err(format!(
+            "{id:?} is a word of the API's routes (POST /tasks/{id}), so /tasks/{id} could not \
+             name the task"
+        ));
+    }
     check_chars(id, "-_.:@", "- _ . : @").map_err(|m| {
         if id.contains('/') {
             format!(

@@ -130,6 +130,11 @@ async fn bad_input_names_the_field_and_writes_nothing() {
             "invalid request: tasks[0].taskId: \"..\" is only dots, which no URL can name",
         ),
         (
+            json!({"tasks": [{"taskId": "retry", "payload": {}}]}),
+            "invalid request: tasks[0].taskId: \"retry\" is a word of the API's routes \
+             (POST /tasks/retry), so /tasks/retry could not name the task",
+        ),
+        (
             json!({"tasks": [{"taskId": ".", "payload": {}}]}),
             "invalid request: tasks[0].taskId: \".\" is only dots, which no URL can name",
         ),
