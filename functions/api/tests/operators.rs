@@ -8,12 +8,14 @@ mod common;
 
 use api::Api;
 use common::{serve, serve_api};
-use lifo_local::api_gateway::ApiGateway;
+use lifo_local::api_gateway::{ApiGateway, sigv4};
 use lifo_ops::{Queue, Settings};
 use lifo_tests::{Captured, Harness};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The log lines so far, as JSON, of every test of this binary (one
 /// global subscriber: a thread-local one misses callsites another thread
@@ -203,6 +205,76 @@ async fn a_repeated_query_parameter_is_refused_naming_it() {
     }
     let (st, _) = s.call("GET", "/users/u1/tasks?limit=1", None).await;
     assert_eq!(st, StatusCode::OK);
+}
+
+/// Sends `head` (a request's start line and headers, signed for IAM) and
+/// then `body`, and returns the status line's code, or `None` when no
+/// answer came within 5 s.
+async fn answer_to(base: &str, head: String, body: &[u8]) -> Option<String> {
+    let addr = base.trim_start_matches("http://");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(body).await.unwrap();
+    let mut answer = [0u8; 12];
+    match tokio::time::timeout(Duration::from_secs(5), conn.read_exact(&mut answer)).await {
+        Ok(Ok(_)) => Some(String::from_utf8_lossy(&answer[9..12]).into_owned()),
+        _ => None,
+    }
+}
+
+/// A POST /tasks head declaring `length` bytes, signed as an SDK would
+/// (the signature's body is not the one sent, which the header checks do
+/// not see).
+fn signed_head(base: &str, length: usize) -> String {
+    let url = format!("{base}/tasks");
+    let signing = sigv4::sign(
+        "POST",
+        &url,
+        &[("content-type", "application/json")],
+        b"{}",
+        &lifo_local::stack::credentials(),
+        lifo_local::stack::REGION,
+        std::time::SystemTime::now(),
+    )
+    .unwrap();
+    let host = base.trim_start_matches("http://");
+    let mut head = format!(
+        "POST /tasks HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {length}\r\n"
+    );
+    for (k, v) in signing {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    head
+}
+
+/// Item 22: a body declared over the function's limit (and under what an
+/// event carries) is refused by its length before a byte is read; one
+/// under it that stops coming is answered 408 once it has been idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stops_or_is_declared_too_large_does_not_hold_the_connection() {
+    let h = Harness::start(1).await;
+    let s = serve_api(
+        common::api(&h),
+        ApiGateway {
+            body_idle_timeout: Some(Duration::from_millis(300)),
+            ..ApiGateway::default()
+        },
+    )
+    .await;
+    for length in [api::MAX_BODY_BYTES + 1, 5_000_000, 6 * 1024 * 1024] {
+        let code = answer_to(&s.base, signed_head(&s.base, length), b"{").await;
+        assert_eq!(code.as_deref(), Some("413"), "{length} bytes declared");
+    }
+    let code = answer_to(&s.base, signed_head(&s.base, 1000), b"{\"tasks\"").await;
+    assert_eq!(code.as_deref(), Some("408"), "a body that stopped");
+    // Unsigned, it is refused before anything else, as API Gateway does.
+    let head = format!(
+        "POST /tasks HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        api::MAX_BODY_BYTES + 1
+    );
+    assert_eq!(answer_to(&s.base, head, b"{").await.as_deref(), Some("403"));
+    assert!(h.tasks().await.is_empty(), "nothing written");
 }
 
 /// Item 23: a control character in a path is part of the task id, which

@@ -47,7 +47,9 @@ pub async fn serve_api(api: Arc<Api>, gateway: lifo_local::api_gateway::ApiGatew
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     // As deployed: API Gateway decodes the path before the function sees it.
-    let app = gateway.wrap(router(api));
+    let app = gateway
+        .with_function_max_body(api::MAX_BODY_BYTES)
+        .wrap(router(api));
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
