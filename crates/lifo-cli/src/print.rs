@@ -9,7 +9,7 @@ use lifo_ops::create::CreateResponse;
 use lifo_ops::stats::{Stats, age_ms, shed_shown};
 use lifo_ops::tasks::{BatchReport, History, Page};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fmt::Write as _;
 
 /// `value` as one line of JSON.
@@ -76,7 +76,7 @@ pub fn task(t: &Task, now: u64) -> String {
     if let Some(e) = &t.last_error {
         let _ = writeln!(out, "lastError   {e}");
     }
-    let _ = write!(out, "payload     {}", Value::Object(t.payload.clone()));
+    let _ = write!(out, "payload     {}", t.payload.json());
     out
 }
 

@@ -178,8 +178,13 @@ async fn create(
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Answer {
-    let request = body::json(&headers, &bytes(body)?, false)?;
-    let r = api.queue.create(request).await?;
+    let body = bytes(body)?;
+    // Its media type, size, syntax and keys, each refusal naming its field.
+    body::json(&headers, &body, false)?;
+    // Create reads the text itself: a payload's numbers keep every digit.
+    let text = String::from_utf8(body.to_vec())
+        .map_err(|e| Problem::invalid("(body)", format!("not UTF-8: {e}")))?;
+    let r = api.queue.create_json(text).await?;
     let status = if r.created.is_empty() {
         StatusCode::OK
     } else {

@@ -7,7 +7,6 @@ use crate::error::BoxError;
 use crate::model::{Task, TaskStatus};
 use crate::state::IllegalTransition;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::AttributeValue;
 
 /// What went wrong talking to the table.
 #[derive(Debug, thiserror::Error)]
@@ -202,11 +201,7 @@ fn refused(operation: &str, message: &str) -> (String, String) {
 }
 
 pub(super) fn parse_task(item: Item) -> Result<Task, StoreError> {
-    let task_id = match item.get(crate::expr::attr::TASK_ID) {
-        Some(AttributeValue::S(id)) => id.clone(),
-        _ => "<no taskId>".to_owned(),
-    };
-    serde_dynamo::from_item(item).map_err(|source| StoreError::Malformed { task_id, source })
+    super::item::from_item(item)
 }
 
 #[cfg(test)]
