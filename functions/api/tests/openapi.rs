@@ -133,3 +133,33 @@ fn the_route_words_create_refuses_are_the_routers() {
         .collect();
     assert_eq!(words, known);
 }
+
+/// Issue 51, item 24: a pause takes effect within one `PAUSE_POLL_MS` of
+/// each processor; the document's operation and docs/api.md say so, with
+/// the default process reads.
+#[test]
+fn pause_states_its_delay_wherever_pause_is() {
+    let poll = process::ProcessConfig::new("t", "a").pause_poll;
+    let said = format!("{} s", poll.as_secs());
+    let doc = document();
+    let op = &doc["paths"]["/queue/pause"]["post"];
+    let text = format!(
+        "{} {}",
+        op["summary"].as_str().unwrap_or(""),
+        op["description"].as_str().unwrap_or("")
+    );
+    assert!(
+        text.contains(&said) && text.contains("PAUSE_POLL_MS"),
+        "openapi.yaml's pauseQueue: {text}"
+    );
+    let path = format!("{}/../../docs/api.md", env!("CARGO_MANIFEST_DIR"));
+    let api_md = std::fs::read_to_string(path).unwrap();
+    let row = api_md
+        .lines()
+        .find(|l| l.starts_with("| `POST /queue/pause`"))
+        .unwrap();
+    assert!(
+        row.contains(&said) && row.contains("PAUSE_POLL_MS"),
+        "docs/api.md: {row}"
+    );
+}
