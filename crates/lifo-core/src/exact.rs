@@ -176,8 +176,12 @@ impl fmt::Display for Payload {
 }
 
 impl From<Map<String, Value>> for Payload {
+    /// The payload of serde_json values, its keys sorted as every payload's
+    /// (a `Map` keeps insertion order when serde_json's `preserve_order`
+    /// is on somewhere in the build).
     fn from(map: Map<String, Value>) -> Self {
-        Self(Value::Object(map).to_string())
+        let text = Value::Object(map).to_string();
+        Self::from_json(&text).unwrap_or(Self(text))
     }
 }
 
@@ -271,6 +275,10 @@ mod tests {
         assert!(Payload::from_json("{").is_err());
         assert!(Json::parse("01").is_err());
         assert_eq!(Payload::from(Map::new()), Payload::new());
+        let mut unsorted = Map::new();
+        unsorted.insert("b".into(), Value::from(1));
+        unsorted.insert("a".into(), Value::from(2));
+        assert_eq!(Payload::from(unsorted).json(), r#"{"a":2,"b":1}"#);
     }
 
     #[test]
