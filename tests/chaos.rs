@@ -118,7 +118,7 @@ struct Witness {
     stalls: AtomicUsize,
     /// Each task's payload as created (mixed sizes: some on the task item,
     /// some in an item of their own, deflated).
-    payloads: Mutex<HashMap<String, serde_json::Map<String, serde_json::Value>>>,
+    payloads: Mutex<HashMap<String, lifo_core::Payload>>,
     /// Runs whose task did not carry its payload as created.
     wrong_payload: AtomicUsize,
 }
@@ -336,7 +336,7 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
                     .payloads
                     .lock()
                     .unwrap()
-                    .insert(id.clone(), payload.clone());
+                    .insert(id.clone(), payload.clone().into());
                 // Priorities and tenants mixed in: every invariant holds across them.
                 let mut spec = serde_json::json!({
                     "taskId": id,
@@ -470,7 +470,11 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
             .as_object()
             .cloned()
             .unwrap();
-        witness.payloads.lock().unwrap().insert(id.clone(), payload);
+        witness
+            .payloads
+            .lock()
+            .unwrap()
+            .insert(id.clone(), payload.into());
     }
     // Eight clients at once, each its share in turn; when each write was
     // answered (epoch ms).

@@ -4,26 +4,12 @@
 //! those paths returned before the metrics and the end line.
 
 use lifo_lambda::Notifier;
-use lifo_tests::{Harness, deadline};
+use lifo_tests::{Captured, Harness, deadline};
 use process::ProcessConfig;
 use process::runner::SimulatedRunner;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// The log lines written through it, kept.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 // Current thread: the runs the processor spawns log on this thread, under
 // the test's subscriber.
@@ -73,7 +59,7 @@ async fn a_failed_tail_call_still_logs_the_end_with_what_ran() {
         lifo_core::error::chain(&e).contains("publishing a wake-up"),
         "{e}"
     );
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let text = captured.text();
     let end: Value = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemOutput;
 use aws_sdk_dynamodb::operation::put_item::PutItemOutput;
 use aws_sdk_sns::operation::publish::PublishOutput;
 use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
-use lifo_core::{Candidate, Store, Task};
+use lifo_core::{Candidate, Store};
 use lifo_lambda::Notifier;
 use lifo_ops::create::{CreateConfig, CreateError, Creator};
 use proptest::prelude::*;
@@ -94,11 +94,11 @@ fn run_all(event: Value) {
     });
     // task items: any map that parses must round-trip
     if let Value::Object(m) = &event
-        && let Ok(item) = serde_dynamo::to_item::<_, serde_dynamo::Item>(m)
+        && let Ok(item) = serde_dynamo::to_item::<_, lifo_core::store::Item>(m)
     {
-        if let Ok(task) = serde_dynamo::from_item::<_, Task>(item.clone()) {
-            let back: serde_dynamo::Item = serde_dynamo::to_item(&task).unwrap();
-            assert_eq!(serde_dynamo::from_item::<_, Task>(back).unwrap(), task);
+        if let Ok(task) = lifo_core::store::item::from_item(item.clone()) {
+            let back = lifo_core::store::item::to_item(&task).unwrap();
+            assert_eq!(lifo_core::store::item::from_item(back).unwrap(), task);
         }
         let _ = serde_dynamo::from_item::<_, Candidate>(item);
     }

@@ -26,7 +26,7 @@ impl TaskRunner for Seen {
     }
     async fn run(&self, task: &Task) -> RunOutcome {
         if let Ok(mut seen) = self.0.lock() {
-            seen.insert(task.task_id.clone(), task.payload.clone());
+            seen.insert(task.task_id.clone(), task.payload.to_map());
         }
         RunOutcome::Success
     }
@@ -107,7 +107,7 @@ async fn a_task_pays_for_its_payload_once_and_runs_with_it_whole() {
     // read of the task brings the payload back.
     let t = h.store.get("p61440-0").await.unwrap().unwrap();
     assert!(t.payload_bytes.unwrap() >= 61_440);
-    assert_eq!(t.payload, lifo_local::payloads::realistic(0, 61_440));
+    assert_eq!(t.payload, lifo_local::payloads::realistic(0, 61_440).into());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

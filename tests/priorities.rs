@@ -102,7 +102,7 @@ async fn the_reaper_sheds_every_priority_from_its_own_oldest_end() {
             tasks.push(
                 Task::new_pending(
                     format!("{name}-expired-{i}"),
-                    Default::default(),
+                    lifo_core::Payload::new(),
                     now - 600_000 + i,
                     60,
                     1,
@@ -112,7 +112,7 @@ async fn the_reaper_sheds_every_priority_from_its_own_oldest_end() {
             tasks.push(
                 Task::new_pending(
                     format!("{name}-live-{i}"),
-                    Default::default(),
+                    lifo_core::Payload::new(),
                     now - 300_000 + i,
                     3600,
                     1,

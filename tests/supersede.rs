@@ -426,7 +426,7 @@ async fn a_write_held_back_past_a_newer_one_of_its_key_ends_superseded_at_once()
     let h = Harness::start(1).await;
     let now = now_ms();
     let keyed = |id: &str, key: &str, created: u64| {
-        let mut t = Task::new_pending(id.into(), Default::default(), created, 3600, 1);
+        let mut t = Task::new_pending(id.into(), lifo_core::Payload::new(), created, 3600, 1);
         t.supersede_key = Some(key.into());
         t
     };

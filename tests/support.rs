@@ -404,3 +404,39 @@ pub async fn failed_task(store: &Store, id: &str, error: &str) -> Task {
         .await
         .expect("failed")
 }
+
+/// Log output kept in memory: the writer of a tracing subscriber, read
+/// back as text or as JSON lines.
+#[derive(Clone, Default)]
+pub struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut kept) = self.0.lock() {
+            kept.extend_from_slice(b);
+        }
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        self.0
+            .lock()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The lines written so far, each parsed as JSON (a line that is not
+    /// JSON panics, naming it).
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.text()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    }
+}

@@ -122,7 +122,7 @@ async fn adaptive_under_a_flood(fair_share: bool) -> (Vec<String>, usize) {
     let now = lifo_core::now_ms();
     let task = |id: String, tenant: &str, age_ms: u64, ttl: u64| lifo_core::Task {
         tenant: Some(tenant.to_owned()),
-        ..lifo_core::Task::new_pending(id, Default::default(), now - age_ms, ttl, 1)
+        ..lifo_core::Task::new_pending(id, lifo_core::Payload::new(), now - age_ms, ttl, 1)
     };
     let mut tasks: Vec<lifo_core::Task> = (0..30u64)
         .map(|i| task(format!("flood-near-{i:02}"), "flood", 33_000 + i * 10, 39))

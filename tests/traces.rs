@@ -420,7 +420,7 @@ async fn each_invocation_of_the_tail_call_loop_has_its_own_trace_naming_the_one_
         .map(|i| {
             let mut t = lifo_core::Task::new_pending(
                 format!("q-{i}"),
-                Default::default(),
+                lifo_core::Payload::new(),
                 now + i,
                 3600,
                 0,
@@ -497,7 +497,7 @@ async fn a_busy_invocation_stays_within_x_rays_limits() {
         .map(|i| {
             lifo_core::Task::new_pending(
                 format!("busy-{i:04}"),
-                Default::default(),
+                lifo_core::Payload::new(),
                 now + i,
                 3600,
                 1,

@@ -230,19 +230,19 @@ pub async fn connect(cli: &Connection) -> Result<Queue, CliError> {
 }
 
 impl Produce for CreateFunction {
-    fn create(&self, request: Value) -> BoxFuture<'_, Result<CreateResponse, OpsError>> {
-        Box::pin(async move { self.invoke(&request).await })
+    fn create(&self, request: String) -> BoxFuture<'_, Result<CreateResponse, OpsError>> {
+        Box::pin(async move { self.invoke(request).await })
     }
 }
 
 impl CreateFunction {
-    async fn invoke(&self, request: &Value) -> Result<CreateResponse, OpsError> {
+    async fn invoke(&self, request: String) -> Result<CreateResponse, OpsError> {
         let out = self
             .lambda
             .invoke()
             .function_name(&self.name)
             .invocation_type(aws_sdk_lambda::types::InvocationType::RequestResponse)
-            .payload(aws_sdk_lambda::primitives::Blob::new(request.to_string()))
+            .payload(aws_sdk_lambda::primitives::Blob::new(request))
             .send()
             .await
             .map_err(|e| {

@@ -153,7 +153,7 @@ impl ApiAuth {
         template: &lifo_local::Template,
     ) -> anyhow::Result<(lifo_local::api_gateway::ApiGateway, String)> {
         use lifo_local::api_gateway::{ApiGateway, Auth, jwt::LocalIssuer};
-        Ok(match self {
+        let (gateway, said) = match self {
             Self::Iam => (
                 ApiGateway::default(),
                 format!(
@@ -181,7 +181,10 @@ impl ApiAuth {
                 },
                 "no auth: anyone on loopback may call it".to_owned(),
             ),
-        })
+        };
+        // The API refuses a body over its limit by its declared length:
+        // no need to wait for the upload.
+        Ok((gateway.with_function_max_body(api::MAX_BODY_BYTES), said))
     }
 }
 

@@ -12,7 +12,7 @@ use lifo_ops::create::CreateResponse;
 use lifo_ops::stats::{Stats, age_ms, shed_shown};
 use lifo_ops::tasks::{BatchReport, History, Page};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fmt::Write as _;
 
 /// `value` as one line of JSON (the characters a terminal would obey
@@ -82,8 +82,7 @@ pub fn task(t: &Task, now: u64) -> String {
     if let Some(e) = &t.last_error {
         let _ = writeln!(out, "lastError   {}", shown(e));
     }
-    let payload = Value::Object(t.payload.clone()).to_string();
-    let _ = write!(out, "payload     {}", shown(&payload));
+    let _ = write!(out, "payload     {}", shown(t.payload.json()));
     out
 }
 

@@ -599,6 +599,11 @@ async fn hostile_clients_and_task_data_cannot_break_the_console() {
         .put_new(&[Task::new_pending("rtl".into(), payload, now_ms(), 3600, 1)])
         .await
         .unwrap();
+    // A failed task whose error is 20,000 characters (a stack trace, a
+    // body echoed back): failed before the long id's, so it is the list's
+    // second row.
+    let huge = format!("HTTP 500: {}", "at frame::call (frame.rs:1)\n".repeat(720));
+    failed_task(&store, "huge-error", &huge).await;
     failed_task(&store, long_id, &format!("HTTP 500: {reversing}")).await;
     let driver = chromedriver().await;
     let profile = scratch("console-hostile");
@@ -643,6 +648,45 @@ async fn hostile_clients_and_task_data_cannot_break_the_console() {
         "the error column is {error_px} of {row_px} px"
     );
     assert_eq!(widths[2], true, "no horizontal scroll");
+    // Issue 51, item 17: the list shows a long error's start, its title
+    // says how long it is, and its task's page shows it whole (the item
+    // keeps an error's first MAX_REASON_LEN bytes).
+    let stored = &huge[..lifo_core::expr::MAX_REASON_LEN];
+    let huge_row = b
+        .execute(
+            "const r = [...document.querySelectorAll('table.failed tbody tr')]
+                 .find(r => r.cells[0].textContent === 'huge-error');
+             return [r.cells[2].textContent, r.cells[2].title, r.getBoundingClientRect().height];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let shown = huge_row[0].as_str().unwrap_or_else(|| panic!("{huge_row}"));
+    let limit = lifo_cli::ui::text::LIST_ERROR_CHARS;
+    assert_eq!(shown.chars().count(), limit + 1, "{shown}");
+    assert!(shown.ends_with('…') && stored.starts_with(shown.trim_end_matches('…')));
+    assert_eq!(
+        huge_row[1].as_str(),
+        Some(
+            format!(
+                "{} characters; the task's page shows it whole",
+                stored.len()
+            )
+            .as_str()
+        )
+    );
+    let row_height = huge_row[2].as_f64().unwrap_or_else(|| panic!("{huge_row}"));
+    assert!(row_height < 300.0, "the row is {row_height} px tall");
+    screenshot(&b, "failed-huge-error").await;
+    b.goto(&format!("{base}/tasks/huge-error")).await.unwrap();
+    let whole = b
+        .execute(
+            "return document.querySelector('pre.error').textContent;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(whole.as_str(), Some(stored), "whole on its page");
     b.close().await.unwrap();
     drop(driver);
     let _ = std::fs::remove_dir_all(&profile);

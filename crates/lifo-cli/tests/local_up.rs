@@ -137,7 +137,7 @@ async fn statuses(endpoint: &str) -> std::collections::HashMap<String, lifo_core
             .await
             .unwrap();
         for item in out.items.unwrap_or_default() {
-            let t: lifo_core::Task = serde_dynamo::from_item(item).unwrap();
+            let t: lifo_core::Task = lifo_core::store::item::from_item(item).unwrap();
             tasks.insert(t.task_id.clone(), t);
         }
         start = out.last_evaluated_key;

@@ -4,8 +4,8 @@
 //! and exists **only while the task can be claimed**; everything else is a
 //! plain attribute, so changing it never touches the index.
 
+use crate::exact::Payload;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -125,8 +125,9 @@ pub struct Task {
     /// failed run (or a lapsed lease) ends the task FAILURE.
     #[serde(default)]
     pub attempts: u32,
+    /// The producer's JSON object, numbers as written ([`Payload`]).
     #[serde(default)]
-    pub payload: Map<String, Value>,
+    pub payload: Payload,
     /// Why the task failed, or why it was last put back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
@@ -238,7 +239,7 @@ impl Task {
     /// A new claimable task created at `now_ms`, expiring `ttl_seconds` later.
     pub fn new_pending(
         task_id: String,
-        payload: Map<String, Value>,
+        payload: impl Into<Payload>,
         now_ms: u64,
         ttl_seconds: u64,
         shard_count: u32,
@@ -261,7 +262,7 @@ impl Task {
                 .saturating_add(DEFAULT_RETENTION_SECONDS),
             lifo_shard,
             attempts: 0,
-            payload,
+            payload: payload.into(),
             last_error: None,
             lease_until: None,
             claimed_by: None,
@@ -385,6 +386,7 @@ pub fn shard_for(task_id: &str, shard_count: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Map, Value};
 
     #[test]
     fn ttl_is_in_seconds() {
@@ -436,8 +438,8 @@ mod tests {
         let mut payload = Map::new();
         payload.insert("n".into(), Value::from(7));
         let t = Task::new_pending(new_task_id(), payload, 1_000_000, 60, 4);
-        let item: serde_dynamo::Item = serde_dynamo::to_item(&t).unwrap();
-        let back: Task = serde_dynamo::from_item(item).unwrap();
+        let item = crate::store::item::to_item(&t).unwrap();
+        let back = crate::store::item::from_item(item).unwrap();
         assert_eq!(back, t);
     }
 }

@@ -178,7 +178,7 @@ mod tests {
     use super::*;
 
     fn task(id: &str, ready: u64, started: Option<u64>, status: TaskStatus) -> Task {
-        let mut t = Task::new_pending(id.into(), Default::default(), ready, 3600, 1);
+        let mut t = Task::new_pending(id.into(), lifo_core::Payload::new(), ready, 3600, 1);
         t.started_at = started;
         t.task_status = status;
         t

@@ -459,7 +459,7 @@ pub async fn scan_tasks(store: &lifo_core::Store) -> Result<Vec<lifo_core::Task>
             let ours = matches!(item.get(lifo_core::expr::attr::TASK_ID),
                 Some(aws_sdk_dynamodb::types::AttributeValue::S(id)) if lifo_core::store::is_queue_item(id));
             if !ours {
-                tasks.push(serde_dynamo::from_item(item).context("parsing a task")?);
+                tasks.push(lifo_core::store::item::from_item(item).context("parsing a task")?);
             }
         }
         start = out.last_evaluated_key;

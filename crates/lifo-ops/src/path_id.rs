@@ -14,6 +14,14 @@ use aws_smithy_types::base64;
 /// The first character of an encoded id.
 pub const ENCODED: char = '~';
 
+/// Words of the API's routes that stand where a task id does
+/// (`POST /tasks/retry` beside `/tasks/{taskId}`): a task named by one
+/// would meet the route, not the task. No new id may be one (create
+/// refuses it), and a stored one is named in its encoded form
+/// (`retry` is `~cmV0cnk`). The API's tests derive this list from its
+/// router.
+pub const ROUTE_WORDS: &[&str] = &["retry"];
+
 /// The path segment that names `id`.
 pub fn encode(id: &str) -> String {
     if crate::create::check_id(id).is_ok() {
@@ -97,6 +105,15 @@ pub fn task(segment: &str) -> Result<String, OpsError> {
 /// not only dots.
 fn plain(field: &str, segment: &str) -> Result<(), OpsError> {
     tasks::check_id(field, segment)?;
+    if ROUTE_WORDS.contains(&segment) {
+        return Err(OpsError::invalid(
+            field,
+            format!(
+                "{segment:?} is a word of the API's routes; a path names that id as {}",
+                encode(segment)
+            ),
+        ));
+    }
     if let Some(c) = segment
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || "-_.:@".contains(*c)))
@@ -132,7 +149,11 @@ mod tests {
         assert_eq!(encode("."), "~Lg");
         assert_eq!(encode(".."), "~Li4");
         assert_eq!(encode("~x"), "~fng");
+        // A route word is never plain: /tasks/retry is the bulk retry.
+        assert_eq!(encode("retry"), "~cmV0cnk");
+        assert_eq!(encode("retry-1"), "retry-1");
         for id in [
+            "retry",
             "a/b",
             ".",
             "..",
@@ -159,8 +180,8 @@ mod tests {
         let long = "x".repeat(2049);
         let too_long = format!("~{}", "A".repeat(MAX_SEGMENT));
         for seg in [
-            "~", "~a/b", "~!!", "~A", "~AAAAA", "", "sp ace", "J\u{fa}", "..", "a/b", &long,
-            &too_long,
+            "~", "~a/b", "~!!", "~A", "~AAAAA", "", "sp ace", "J\u{fa}", "..", "a/b", "retry",
+            &long, &too_long,
         ] {
             let e = decode("taskId", seg).unwrap_err();
             assert!(

@@ -52,16 +52,17 @@ impl Settings {
 /// A boxed future (what [`Produce`] returns, so it can be a trait object).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Writes a create request: create's own code in this process, or a
+/// Writes a create request, given as its JSON text (a payload's numbers
+/// keep every digit only as text): create's own code in this process, or a
 /// deployed CreateFunction invoked by the `lifo` command.
 pub trait Produce: std::fmt::Debug + Send + Sync {
-    fn create(&self, request: Value) -> BoxFuture<'_, Result<CreateResponse, OpsError>>;
+    fn create(&self, request: String) -> BoxFuture<'_, Result<CreateResponse, OpsError>>;
 }
 
 /// Create's own code against the table (validation, limits, wake-ups).
 impl Produce for crate::create::Creator {
-    fn create(&self, request: Value) -> BoxFuture<'_, Result<CreateResponse, OpsError>> {
-        Box::pin(async move { Ok(self.handle(request).await?) })
+    fn create(&self, request: String) -> BoxFuture<'_, Result<CreateResponse, OpsError>> {
+        Box::pin(async move { Ok(self.handle_text(&request).await?) })
     }
 }
 
@@ -91,6 +92,12 @@ impl Queue {
     /// itself (in process, or in the function a stack's producer invokes);
     /// not here again.
     pub async fn create(&self, request: Value) -> Result<CreateResponse, OpsError> {
+        self.producer.create(request.to_string()).await
+    }
+
+    /// [`Queue::create`] of a request's JSON text, its payloads' numbers
+    /// kept as written.
+    pub async fn create_json(&self, request: String) -> Result<CreateResponse, OpsError> {
         self.producer.create(request).await
     }
 

@@ -30,10 +30,14 @@ impl TaskRunner for Invoices {
     }
 
     async fn run(&self, task: &Task) -> RunOutcome {
-        if task.payload.get("quotaExceeded") == Some(&serde_json::Value::Bool(true)) {
+        // The payload as serde_json values (`task.payload.parse::<T>()` reads
+        // it as your own type, `task.payload.json()` is its text: both keep
+        // every digit of its numbers).
+        let payload = task.payload.to_map();
+        if payload.get("quotaExceeded") == Some(&serde_json::Value::Bool(true)) {
             return RunOutcome::RetryAfter("render quota exceeded".into(), Duration::from_secs(2));
         }
-        match task.payload.get("invoiceId").and_then(|v| v.as_str()) {
+        match payload.get("invoiceId").and_then(|v| v.as_str()) {
             Some(id) => {
                 tracing::info!(event = "invoice.rendered", taskId = %task.task_id, invoiceId = id);
                 RunOutcome::Success

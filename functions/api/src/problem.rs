@@ -27,6 +27,19 @@ pub struct Problem {
     /// A bulk operation that stopped part-way: the tasks it did write.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub done: Option<Vec<String>>,
+    /// The call the function's role was refused (action, resource), for the
+    /// request's log line; not part of the answer.
+    #[serde(skip)]
+    pub denied: Option<Box<(String, String)>>,
+}
+
+/// What the request's log line says of a problem answer (the response
+/// carries it as an extension, [`crate::access`] reads it).
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub kind: &'static str,
+    pub detail: String,
+    pub denied: Option<Box<(String, String)>>,
 }
 
 impl Problem {
@@ -43,6 +56,7 @@ impl Problem {
             detail,
             field: None,
             done: None,
+            denied: None,
         }
     }
 
@@ -143,6 +157,19 @@ impl From<OpsError> for Problem {
             // resends: the same request in a moment will go through.
             OpsError::Store(e) if e.is_conflict() => Self::contention(lifo_core::error::chain(&e)),
             OpsError::Contended(detail) => Self::contention(detail),
+            // The role lacks a permission: the deployment's fault, which no
+            // retry mends (not a 502: DynamoDB answered).
+            OpsError::Store(e) if e.access_denied().is_some() => Self {
+                denied: e
+                    .access_denied()
+                    .map(|(a, r)| Box::new((a.to_owned(), r.to_owned()))),
+                ..Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "/problems/access-denied",
+                    "The function's role does not allow a call it makes",
+                    lifo_core::error::chain(&e),
+                )
+            },
             OpsError::Store(e) if e.is_throttled() => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "/problems/throttled",
@@ -163,7 +190,13 @@ impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_string(&self).unwrap_or_default();
+        let logged = Logged {
+            kind: self.kind,
+            detail: self.detail,
+            denied: self.denied,
+        };
         let mut res = (status, body).into_response();
+        res.extensions_mut().insert(logged);
         res.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
         if status == StatusCode::SERVICE_UNAVAILABLE {

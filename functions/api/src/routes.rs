@@ -78,10 +78,20 @@ async fn known_query(req: axum::extract::Request, next: axum::middleware::Next) 
         .iter()
         .find(|(m, p, _)| *m == req.method().as_str() && Some(*p) == route.as_deref())
         .map_or(&[][..], |(_, _, k)| *k);
-    let q: HashMap<String, String> = match Query::try_from_uri(req.uri()) {
+    let pairs: Vec<(String, String)> = match Query::try_from_uri(req.uri()) {
         Ok(Query(q)) => q,
         Err(e) => return Problem::invalid("(query)", e.body_text()).into_response(),
     };
+    let mut q: HashMap<String, String> = HashMap::new();
+    for (name, value) in pairs {
+        // Which of two values a reader keeps is up to the reader (axum the
+        // last, API Gateway's queryStringParameters a comma-joined list):
+        // the sender's meaning is unknown.
+        if q.contains_key(&name) {
+            return Problem::invalid(name, "is given more than once; give it once").into_response();
+        }
+        q.insert(name, value);
+    }
     if let Err(p) = body::only(&q, known) {
         return p.into_response();
     }
@@ -103,7 +113,7 @@ pub fn router(api: Arc<Api>) -> Router {
     for (path, handler) in by_path {
         router = router.route(path, handler);
     }
-    router
+    let router = router
         .route_layer(axum::middleware::from_fn(known_query))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -112,7 +122,13 @@ pub fn router(api: Arc<Api>) -> Router {
         .layer(axum::middleware::map_response(crate::problem::ensure))
         // One byte over the limit: the handler names the limit itself.
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES + 1))
-        .with_state(api)
+        // Outermost: its line has the final status and the whole time.
+        .layer(axum::middleware::from_fn(crate::access::log))
+        .with_state(api);
+    // Before routing: the path as API Gateway handed it over.
+    Router::new()
+        .fallback_service(router)
+        .layer(axum::middleware::from_fn(crate::raw_path::route))
 }
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> Problem {
@@ -120,11 +136,24 @@ async fn not_found(method: Method, uri: axum::http::Uri) -> Problem {
 }
 
 async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Problem {
+    // `GET /tasks/retry` meets the bulk retry's route: say how a task
+    // stored with that id is named.
+    let word = uri
+        .path()
+        .rsplit('/')
+        .next()
+        .filter(|w| lifo_ops::path_id::ROUTE_WORDS.contains(w));
+    let hint = word.map_or_else(String::new, |w| {
+        format!(
+            " ({w} is a route word: a task whose id is {w} is /tasks/{})",
+            lifo_ops::path_id::encode(w)
+        )
+    });
     Problem::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "/problems/method-not-allowed",
         "Method not allowed",
-        format!("{} does not take {method}", uri.path()),
+        format!("{} does not take {method}{hint}", uri.path()),
     )
 }
 
@@ -149,8 +178,13 @@ async fn create(
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Answer {
-    let request = body::json(&headers, &bytes(body)?, false)?;
-    let r = api.queue.create(request).await?;
+    let body = bytes(body)?;
+    // Its media type, size, syntax and keys, each refusal naming its field.
+    body::json(&headers, &body, false)?;
+    // Create reads the text itself: a payload's numbers keep every digit.
+    let text = String::from_utf8(body.to_vec())
+        .map_err(|e| Problem::invalid("(body)", format!("not UTF-8: {e}")))?;
+    let r = api.queue.create_json(text).await?;
     let status = if r.created.is_empty() {
         StatusCode::OK
     } else {

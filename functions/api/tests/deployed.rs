@@ -66,6 +66,33 @@ async fn api_gateway_events_run_through_the_handler_and_jwt_scopes_hold() {
     assert_eq!(st, StatusCode::OK, "{p}");
 }
 
+/// Issue 51, item 23, as deployed: API Gateway hands over `rawPath`
+/// decoded, and `lambda_http`'s URL parser would drop or trim a control
+/// character in it (`/tasks/\u0000` became `/tasks/`, no route; a tab
+/// inside an id vanished). The router routes the raw path: the character
+/// is part of the id, refused naming `taskId`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_character_in_an_api_gateway_path_names_task_id() {
+    let h = Harness::start(1).await;
+    let a = api(&h);
+    let event: Value = serde_json::from_str(&fixture("api-get-task.json")).unwrap();
+    for raw in [
+        "/tasks/\u{0}",
+        "/tasks/order-2001\t",
+        "/tasks/order\n-2001",
+        "/tasks/ /history",
+    ] {
+        let mut e = event.clone();
+        e["rawPath"] = json!(raw);
+        let (st, p) = invoke(a.clone(), &e.to_string()).await;
+        assert_eq!(
+            (st, p["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("taskId")),
+            "{raw:?}: {p}"
+        );
+    }
+}
+
 /// The example producer (examples/python-producer), signed with botocore's
 /// SigV4 as against a deployed stack, through the local API Gateway with
 /// IAM on: its tasks are written, and the function saw each request with

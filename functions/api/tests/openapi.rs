@@ -104,3 +104,62 @@ fn the_documented_statuses_are_the_tasks() {
     // server answers (EXPIRED and SUPERSEDED were missing).
     assert_eq!(documented, every);
 }
+
+/// Issue 51, item 20: the words a route has where another has `{taskId}`
+/// (`POST /tasks/retry` beside `/tasks/{taskId}`) are the ones create
+/// refuses as ids and paths name encoded (`lifo_ops::path_id::ROUTE_WORDS`).
+#[test]
+fn the_route_words_create_refuses_are_the_routers() {
+    let routes: Vec<Vec<&str>> = api::routes::routes()
+        .into_iter()
+        .map(|(_, p, _)| p.split('/').collect())
+        .collect();
+    let mut words = BTreeSet::new();
+    for with_param in &routes {
+        for (i, seg) in with_param.iter().enumerate() {
+            if !seg.starts_with('{') {
+                continue;
+            }
+            for other in &routes {
+                if other.len() > i && other[..i] == with_param[..i] && !other[i].starts_with('{') {
+                    words.insert(other[i].to_owned());
+                }
+            }
+        }
+    }
+    let known: BTreeSet<String> = lifo_ops::path_id::ROUTE_WORDS
+        .iter()
+        .map(|w| (*w).to_owned())
+        .collect();
+    assert_eq!(words, known);
+}
+
+/// Issue 51, item 24: a pause takes effect within one `PAUSE_POLL_MS` of
+/// each processor; the document's operation and docs/api.md say so, with
+/// the default process reads.
+#[test]
+fn pause_states_its_delay_wherever_pause_is() {
+    let poll = process::ProcessConfig::new("t", "a").pause_poll;
+    let said = format!("{} s", poll.as_secs());
+    let doc = document();
+    let op = &doc["paths"]["/queue/pause"]["post"];
+    let text = format!(
+        "{} {}",
+        op["summary"].as_str().unwrap_or(""),
+        op["description"].as_str().unwrap_or("")
+    );
+    assert!(
+        text.contains(&said) && text.contains("PAUSE_POLL_MS"),
+        "openapi.yaml's pauseQueue: {text}"
+    );
+    let path = format!("{}/../../docs/api.md", env!("CARGO_MANIFEST_DIR"));
+    let api_md = std::fs::read_to_string(path).unwrap();
+    let row = api_md
+        .lines()
+        .find(|l| l.starts_with("| `POST /queue/pause`"))
+        .unwrap();
+    assert!(
+        row.contains(&said) && row.contains("PAUSE_POLL_MS"),
+        "docs/api.md: {row}"
+    );
+}

@@ -14,8 +14,8 @@ fn key(id: &str) -> HashMap<String, AttributeValue> {
 }
 
 fn started_item(id: &str) -> HashMap<String, AttributeValue> {
-    let t = lifo_core::Task::new_pending(id.into(), Default::default(), 1, 60, 1);
-    serde_dynamo::to_item(t).unwrap_or_default()
+    let t = lifo_core::Task::new_pending(id.into(), lifo_core::Payload::new(), 1, 60, 1);
+    lifo_core::store::item::to_item(&t).unwrap_or_default()
 }
 
 fn config(shards: u32, catch_up: u32) -> SchedulerConfig {

@@ -253,6 +253,7 @@ fn starts(run: &MixRun, tasks: &[Task]) -> Vec<Start> {
 fn stale_starts(all: &[Task], tasks: &[Task]) -> usize {
     let key = |t: &Task| {
         t.payload
+            .to_map()
             .get("key")
             .and_then(Value::as_str)
             .map(str::to_owned)

@@ -4,7 +4,7 @@
 
 use super::console::{Console, FreshnessSource, PageError, Shared};
 use super::freshness;
-use super::text::{Shown, seconds};
+use super::text::{Cut, LIST_ERROR_CHARS, LIST_ID_CHARS, Shown, seconds};
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -56,6 +56,20 @@ pub fn encode(s: &str) -> String {
 /// them.
 pub fn task_path(id: &str) -> String {
     format!("/tasks/{}", lifo_ops::path_id::encode(id))
+}
+
+/// A list's error cell: its start ([`Cut`]), and a title saying how long
+/// it is when cut (the task's page shows it whole).
+fn error_cell(error: Option<&str>) -> maud::Markup {
+    let e = error.unwrap_or("");
+    let cut = Cut(e, LIST_ERROR_CHARS);
+    maud::html! {
+        @if cut.is_cut() {
+            td.error title=(format!("{} characters; the task's page shows it whole", e.chars().count())) { (cut) }
+        } @else {
+            td.error { (cut) }
+        }
+    }
 }
 
 pub(super) fn time(ms: u64, now: u64) -> String {
@@ -382,9 +396,9 @@ pub async fn tasks(State(c): Shared, Query(q): Query<TasksQuery>) -> Result<Resp
             tbody {
                 @for f in &failed {
                     tr {
-                        td.id { a href=(task_path(&f.task_id)) { (Shown(&f.task_id)) } }
+                        td.id { a href=(task_path(&f.task_id)) { (Cut(&f.task_id, LIST_ID_CHARS)) } }
                         td { (seconds(now.saturating_sub(f.failed_at))) " ago" }
-                        td.error { (Shown(f.last_error.as_deref().unwrap_or(""))) }
+                        (error_cell(f.last_error.as_deref()))
                     }
                 }
             }
@@ -489,12 +503,12 @@ pub(super) fn task_table(tasks: &[Task], now: u64) -> Markup {
             tbody {
                 @for t in tasks {
                     tr {
-                        td.id { a href=(task_path(&t.task_id)) { (Shown(&t.task_id)) } }
+                        td.id { a href=(task_path(&t.task_id)) { (Cut(&t.task_id, LIST_ID_CHARS)) } }
                         td { (status_badge(t.task_status)) }
                         td.num { (t.attempts) }
                         td { (seconds(now.saturating_sub(t.task_created))) " ago" }
                         td { (t.due_date.as_deref().unwrap_or("-")) }
-                        td.error { (Shown(t.last_error.as_deref().unwrap_or(""))) }
+                        (error_cell(t.last_error.as_deref()))
                     }
                 }
             }

@@ -7,7 +7,6 @@ use crate::error::BoxError;
 use crate::model::{Task, TaskStatus};
 use crate::state::IllegalTransition;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::AttributeValue;
 
 /// What went wrong talking to the table.
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +69,16 @@ pub enum StoreError {
         #[source]
         source: serde_dynamo::Error,
     },
-    /// Anything else (network, permissions, validation).
+    /// The caller's role does not allow the call (`AccessDeniedException`):
+    /// a deployment fault, not the request's nor DynamoDB's. `action` and
+    /// `resource` are what AWS named in its refusal.
+    #[error("the function's role does not allow {action} on {resource}")]
+    AccessDenied {
+        operation: &'static str,
+        action: String,
+        resource: String,
+    },
+    /// Anything else (network, validation).
     #[error("{operation} failed")]
     Other {
         operation: &'static str,
@@ -104,6 +112,17 @@ impl StoreError {
         }
     }
 
+    /// The role refused the call: `(action, resource)`.
+    pub fn access_denied(&self) -> Option<(&str, &str)> {
+        match self {
+            Self::AccessDenied {
+                action, resource, ..
+            } => Some((action, resource)),
+            Self::PartialWrite { source, .. } => source.access_denied(),
+            _ => None,
+        }
+    }
+
     /// DynamoDB asked us to slow down (a retry later may succeed).
     pub fn is_throttled(&self) -> bool {
         match self {
@@ -133,7 +152,23 @@ where
         .code()
         .is_some_and(|code| THROTTLE_CODES.contains(&code));
     let conflict = err.code() == Some(CONFLICT_CODE);
-    let source = err.into();
+    if err.code() == Some(ACCESS_DENIED_CODE) {
+        let (action, resource) = refused(operation, err.message().unwrap_or(""));
+        return StoreError::AccessDenied {
+            operation,
+            action,
+            resource,
+        };
+    }
+    // A service's answer as its code and message: the SDK's own chain ends
+    // in its error metadata's Debug form (`Error { code: … }`).
+    let source: BoxError = match err.code() {
+        Some(code) => Box::new(ServiceError(match err.message() {
+            Some(m) => format!("{code}: {m}"),
+            None => code.to_owned(),
+        })),
+        None => err.into(),
+    };
     if throttled {
         StoreError::Throttled { operation, source }
     } else if conflict {
@@ -143,12 +178,30 @@ where
     }
 }
 
+/// The code of a call the caller's policy does not allow.
+pub const ACCESS_DENIED_CODE: &str = "AccessDeniedException";
+
+/// A service's refusal, as its code and message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ServiceError(String);
+
+/// The action and resource an `AccessDeniedException` names ("User: … is
+/// not authorized to perform: dynamodb:PutItem on resource: arn:… because
+/// …"); the operation and "the table" when its message says neither.
+fn refused(operation: &str, message: &str) -> (String, String) {
+    let after = |marker: &str| message.split_once(marker).map(|(_, rest)| rest);
+    let action = after("to perform: ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .map_or_else(|| format!("dynamodb:{operation}"), str::to_owned);
+    let resource = after(" on resource: ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .map_or_else(|| "the table".to_owned(), str::to_owned);
+    (action, resource)
+}
+
 pub(super) fn parse_task(item: Item) -> Result<Task, StoreError> {
-    let task_id = match item.get(crate::expr::attr::TASK_ID) {
-        Some(AttributeValue::S(id)) => id.clone(),
-        _ => "<no taskId>".to_owned(),
-    };
-    serde_dynamo::from_item(item).map_err(|source| StoreError::Malformed { task_id, source })
+    super::item::from_item(item)
 }
 
 #[cfg(test)]
@@ -172,6 +225,24 @@ mod tests {
             chain(&e),
             "25 of 30 tasks were written, then writing failed: \
              BatchWriteItem: 5 items still unprocessed after 8 retries"
+        );
+    }
+
+    #[test]
+    fn a_refusal_names_the_action_and_resource_aws_named() {
+        let message = "User: arn:aws:sts::1:assumed-role/R/F is not authorized to perform: \
+                       dynamodb:PutItem on resource: arn:aws:dynamodb:us-east-1:1:table/Q \
+                       because no identity-based policy allows the dynamodb:PutItem action";
+        assert_eq!(
+            refused("PutItem", message),
+            (
+                "dynamodb:PutItem".to_owned(),
+                "arn:aws:dynamodb:us-east-1:1:table/Q".to_owned()
+            )
+        );
+        assert_eq!(
+            refused("Query", "Access denied"),
+            ("dynamodb:Query".to_owned(), "the table".to_owned())
         );
     }
 }

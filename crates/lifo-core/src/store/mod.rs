@@ -19,6 +19,7 @@ mod counts;
 mod error;
 mod failed;
 mod groups;
+pub mod item;
 mod meter;
 mod operate;
 pub mod payload;

@@ -23,11 +23,11 @@
 
 use super::error::classify;
 use super::{Op, Store, StoreError};
+use crate::exact::Payload;
 use crate::expr;
 use crate::model::Task;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
-use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 
@@ -87,8 +87,8 @@ pub fn encode(json: &[u8], compress: bool) -> (&'static str, AttributeValue) {
     )
 }
 
-/// The payload of a payload item.
-pub fn decode(item: &HashMap<String, AttributeValue>) -> Result<Map<String, Value>, String> {
+/// The payload of a payload item (its JSON text, numbers as written).
+pub fn decode(item: &HashMap<String, AttributeValue>) -> Result<Payload, String> {
     let json: Vec<u8> = match (item.get(DEFLATED), item.get(JSON)) {
         (Some(AttributeValue::B(b)), _) => {
             let mut out = Vec::new();
@@ -101,7 +101,8 @@ pub fn decode(item: &HashMap<String, AttributeValue>) -> Result<Map<String, Valu
         (_, Some(AttributeValue::S(s))) => s.clone().into_bytes(),
         _ => return Err("the payload item holds no payload".into()),
     };
-    serde_json::from_slice(&json).map_err(|e| format!("the payload is not a JSON object: {e}"))
+    let text = std::str::from_utf8(&json).map_err(|e| format!("the payload is not UTF-8: {e}"))?;
+    Payload::from_json(text).map_err(|e| format!("the payload {e}"))
 }
 
 impl Store {
@@ -111,14 +112,11 @@ impl Store {
         &self,
         task: &Task,
     ) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
-        let json = serde_json::to_vec(&task.payload).map_err(|e| StoreError::Other {
-            operation: "encoding a payload",
-            source: e.into(),
-        })?;
+        let json = task.payload.json().as_bytes();
         if json.len() <= self.payload_policy.inline_max {
             return Ok(None);
         }
-        let (name, value) = encode(&json, self.payload_policy.compress);
+        let (name, value) = encode(json, self.payload_policy.compress);
         Ok(Some(HashMap::from([
             (
                 expr::attr::TASK_ID.to_owned(),
@@ -227,13 +225,13 @@ mod tests {
         };
         assert!(b.as_ref().len() < json.len() / 3);
         let item = HashMap::from([(name.to_owned(), value)]);
-        assert_eq!(Value::Object(decode(&item).unwrap()), big);
+        assert_eq!(decode(&item).unwrap().json(), big.to_string());
         // Short or incompressible: stored as text.
         let small = br#"{"a":1}"#;
         let (name, value) = encode(small, true);
         assert_eq!(name, "j");
         let item = HashMap::from([(name.to_owned(), value)]);
-        assert_eq!(decode(&item).unwrap()["a"], 1);
+        assert_eq!(decode(&item).unwrap().json(), r#"{"a":1}"#);
         assert_eq!(encode(&json, false).0, "j");
         assert!(decode(&HashMap::new()).is_err());
         let garbage =

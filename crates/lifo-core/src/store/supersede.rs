@@ -505,7 +505,7 @@ mod tests {
 
     #[test]
     fn a_task_that_arrives_after_a_newer_one_is_written_superseded_and_unclaimable() {
-        let mut t = Task::new_pending("old".into(), Default::default(), 1_000, 60, 4);
+        let mut t = Task::new_pending("old".into(), crate::Payload::new(), 1_000, 60, 4);
         t.supersede_key = Some("k".into());
         let ended = arrived_superseded(&t, "new", 1_500);
         assert_eq!(ended.task_status, TaskStatus::Superseded);

@@ -117,7 +117,7 @@ mod tests {
     const SUCCEED: Move<'static> = Move::Succeed { history: &[] };
 
     fn task(id: &str, status: TaskStatus) -> Task {
-        let mut t = Task::new_pending(id.into(), Default::default(), 1_000_000, 60, 1);
+        let mut t = Task::new_pending(id.into(), crate::Payload::new(), 1_000_000, 60, 1);
         t.task_status = status;
         t
     }
@@ -149,7 +149,8 @@ mod tests {
         let claim = mock!(Client::update_item)
             .match_requests(|r| r.return_values() == Some(&ReturnValue::AllNew))
             .then_output(|| {
-                let item: Item = serde_dynamo::to_item(task("a", TaskStatus::Taken)).unwrap();
+                let item: Item =
+                    crate::store::item::to_item(&task("a", TaskStatus::Taken)).unwrap();
                 UpdateItemOutput::builder()
                     .set_attributes(Some(item))
                     .build()
@@ -173,7 +174,7 @@ mod tests {
 
     #[tokio::test]
     async fn conditional_failure_carries_the_current_item() {
-        let current: Item = serde_dynamo::to_item(task("a", TaskStatus::Success)).unwrap();
+        let current: Item = crate::store::item::to_item(&task("a", TaskStatus::Success)).unwrap();
         let rule = mock!(Client::update_item).then_error(move || {
             UpdateItemError::ConditionalCheckFailedException(
                 ConditionalCheckFailedException::builder()

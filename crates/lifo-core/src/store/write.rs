@@ -11,12 +11,7 @@ pub const BATCH_WRITE_MAX: usize = 25;
 /// How often unprocessed batch items are resent before giving up.
 pub(super) const UNPROCESSED_RESENDS: u32 = 8;
 
-fn to_item(task: &Task) -> Result<Item, StoreError> {
-    serde_dynamo::to_item(task).map_err(|source| StoreError::Malformed {
-        task_id: task.task_id.clone(),
-        source,
-    })
-}
+use super::item::to_item;
 
 /// A task's item and, when its payload goes to an item of its own, that
 /// item (the task item then carries `payloadBytes` instead of `payload`).
@@ -40,7 +35,7 @@ impl Store {
         let mut item = to_item(task)?;
         if payload.is_some() {
             item.remove(expr::attr::PAYLOAD);
-            let bytes = serde_json::to_vec(&task.payload).map_or(0, |v| v.len());
+            let bytes = task.payload.len();
             item.insert(
                 expr::attr::PAYLOAD_BYTES.to_owned(),
                 AttributeValue::N(bytes.to_string()),
@@ -224,7 +219,7 @@ mod tests {
     use aws_smithy_mocks::{RuleMode, mock, mock_client};
 
     fn task(id: &str, status: TaskStatus) -> Task {
-        let mut t = Task::new_pending(id.into(), Default::default(), 1_000_000, 60, 1);
+        let mut t = Task::new_pending(id.into(), crate::Payload::new(), 1_000_000, 60, 1);
         t.task_status = status;
         t
     }
@@ -236,7 +231,7 @@ mod tests {
             .collect();
         // First call leaves 2 items unprocessed, every later call writes all.
         let leftover = {
-            let item: Item = serde_dynamo::to_item(&tasks[0]).unwrap();
+            let item: Item = super::super::item::to_item(&tasks[0]).unwrap();
             let put = PutRequest::builder().set_item(Some(item)).build().unwrap();
             vec![WriteRequest::builder().put_request(put).build(); 2]
         };

@@ -16,7 +16,12 @@
 //! - **Paths decoded.** HTTP APIs hand Lambda a percent-decoded path
 //!   (`rawPath`, cut at a decoded `?`), and `lambda_http` then parses it
 //!   as a URL (dot segments resolved): `/tasks/a%2Fb` reaches the function
-//!   as `/tasks/a/b`. The signature is checked over the path as sent.
+//!   as `/tasks/a/b`. The decoded path is also passed as `lambda_http`'s
+//!   raw path, as in AWS. The signature is checked over the path as sent.
+//! - **Bodies that stop.** A body that sends nothing for 10 s gets 408 and
+//!   its connection is closed. A body declared larger than the function
+//!   takes ([`ApiGateway::function_max_body`]) is not read at all: the
+//!   function refuses it by its declared length.
 //! - **Time.** The integration is cut at 30 s: 504.
 //!
 //! [`ApiGateway::default`] is all of it with IAM and the local stack's
@@ -59,6 +64,10 @@ pub enum Auth {
     Jwt(Arc<jwt::JwtAuthorizer>),
 }
 
+/// How long a request's body may stop arriving before the local API
+/// Gateway gives up on it (408).
+pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Which parts of API Gateway's behaviour apply.
 #[derive(Debug, Clone)]
 pub struct ApiGateway {
@@ -66,6 +75,18 @@ pub struct ApiGateway {
     pub decode_paths: bool,
     pub limit_sizes: bool,
     pub timeout: Option<Duration>,
+    /// A body that sends nothing for this long is answered 408 and its
+    /// connection closed (`None`: wait for it as long as it takes).
+    pub body_idle_timeout: Option<Duration>,
+    /// The function refuses a body whose declared length is over this
+    /// before it reads it (the `api` function's `MAX_BODY_BYTES`). API
+    /// Gateway would read such a body whole (up to 10 MB) and invoke the
+    /// function only to hear that; here, once the headers pass the
+    /// authorizer, the request goes to the function without its body, so
+    /// the client hears at once instead of after its upload. (The one
+    /// difference: a body's signature is never checked, as it is never
+    /// read.)
+    pub function_max_body: Option<usize>,
 }
 
 impl Default for ApiGateway {
@@ -76,6 +97,8 @@ impl Default for ApiGateway {
             decode_paths: true,
             limit_sizes: true,
             timeout: Some(INTEGRATION_TIMEOUT),
+            body_idle_timeout: Some(BODY_IDLE_TIMEOUT),
+            function_max_body: None,
         }
     }
 }
@@ -110,12 +133,48 @@ impl ApiGateway {
             ))
     }
 
+    /// The function refuses bodies declared over `bytes` by their length
+    /// (see [`ApiGateway::function_max_body`]).
+    pub fn with_function_max_body(mut self, bytes: usize) -> Self {
+        self.function_max_body = Some(bytes);
+        self
+    }
+
     async fn handle(&self, req: Request, next: Next) -> Response {
-        let req = if self.limit_sizes {
-            match within_limits(req).await {
-                Ok(req) => req,
+        let declared = declared_length(req.headers());
+        if self.limit_sizes
+            && let Some(res) = refused_by_length(declared)
+        {
+            return res;
+        }
+        if let (Some(limit), Some(n)) = (self.function_max_body, declared)
+            && n > limit
+        {
+            // The function refuses it by its length: hand it over without
+            // waiting for a body that is never read. What the client still
+            // sends is read and dropped meanwhile (until it stops for the
+            // idle timeout), so it can finish writing and read the answer:
+            // a connection closed under its upload would fail its write.
+            let (parts, body) = req.into_parts();
+            tokio::spawn(drain(body, self.body_idle_timeout));
+            let req = Request::from_parts(parts, Body::empty());
+            return match self.authorize_headers(req).await {
+                Ok(req) => self.forward(req, next).await,
+                Err(res) => res,
+            };
+        }
+        let req = if self.limit_sizes || matches!(self.auth, Auth::Iam(_)) {
+            let (parts, body) = req.into_parts();
+            let bytes = match read_body(body, self.body_idle_timeout).await {
+                Ok(bytes) => bytes,
                 Err(res) => return res,
+            };
+            if self.limit_sizes
+                && event_bytes(&parts.headers, parts.uri.path(), &bytes) > MAX_EVENT_BYTES
+            {
+                return invoke_refused();
             }
+            Request::from_parts(parts, Body::from(bytes))
         } else {
             req
         };
@@ -123,15 +182,22 @@ impl ApiGateway {
             Ok(req) => req,
             Err(res) => return res,
         };
+        self.forward(req, next).await
+    }
+
+    /// The request as the function gets it (its path decoded, and the
+    /// decoded path kept as `lambda_http`'s raw path), within the
+    /// integration's timeout.
+    async fn forward(&self, req: Request, next: Next) -> Response {
         let req = if self.decode_paths {
-            match decoded(req.uri()) {
-                Some(uri) => {
-                    let (mut parts, body) = req.into_parts();
-                    parts.uri = uri;
-                    Request::from_parts(parts, body)
-                }
-                None => req,
+            let raw = raw_path(req.uri());
+            let (mut parts, body) = req.into_parts();
+            if let Some(uri) = decoded(&parts.uri) {
+                parts.uri = uri;
             }
+            let extensions = std::mem::take(&mut parts.extensions);
+            parts.extensions = lambda_http::RequestExt::with_raw_http_path(extensions, raw);
+            Request::from_parts(parts, body)
         } else {
             req
         };
@@ -167,14 +233,8 @@ impl ApiGateway {
                         SystemTime::now(),
                     )
                     .map_err(|message| gateway_message(StatusCode::FORBIDDEN, &message))?;
-                let mut authorizer = ApiGatewayRequestAuthorizer::default();
-                let mut iam_ctx = ApiGatewayRequestAuthorizerIamDescription::default();
-                iam_ctx.access_key = Some(caller.access_key);
-                iam_ctx.account_id = Some(crate::aws::ACCOUNT.to_owned());
-                iam_ctx.user_arn = Some(caller.user_arn);
-                authorizer.iam = Some(iam_ctx);
                 let req = Request::from_parts(parts, Body::from(bytes));
-                return Ok(with_context(req, authorizer));
+                return Ok(with_context(req, iam_authorizer(caller)));
             }
             Auth::Jwt(jwt) => match jwt.verify(req.method(), req.headers()) {
                 Ok(passed) => {
@@ -201,6 +261,31 @@ impl ApiGateway {
         };
         Ok(with_context(req, authorizer))
     }
+
+    /// [`ApiGateway::authorize`] of a request whose body is not read: IAM
+    /// checks everything but the signature over the body.
+    async fn authorize_headers(&self, req: Request) -> Result<Request, Response> {
+        match &self.auth {
+            Auth::Iam(iam) => {
+                let caller = iam
+                    .verify_headers(req.headers(), SystemTime::now())
+                    .map_err(|message| gateway_message(StatusCode::FORBIDDEN, &message))?;
+                Ok(with_context(req, iam_authorizer(caller)))
+            }
+            _ => self.authorize(req).await,
+        }
+    }
+}
+
+/// What API Gateway passes of an IAM caller.
+fn iam_authorizer(caller: sigv4::Caller) -> ApiGatewayRequestAuthorizer {
+    let mut authorizer = ApiGatewayRequestAuthorizer::default();
+    let mut iam_ctx = ApiGatewayRequestAuthorizerIamDescription::default();
+    iam_ctx.access_key = Some(caller.access_key);
+    iam_ctx.account_id = Some(crate::aws::ACCOUNT.to_owned());
+    iam_ctx.user_arn = Some(caller.user_arn);
+    authorizer.iam = Some(iam_ctx);
+    authorizer
 }
 
 /// `req` with the payload format 2.0 request context the function gets,
@@ -229,6 +314,16 @@ fn gateway_message(status: StatusCode, message: &str) -> Response {
     res
 }
 
+/// The path API Gateway hands the function (`rawPath`): decoded, cut at a
+/// decoded `?` or `#`; as sent when it does not decode to UTF-8.
+pub fn raw_path(uri: &Uri) -> String {
+    let raw = uri.path();
+    match percent_encoding::percent_decode_str(raw).decode_utf8() {
+        Ok(decoded) => decoded.split(['?', '#']).next().unwrap_or("").to_owned(),
+        Err(_) => raw.to_owned(),
+    }
+}
+
 /// The URI as the function sees it behind an HTTP API: the path decoded,
 /// cut at a decoded `?` or `#`, then parsed as a URL as `lambda_http`
 /// does; the query string as sent. `None` when nothing changes (or the
@@ -252,31 +347,75 @@ pub fn decoded(uri: &Uri) -> Option<Uri> {
     s.parse().ok()
 }
 
-/// The request, if API Gateway and Lambda would let it through; else what
-/// API Gateway answers.
-async fn within_limits(req: Request) -> Result<Request, Response> {
-    let too_large = || gateway_message(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large");
-    let declared = req
-        .headers()
+fn too_large() -> Response {
+    gateway_message(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large")
+}
+
+/// The request's `Content-Length`.
+fn declared_length(headers: &axum::http::HeaderMap) -> Option<usize> {
+    headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
+        .and_then(|v| v.parse::<usize>().ok())
+}
+
+/// What API Gateway answers, before reading, a body declared larger than
+/// any request or any event.
+fn refused_by_length(declared: Option<usize>) -> Option<Response> {
     if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
-        return Err(too_large());
+        return Some(too_large());
     }
     if declared.is_some_and(|n| n > MAX_EVENT_BYTES) {
         // No event can carry it: what API Gateway answers once Lambda
         // refuses the invoke, without waiting for a body that cannot pass.
-        return Err(invoke_refused());
+        return Some(invoke_refused());
     }
-    let (parts, body) = req.into_parts();
-    let bytes = axum::body::to_bytes(body, MAX_REQUEST_BYTES)
-        .await
-        .map_err(|_| too_large())?;
-    if event_bytes(&parts.headers, parts.uri.path(), &bytes) > MAX_EVENT_BYTES {
-        return Err(invoke_refused());
+    None
+}
+
+/// Reads and drops what is left of a body, at most [`MAX_REQUEST_BYTES`],
+/// until it ends or sends nothing for `idle`.
+async fn drain(body: Body, idle: Option<Duration>) {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut read = 0;
+    let idle = idle.unwrap_or(BODY_IDLE_TIMEOUT);
+    while read <= MAX_REQUEST_BYTES {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Ok(Some(Ok(frame))) => read += frame.data_ref().map_or(0, |d| d.len()),
+            _ => return,
+        }
     }
-    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// The whole body, at most [`MAX_REQUEST_BYTES`] (else 413); 408 when it
+/// sends nothing for `idle`.
+async fn read_body(body: Body, idle: Option<Duration>) -> Result<axum::body::Bytes, Response> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut out = Vec::new();
+    loop {
+        let frame = match idle {
+            Some(idle) => tokio::time::timeout(idle, body.frame())
+                .await
+                .map_err(|_| {
+                    let mut res = gateway_message(StatusCode::REQUEST_TIMEOUT, "Request Timeout");
+                    res.headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    res
+                })?,
+            None => body.frame().await,
+        };
+        let Some(frame) = frame else { break };
+        let frame = frame.map_err(|_| gateway_message(StatusCode::BAD_REQUEST, "Bad Request"))?;
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > MAX_REQUEST_BYTES {
+                return Err(too_large());
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(out.into())
 }
 
 /// Lambda refuses the invoke (`RequestEntityTooLargeException`): the

@@ -87,6 +87,45 @@ impl IamAuthorizer {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Caller, String> {
+        let (auth, signed_at, credentials, user_arn) = self.check_headers(headers, now)?;
+        let expected = signature(
+            method,
+            uri,
+            headers,
+            &auth.signed_headers,
+            body,
+            credentials,
+            &self.region,
+            SystemTime::from(signed_at),
+        )
+        .ok_or_else(mismatch)?;
+        if expected != auth.signature {
+            return Err(mismatch());
+        }
+        Ok(Caller {
+            access_key: auth.access_key,
+            user_arn: user_arn.clone(),
+        })
+    }
+
+    /// What [`IamAuthorizer::verify`] checks before the signature itself,
+    /// which needs the body: a well-formed `Authorization`, the credential
+    /// scope, the clock, a known key and its session token. The caller it
+    /// names, if these hold.
+    pub fn verify_headers(&self, headers: &HeaderMap, now: SystemTime) -> Result<Caller, String> {
+        let (auth, _, _, user_arn) = self.check_headers(headers, now)?;
+        Ok(Caller {
+            access_key: auth.access_key,
+            user_arn: user_arn.clone(),
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn check_headers(
+        &self,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<(Authorization, DateTime<Utc>, &Credentials, &String), String> {
         let Some(authorization) = headers.get(axum::http::header::AUTHORIZATION) else {
             return Err("Forbidden".to_owned());
         };
@@ -118,24 +157,7 @@ impl IamAuthorizer {
                     .to_owned(),
             );
         }
-        let expected = signature(
-            method,
-            uri,
-            headers,
-            &auth.signed_headers,
-            body,
-            credentials,
-            &self.region,
-            SystemTime::from(signed_at),
-        )
-        .ok_or_else(mismatch)?;
-        if expected != auth.signature {
-            return Err(mismatch());
-        }
-        Ok(Caller {
-            access_key: auth.access_key,
-            user_arn: user_arn.clone(),
-        })
+        Ok((auth, signed_at, credentials, user_arn))
     }
 }
 

@@ -215,7 +215,7 @@ fn due_tasks(n: usize, date: NaiveDate, shards: u32) -> Vec<Task> {
         .map(|_| {
             Task::new_pending(
                 lifo_core::new_task_id(),
-                Default::default(),
+                lifo_core::Payload::new(),
                 now_ms(),
                 3600,
                 1,

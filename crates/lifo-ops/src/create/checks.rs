@@ -1,65 +1,60 @@
 //! The checks of a request's fields that need more than serde: payloads
 //! DynamoDB would refuse, dates, producer-chosen ids and keys.
 
+use lifo_core::exact::Json;
 use lifo_core::model::MAX_TASK_ID_LEN;
-use serde_json::{Map, Value};
 
 /// Deepest nesting of a payload: DynamoDB allows 32 levels in an item and
 /// the payload itself is one level below the item.
 pub const MAX_PAYLOAD_DEPTH: usize = 31;
 
 /// What DynamoDB would refuse inside a payload, found before anything is
-/// written: nesting deeper than 32 levels, numbers outside DynamoDB's range
-/// (magnitude 1e-130 to 1e126), empty keys. `path` names the place.
+/// written: nesting deeper than 32 levels, numbers it cannot store as
+/// written (more than 38 significant digits, a magnitude outside 1e-130 to
+/// 9.9999999999999999999999999999999999999e125; checked on their text,
+/// [`lifo_core::exact::check_number`]), empty keys. `path` names the
+/// place (`tasks[0].payload.a.b[2]`); `depth` is the levels above `value`.
 pub(crate) fn check_payload(
-    map: &Map<String, Value>,
+    value: &Json,
     path: &mut String,
     depth: usize,
 ) -> Result<(), (String, String)> {
-    if depth > MAX_PAYLOAD_DEPTH {
-        return Err((
+    let nested = |path: &String| {
+        Err((
             path.clone(),
             format!("is nested more than {MAX_PAYLOAD_DEPTH} levels deep"),
-        ));
-    }
-    for (key, value) in map {
-        if key.is_empty() {
-            return Err((path.clone(), "has an empty key".into()));
-        }
-        let len = path.len();
-        path.push('.');
-        path.push_str(key);
-        check_value(value, path, depth)?;
-        path.truncate(len);
-    }
-    Ok(())
-}
-
-fn check_value(value: &Value, path: &mut String, depth: usize) -> Result<(), (String, String)> {
+        ))
+    };
     match value {
-        Value::Object(m) => check_payload(m, path, depth + 1),
-        Value::Array(items) => {
+        Json::Object(map) => {
             if depth + 1 > MAX_PAYLOAD_DEPTH {
-                return Err((
-                    path.clone(),
-                    format!("is nested more than {MAX_PAYLOAD_DEPTH} levels deep"),
-                ));
+                return nested(path);
             }
-            for (i, item) in items.iter().enumerate() {
+            for (key, value) in map {
+                if key.is_empty() {
+                    return Err((path.clone(), "has an empty key".into()));
+                }
                 let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                check_value(item, path, depth + 1)?;
+                path.push('.');
+                path.push_str(key);
+                check_payload(value, path, depth + 1)?;
                 path.truncate(len);
             }
             Ok(())
         }
-        Value::Number(n) => match n.as_f64() {
-            Some(f) if f == 0.0 || (1e-130..1e126).contains(&f.abs()) => Ok(()),
-            _ => Err((
-                path.clone(),
-                format!("{n} is outside the range DynamoDB stores (1e-130 to 1e126)"),
-            )),
-        },
+        Json::Array(items) => {
+            if depth + 1 > MAX_PAYLOAD_DEPTH {
+                return nested(path);
+            }
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                check_payload(item, path, depth + 1)?;
+                path.truncate(len);
+            }
+            Ok(())
+        }
+        Json::Number(n) => lifo_core::exact::check_number(n).map_err(|m| (path.clone(), m)),
         _ => Ok(()),
     }
 }
@@ -86,8 +81,15 @@ pub(crate) fn parse_date(text: &str) -> Result<chrono::NaiveDate, String> {
 /// `A-Z a-z 0-9 - _ . : @`. No `/`: API Gateway decodes `%2F` before the
 /// function sees the path, so such an id could be created but never named
 /// over HTTP. Not only dots (`.` and `..` are path segments a browser or an
-/// HTTP client resolves away).
+/// HTTP client resolves away), and not a word of the API's routes
+/// ([`crate::path_id::ROUTE_WORDS`]).
 pub fn check_id(id: &str) -> Result<(), String> {
+    if crate::path_id::ROUTE_WORDS.contains(&id) {
+        return Err(format!(
+            "{id:?} is a word of the API's routes (POST /tasks/{id}), so /tasks/{id} could not \
+             name the task"
+        ));
+    }
     check_chars(id, "-_.:@", "- _ . : @").map_err(|m| {
         if id.contains('/') {
             format!(

@@ -175,17 +175,22 @@ impl Creator {
     /// [`Creator::handle`] for the event as the runtime hands it over: an
     /// event nested too deeply for the JSON parser is an invalid request too.
     pub async fn handle_raw(&self, event: &RawValue) -> Result<CreateResponse, CreateError> {
-        check_request_size(event.get().len())?;
-        let event =
-            lifo_lambda::event::parse(event).map_err(|e| invalid("(request)", e.to_string()))?;
-        self.handle(event).await
+        self.handle_text(event.get()).await
     }
 
-    /// Validates `event` completely, then writes it, then wakes the
-    /// processor for the new claimable tasks (see [`Creator::with_wakeups`]).
+    /// [`Creator::handle_text`] of a request as serde_json values (their
+    /// numbers are what `Value` holds: a `u64`, `i64` or `f64`).
     pub async fn handle(&self, event: Value) -> Result<CreateResponse, CreateError> {
-        check_request_size(serde_json::to_vec(&event).map_or(usize::MAX, |v| v.len()))?;
-        let mut planned = self.validate(event, now_ms())?;
+        self.handle_text(&event.to_string()).await
+    }
+
+    /// Validates the request `text` completely, then writes it, then wakes
+    /// the processor for the new claimable tasks (see
+    /// [`Creator::with_wakeups`]). Payloads are kept as written: their
+    /// numbers keep every digit, or are refused when DynamoDB would not.
+    pub async fn handle_text(&self, text: &str) -> Result<CreateResponse, CreateError> {
+        check_request_size(text.len())?;
+        let mut planned = self.validate_text(text, now_ms())?;
         if let Some(trace) = lifo_lambda::xray::current() {
             for p in &mut planned {
                 p.task.created_trace = Some(trace.root.to_string());

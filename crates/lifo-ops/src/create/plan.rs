@@ -4,11 +4,28 @@
 use super::checks::{check_id, check_key, check_payload, parse_date};
 use super::{CreateError, Creator, MAX_TASKS_PER_REQUEST, invalid};
 use crate::fields::{present, whole};
+use lifo_core::exact::Payload;
 use lifo_core::model::MAX_PAYLOAD_BYTES;
 use lifo_core::{Task, new_task_id};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
+
+/// The payloads of a request as written (`tasks[i].payload`), read again
+/// from its text: the request's `Value` holds each number as an `f64` past
+/// `u64`, which would round it.
+#[derive(Deserialize)]
+struct Written<'a> {
+    #[serde(borrow, default)]
+    tasks: Option<Vec<WrittenTask<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct WrittenTask<'a> {
+    #[serde(borrow, default)]
+    payload: Option<&'a RawValue>,
+}
 
 // Fields as docs/openapi.yaml reads them: present means not null, and an
 // integer may be written 60.0 (`lifo_ops::fields`).
@@ -70,9 +87,16 @@ impl Creator {
         Ok(ttl)
     }
 
-    /// The tasks `event` asks for at `now`, or the error naming the first
-    /// bad field.
-    pub(crate) fn validate(&self, event: Value, now: u64) -> Result<Vec<Planned>, CreateError> {
+    /// The tasks the request `text` asks for at `now`, or the error naming
+    /// the first bad field.
+    pub(crate) fn validate_text(&self, text: &str, now: u64) -> Result<Vec<Planned>, CreateError> {
+        let event =
+            lifo_lambda::event::parse_str(text).map_err(|e| invalid("(request)", e.to_string()))?;
+        let written: Vec<Option<&RawValue>> = serde_json::from_str::<Written>(text)
+            .ok()
+            .and_then(|w| w.tasks)
+            .map(|tasks| tasks.into_iter().map(|t| t.payload).collect())
+            .unwrap_or_default();
         if !event.is_object() {
             return Err(invalid(
                 "(request)",
@@ -138,14 +162,19 @@ impl Creator {
                 let mut key_order: std::collections::HashMap<String, u64> = Default::default();
                 let mut planned = Vec::with_capacity(specs.len());
                 for (i, spec) in specs.into_iter().enumerate() {
-                    let size = serde_json::to_vec(&spec.payload).map_or(usize::MAX, |v| v.len());
+                    let payload = match written.get(i).copied().flatten() {
+                        Some(raw) => Payload::from_json(raw.get())
+                            .map_err(|m| invalid(format!("tasks[{i}].payload"), m))?,
+                        None => Payload::from(spec.payload),
+                    };
+                    let size = payload.len();
                     if size > MAX_PAYLOAD_BYTES {
                         return Err(invalid(
                             format!("tasks[{i}].payload"),
                             format!("is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}"),
                         ));
                     }
-                    check_payload(&spec.payload, &mut format!("tasks[{i}].payload"), 1)
+                    check_payload(&payload.tree(), &mut format!("tasks[{i}].payload"), 0)
                         .map_err(|(field, message)| invalid(field, message))?;
                     let ttl = self.ttl(format!("tasks[{i}].ttlSeconds"), spec.ttl_seconds)?;
                     let supplied_id = spec.task_id.is_some();
@@ -173,7 +202,7 @@ impl Creator {
                         }
                         None => now,
                     };
-                    let mut task = Task::new_pending(id, spec.payload, created, ttl, shards)
+                    let mut task = Task::new_pending(id, payload, created, ttl, shards)
                         .with_retention(self.config.retention_seconds);
                     if let Some(user) = spec.user_id {
                         check_id(&user).map_err(|m| invalid(format!("tasks[{i}].userId"), m))?;

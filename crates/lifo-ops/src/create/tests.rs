@@ -130,6 +130,11 @@ async fn bad_input_names_the_field_and_writes_nothing() {
             "invalid request: tasks[0].taskId: \"..\" is only dots, which no URL can name",
         ),
         (
+            json!({"tasks": [{"taskId": "retry", "payload": {}}]}),
+            "invalid request: tasks[0].taskId: \"retry\" is a word of the API's routes \
+             (POST /tasks/retry), so /tasks/retry could not name the task",
+        ),
+        (
             json!({"tasks": [{"taskId": ".", "payload": {}}]}),
             "invalid request: tasks[0].taskId: \".\" is only dots, which no URL can name",
         ),
@@ -298,7 +303,8 @@ async fn payloads_dynamodb_would_refuse_are_refused_first() {
     assert!(msg.ends_with("is nested more than 31 levels deep"), "{msg}");
     assert_eq!(
         refused(json!({"tasks": [{"payload": {"x": {"y": [1, 1e300]}}}]})).await,
-        "invalid request: tasks[0].payload.x.y[1]: 1e+300 is outside the range DynamoDB stores (1e-130 to 1e126)"
+        "invalid request: tasks[0].payload.x.y[1]: 1e+300 is outside the range DynamoDB stores \
+         (magnitude 1e-130 to 9.9999999999999999999999999999999999999e125)"
     );
     assert_eq!(
         refused(json!({"tasks": [{"payload": {"x": {"": 1}}}]})).await,

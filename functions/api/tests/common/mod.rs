@@ -39,10 +39,17 @@ pub fn api(h: &Harness) -> Arc<Api> {
 }
 
 pub async fn serve(h: &Harness) -> Served {
+    serve_api(api(h), lifo_local::api_gateway::ApiGateway::default()).await
+}
+
+/// `api` behind `gateway`, on a free loopback port.
+pub async fn serve_api(api: Arc<Api>, gateway: lifo_local::api_gateway::ApiGateway) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     // As deployed: API Gateway decodes the path before the function sees it.
-    let app = lifo_local::api_gateway::ApiGateway::default().wrap(router(api(h)));
+    let app = gateway
+        .with_function_max_body(api::MAX_BODY_BYTES)
+        .wrap(router(api));
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });

@@ -238,7 +238,7 @@ mod tests {
     use super::*;
 
     fn task() -> Task {
-        Task::new_pending("t".into(), Default::default(), 0, 60, 1)
+        Task::new_pending("t".into(), lifo_core::Payload::new(), 0, 60, 1)
     }
 
     /// A one-shot HTTP server on loopback answering with `status`.

@@ -42,7 +42,7 @@ use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::InvocationType;
 use lifo_core::Task;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::time::Duration;
 
 /// Longest part of a worker's error message kept in `lastError`.
@@ -60,8 +60,8 @@ pub struct WorkerRequest {
     /// This run's attempt, from 1 (a retry after "retry later" keeps the
     /// number; a retry after a failure adds one).
     pub attempt: u32,
-    /// The producer's payload, as given.
-    pub payload: Map<String, Value>,
+    /// The producer's payload, as given (its numbers as written).
+    pub payload: lifo_core::Payload,
     /// When the task was created, epoch ms.
     pub task_created: u64,
     /// When the task would have been shed, epoch s: a worker may refuse

@@ -33,7 +33,7 @@ fn index_entry(id: &str, at: u64) -> HashMap<String, AttributeValue> {
 
 /// Task `id` as a claim leaves it: TAKEN, first attempt.
 fn taken_task(id: &str) -> Task {
-    let mut t = Task::new_pending(id.into(), Default::default(), now_ms(), 60, 1);
+    let mut t = Task::new_pending(id.into(), lifo_core::Payload::new(), now_ms(), 60, 1);
     t.task_status = TaskStatus::Taken;
     t.claimable_at = None;
     t.started_at = Some(now_ms());
@@ -42,7 +42,7 @@ fn taken_task(id: &str) -> Task {
 }
 
 fn taken(id: &str) -> HashMap<String, AttributeValue> {
-    serde_dynamo::to_item(taken_task(id)).unwrap()
+    lifo_core::store::item::to_item(&taken_task(id)).unwrap()
 }
 
 /// The value a request binds to `key` (`:now`, `:lease`, `:claimedBy`…).
@@ -449,7 +449,7 @@ fn lost_answer(claimed_by: Option<&'static str>) -> Rule {
             };
             MockResponse::Error(UpdateItemError::ConditionalCheckFailedException(
                 ConditionalCheckFailedException::builder()
-                    .set_item(serde_dynamo::to_item(t).ok())
+                    .set_item(lifo_core::store::item::to_item(&t).ok())
                     .build(),
             ))
         })

@@ -9,6 +9,7 @@ use aws_sdk_lambda::types::error::{
     TooManyRequestsException,
 };
 use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
+use serde_json::Map;
 
 fn task() -> Task {
     let mut payload = Map::new();
