@@ -7,7 +7,11 @@
    hold in the data schemathesis calls valid: a task's dueDate is from today to 365 days ahead
    (UTC), and the taskIds of one request differ. A valid case that breaks them is brought within
    them (the date) or dropped (the ids); invalid cases are left as they are.
-   The create tests (`functions/create/src/tests.rs`) check that the server refuses both.
+   The create tests (`crates/lifo-ops/src/create/tests.rs`) check that the server refuses both.
+3. A valid create's demo `count` is brought down to at most 25. The contract is the same at
+   1,000 (create's tests check the bounds), but nothing claims what the run
+   creates, and thousand-task creates left tens of thousands of claimable tasks for every
+   `GET /queue` to count on DynamoDB Local: seed 2027 took 671 s, against 83 s for seed 7.
 """
 
 import datetime
@@ -80,6 +84,17 @@ def filter_case(ctx, case):
 
 @schemathesis.hook
 def map_case(ctx, case):
+    if (
+        ctx.operation is not None
+        and ctx.operation.label == "POST /tasks"
+        and case.meta is not None
+        and case.meta.generation.mode.name == "POSITIVE"
+        and isinstance(case.body, dict)
+        and isinstance(case.body.get("count"), int)
+        and not isinstance(case.body.get("count"), bool)
+        and case.body["count"] > 25
+    ):
+        case.body["count"] = 1 + case.body["count"] % 25
     if not _valid_create(ctx, case):
         return case
     today = datetime.datetime.now(datetime.timezone.utc).date()
