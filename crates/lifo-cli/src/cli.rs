@@ -12,7 +12,7 @@ use lifo_ops::Queue;
 use lifo_ops::redrive::{Redrive, Selection};
 use lifo_ops::since::Since;
 use lifo_ops::tasks::{BatchReport, FailedFilter};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::num::NonZeroU32;
 use std::ops::RangeInclusive;
 
@@ -374,7 +374,7 @@ async fn tasks(cmd: &TasksCommand, q: &Queue, as_json: bool) -> Result<String, C
     Ok(match cmd {
         TasksCommand::Create { file, count } => {
             let request = create_request(file.as_deref(), *count)?;
-            let r = q.create(request).await?;
+            let r = q.create_json(request).await?;
             out(print::json(&r), print::created(&r))
         }
         TasksCommand::Get { id } => {
@@ -510,7 +510,9 @@ fn since_ms(since: Option<Since>, now: u64) -> Result<u64, CliError> {
 }
 
 /// `tasks create`'s request: a file's JSON, or `{"count": N}`.
-fn create_request(file: Option<&std::path::Path>, count: Option<u64>) -> Result<Value, CliError> {
+/// The create request's JSON text: the file's as written (its payloads'
+/// numbers keep every digit), or a demo count's.
+fn create_request(file: Option<&std::path::Path>, count: Option<u64>) -> Result<String, CliError> {
     match (file, count) {
         (Some(path), None) => {
             // Refused before it is read whole when it is over create's limit.
@@ -521,10 +523,13 @@ fn create_request(file: Option<&std::path::Path>, count: Option<u64>) -> Result<
                 .map_err(|e| CliError::Other(e.to_string()))?;
             let text = std::fs::read_to_string(path)
                 .map_err(|e| CliError::Other(format!("reading {}: {e}", path.display())))?;
-            serde_json::from_str(&text)
-                .map_err(|e| CliError::Other(format!("{} is not JSON: {e}", path.display())))
+            // Checked for JSON here, so that the error names the file; the
+            // text goes on as it is.
+            serde_json::from_str::<serde::de::IgnoredAny>(&text)
+                .map_err(|e| CliError::Other(format!("{} is not JSON: {e}", path.display())))?;
+            Ok(text)
         }
-        (None, Some(n)) => Ok(json!({ "count": n })),
+        (None, Some(n)) => Ok(json!({ "count": n }).to_string()),
         _ => Err(CliError::Other(
             "give --file FILE (a create request) or --count N".into(),
         )),

@@ -483,6 +483,31 @@ async fn a_create_request_over_6_mb_is_refused_before_it_is_sent() {
     assert!(h.tasks().await.is_empty(), "nothing was written");
 }
 
+/// `lifo tasks create --file` sends the file's text as it is: a payload
+/// number past what a float holds keeps every digit through the table and
+/// back (issue 50, item 8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_s_payload_numbers_keep_every_digit() {
+    let h = Harness::start(1).await;
+    let file = scratch("exact-create").join("exact.json");
+    std::fs::write(
+        &file,
+        r#"{"tasks": [{"taskId": "order-2p64", "payload": {"n": 18446744073709551616, "d": 0.1000000000000000000000000000000000001}}]}"#,
+    )
+    .unwrap();
+    lifo(&h, &["tasks", "create", "--file", file.to_str().unwrap()])
+        .await
+        .unwrap();
+    let shown = lifo(&h, &["--json", "tasks", "get", "order-2p64"])
+        .await
+        .unwrap();
+    assert!(shown.contains("18446744073709551616"), "{shown}");
+    assert!(
+        shown.contains("0.1000000000000000000000000000000000001"),
+        "{shown}"
+    );
+}
+
 /// `lifo tasks get ID | head -1` (issue 33): the reader closes the pipe
 /// before `lifo` writes; it exits 0 without a panic or a backtrace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
