@@ -116,6 +116,12 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
         b[1]["refillMs"].as_f64().unwrap() > 5.0,
         "through the 5 ms proxy: {b}"
     );
+    // The same backlog expired and not yet swept: the live tasks all run,
+    // and reads stay at most what the README promises.
+    let u = &f["unsweptBacklog"];
+    assert_eq!(u[1]["backlog"].as_u64(), Some(300), "{u}");
+    assert_eq!(u[1]["succeeded"].as_u64(), Some(10), "{u}");
+    assert!(u[1]["readUnitsPerSuccess"].as_f64().unwrap() <= 1.40, "{u}");
     // The HTTP API: both ways timed, the router alone far under DynamoDB's time.
     let api = &f["apiLatency"];
     for op in ["GET /tasks/{taskId}", "POST /tasks (one 1 KB task)"] {
@@ -130,10 +136,10 @@ fn bench_measures_every_part_and_says_how_to_reproduce_it() {
     let rows = bench["rows"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        1 + 6 + 5 + 1 + 1 + 1 + 3 + 2 + 3 + 1,
+        1 + 6 + 5 + 1 + 1 + 1 + 3 + 2 + 2 + 3 + 1,
         "sizes, 6 cold starts (process with X-Ray too), CPU, RSS, CPU with X-Ray, \
          the X-Ray documents judged, its ratio, write units, rate limit, throughput, \
-         one payload size × 3 storages, 2 shed backlogs, 3 HTTP API rows, freshness"
+         one payload size × 3 storages, 2 shed backlogs, 2 unswept, 3 HTTP API rows, freshness"
     );
     // The default storage of a 4 KB payload costs at most 6 + 4 write units.
     let p = f["payloadCost"].as_array().unwrap();

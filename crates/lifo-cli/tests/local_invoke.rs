@@ -199,8 +199,8 @@ fn a_binary_is_held_to_its_policy_in_the_template_it_is_given() {
     for part in [
         "AccessDeniedException",
         "assumed-role/CreateFunctionRole/CreateFunction",
-        "not authorized to perform: dynamodb:PutItem",
-        "on resource: arn:aws:dynamodb:us-east-1:000000000000:table/QueueTable",
+        "does not allow dynamodb:PutItem",
+        "on arn:aws:dynamodb:us-east-1:000000000000:table/QueueTable",
     ] {
         assert!(message.contains(part), "{part:?} not in {answer}\n{stderr}");
     }

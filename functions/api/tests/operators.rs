@@ -91,7 +91,8 @@ async fn a_refused_permission_is_a_500_naming_the_action_and_resource() {
     let table = format!(":table/{}", h.stack.table);
     assert!(
         detail.starts_with("the function's role does not allow dynamodb:PutItem on arn:aws:")
-            && detail.ends_with(&table),
+            && detail.contains(&format!("{table} (AccessDeniedException for arn:aws:sts::"))
+            && detail.contains(":assumed-role/ApiFunctionRole/"),
         "{detail}"
     );
     assert!(!detail.contains("Error {"), "no Debug text: {detail}");

@@ -71,12 +71,17 @@ pub enum StoreError {
     },
     /// The caller's role does not allow the call (`AccessDeniedException`):
     /// a deployment fault, not the request's nor DynamoDB's. `action` and
-    /// `resource` are what AWS named in its refusal.
-    #[error("the function's role does not allow {action} on {resource}")]
+    /// `resource` are what AWS named in its refusal, `principal` whom it
+    /// refused (the role's session, e.g. `assumed-role/R/F`).
+    #[error(
+        "the function's role does not allow {} on {} ({ACCESS_DENIED_CODE} for {})",
+        refusal.action,
+        refusal.resource,
+        refusal.principal
+    )]
     AccessDenied {
         operation: &'static str,
-        action: String,
-        resource: String,
+        refusal: Box<Refusal>,
     },
     /// Anything else (network, validation).
     #[error("{operation} failed")]
@@ -85,6 +90,14 @@ pub enum StoreError {
         #[source]
         source: BoxError,
     },
+}
+
+/// What AWS named in an `AccessDeniedException`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub action: String,
+    pub resource: String,
+    pub principal: String,
 }
 
 /// Why a cancel was refused.
@@ -115,9 +128,7 @@ impl StoreError {
     /// The role refused the call: `(action, resource)`.
     pub fn access_denied(&self) -> Option<(&str, &str)> {
         match self {
-            Self::AccessDenied {
-                action, resource, ..
-            } => Some((action, resource)),
+            Self::AccessDenied { refusal, .. } => Some((&refusal.action, &refusal.resource)),
             Self::PartialWrite { source, .. } => source.access_denied(),
             _ => None,
         }
@@ -153,11 +164,9 @@ where
         .is_some_and(|code| THROTTLE_CODES.contains(&code));
     let conflict = err.code() == Some(CONFLICT_CODE);
     if err.code() == Some(ACCESS_DENIED_CODE) {
-        let (action, resource) = refused(operation, err.message().unwrap_or(""));
         return StoreError::AccessDenied {
             operation,
-            action,
-            resource,
+            refusal: Box::new(refused(operation, err.message().unwrap_or(""))),
         };
     }
     // A service's answer as its code and message: the SDK's own chain ends
@@ -186,10 +195,11 @@ pub const ACCESS_DENIED_CODE: &str = "AccessDeniedException";
 #[error("{0}")]
 pub struct ServiceError(String);
 
-/// The action and resource an `AccessDeniedException` names ("User: … is
-/// not authorized to perform: dynamodb:PutItem on resource: arn:… because
-/// …"); the operation and "the table" when its message says neither.
-fn refused(operation: &str, message: &str) -> (String, String) {
+/// The action, resource and principal an `AccessDeniedException` names
+/// ("User: arn:… is not authorized to perform: dynamodb:PutItem on resource:
+/// arn:… because …"); the operation, "the table" and "the caller" when its
+/// message says none.
+fn refused(operation: &str, message: &str) -> Refusal {
     let after = |marker: &str| message.split_once(marker).map(|(_, rest)| rest);
     let action = after("to perform: ")
         .and_then(|rest| rest.split_whitespace().next())
@@ -197,7 +207,14 @@ fn refused(operation: &str, message: &str) -> (String, String) {
     let resource = after(" on resource: ")
         .and_then(|rest| rest.split_whitespace().next())
         .map_or_else(|| "the table".to_owned(), str::to_owned);
-    (action, resource)
+    let principal = after("User: ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .map_or_else(|| "the caller".to_owned(), str::to_owned);
+    Refusal {
+        action,
+        resource,
+        principal,
+    }
 }
 
 pub(super) fn parse_task(item: Item) -> Result<Task, StoreError> {
@@ -235,14 +252,19 @@ mod tests {
                        because no identity-based policy allows the dynamodb:PutItem action";
         assert_eq!(
             refused("PutItem", message),
-            (
-                "dynamodb:PutItem".to_owned(),
-                "arn:aws:dynamodb:us-east-1:1:table/Q".to_owned()
-            )
+            Refusal {
+                action: "dynamodb:PutItem".to_owned(),
+                resource: "arn:aws:dynamodb:us-east-1:1:table/Q".to_owned(),
+                principal: "arn:aws:sts::1:assumed-role/R/F".to_owned()
+            }
         );
         assert_eq!(
             refused("Query", "Access denied"),
-            ("dynamodb:Query".to_owned(), "the table".to_owned())
+            Refusal {
+                action: "dynamodb:Query".to_owned(),
+                resource: "the table".to_owned(),
+                principal: "the caller".to_owned()
+            }
         );
     }
 }
