@@ -324,7 +324,7 @@ impl Deadlines {
     pub fn started(&mut self, task_id: &str) {
         self.kept.remove(task_id);
         self.started
-            .insert(task_id.to_owned(), Some(Instant::now()));
+            .insert(task_id.to_owned(), Some(super::clock::now()));
         self.starts += usize::from(self.given.remove(task_id));
     }
 
@@ -338,7 +338,7 @@ impl Deadlines {
         if let Some(at) = self.started.get_mut(task_id).and_then(Option::take)
             && ran
         {
-            self.held(at.elapsed());
+            self.held(super::clock::now().saturating_duration_since(at));
         }
     }
 

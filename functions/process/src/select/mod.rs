@@ -9,17 +9,47 @@
 //! - [`rest`]: how long a task put back rests before its next claim;
 //! - [`refill`]: all of them together, for the claim loop's free slots.
 
+pub mod clock;
 pub mod deadline;
 pub mod fair;
 pub mod heads;
 pub mod rest;
 
+use clock::now_ms;
 use deadline::Deadlines;
 use fair::Ledger;
 use heads::{Read, ShardHeads};
-use lifo_core::{Candidate, Store, StoreError, now_ms};
+use lifo_core::{Candidate, Order, Store, StoreError};
 use std::collections::HashSet;
-use std::time::Instant;
+
+/// What the claim policy reads: the claimable index's heads
+/// ([`Store::claimable_heads_since`]); the scenario corpus reads a
+/// scripted index instead.
+pub trait ClaimReads {
+    fn claimable_heads_since(
+        &self,
+        order: Order,
+        shards: &[u32],
+        page: usize,
+        now_ms: u64,
+        horizon_ms: u64,
+        since_ms: Option<u64>,
+    ) -> impl std::future::Future<Output = Result<Vec<(Vec<Candidate>, bool)>, StoreError>>;
+}
+
+impl ClaimReads for Store {
+    fn claimable_heads_since(
+        &self,
+        order: Order,
+        shards: &[u32],
+        page: usize,
+        now_ms: u64,
+        horizon_ms: u64,
+        since_ms: Option<u64>,
+    ) -> impl std::future::Future<Output = Result<Vec<(Vec<Candidate>, bool)>, StoreError>> {
+        Store::claimable_heads_since(self, order, shards, page, now_ms, horizon_ms, since_ms)
+    }
+}
 
 /// Reads the heads again if they cannot answer `want` candidates, then
 /// takes them: first the tasks near their deadline the `lane` gives (the
@@ -27,7 +57,7 @@ use std::time::Instant;
 /// newest first.
 #[allow(clippy::too_many_arguments)]
 pub async fn refill(
-    store: &Store,
+    store: &impl ClaimReads,
     heads: &mut ShardHeads,
     order: lifo_core::Order,
     horizon_ms: u64,
@@ -37,11 +67,11 @@ pub async fn refill(
     mut lane: Option<&mut Deadlines>,
 ) -> Result<Vec<Candidate>, StoreError> {
     // Read as LIFO would (the lane sees what arrives through these reads).
-    let mut read = heads.to_read(want, exclude, Instant::now());
+    let mut read = heads.to_read(want, exclude, clock::now());
     if matches!(read, Read::Nothing)
         && let Some(ledger) = fair.as_deref()
         && heads.any_tenant()
-        && fair::needs_fresh_heads(heads, want, exclude, ledger, Instant::now())
+        && fair::needs_fresh_heads(heads, want, exclude, ledger, clock::now())
     {
         read = Read::All;
     }
@@ -56,7 +86,7 @@ pub async fn refill(
             if let Some(lane) = lane.as_deref_mut() {
                 lane.observe(read.iter().flat_map(|(items, _)| items), now);
             }
-            heads.replace(read, Instant::now());
+            heads.replace(read, clock::now());
         }
         // Only the cut-short shards whose heads ran out.
         Read::Some(shards) => {
@@ -83,12 +113,13 @@ pub async fn refill(
         let short = heads.cut_short();
         if !short.is_empty() {
             let oldest = store
-                .claimable_heads(
+                .claimable_heads_since(
                     lifo_core::Order::Fifo,
                     &short,
                     deadline::FIRST_READ_PAGE,
                     now,
                     horizon_ms,
+                    None,
                 )
                 .await?;
             lane.keep(oldest.iter().flat_map(|(items, _)| items));

@@ -54,7 +54,7 @@ pub use handover::{MAX_BYTES as MAX_HANDOVER_BYTES, MAX_KEPT_BYTES, kept};
 pub use ledger::{Cap, FEW_WAITING, Fairness, Ledger, Shares, WINDOW, keeping_up};
 
 use super::heads::{HeadsPolicy, LateReach, ShardHeads};
-use lifo_core::{Candidate, now_ms};
+use lifo_core::Candidate;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -213,7 +213,7 @@ fn take_marked(
     exclude: &HashSet<String>,
     ledger: &mut Ledger,
 ) -> (Vec<Candidate>, bool) {
-    let now = now_ms();
+    let now = super::clock::now_ms();
     let mut to_unfavoured = false;
     let mut taken = exclude.clone();
     let seen = heads.tenant_heads(&taken);
@@ -275,6 +275,7 @@ mod tests {
     use super::ledger::tests::ran;
     use super::*;
     use lifo_core::Order;
+    use lifo_core::now_ms;
     use lifo_core::priority::Priority;
     use std::time::Instant;
 

@@ -258,7 +258,7 @@ impl ShardHeads {
         self.saw(&read);
         self.remember(
             read.iter().flat_map(|(items, _)| items),
-            lifo_core::now_ms(),
+            crate::select::clock::now_ms(),
         );
         for (shard, (items, complete)) in shards.iter().zip(read) {
             if let Some(i) = self.shards.iter().position(|s| s == shard) {
@@ -281,7 +281,7 @@ impl ShardHeads {
     /// was all of it.
     pub fn replace(&mut self, read: Vec<(Vec<Candidate>, bool)>, now: Instant) {
         self.saw(&read);
-        self.learn_late(&read, lifo_core::now_ms());
+        self.learn_late(&read, crate::select::clock::now_ms());
         let before = std::mem::take(&mut self.heads);
         self.heads = read
             .into_iter()
@@ -292,9 +292,9 @@ impl ShardHeads {
             .collect();
         self.heads.resize(self.shards.len(), Head::default());
         if self.policy.keep_per_tenant > 0 {
-            self.keep(before, lifo_core::now_ms());
+            self.keep(before, crate::select::clock::now_ms());
         }
-        let now_ms = lifo_core::now_ms();
+        let now_ms = crate::select::clock::now_ms();
         // The read just taken reached as far as a late one, if one was due.
         if self.late_due(now_ms).is_some() {
             self.late_read_ms = Some(now_ms);

@@ -55,7 +55,7 @@ impl ShardHeads {
     /// further when a [`LateReach`] is due; `None`: a page is a read (no
     /// margin set, or never read).
     pub fn since_ms(&self) -> Option<u64> {
-        self.since_at(lifo_core::now_ms())
+        self.since_at(crate::select::clock::now_ms())
     }
 
     /// [`ShardHeads::since_ms`] for a read at `now_ms` (epoch ms).

@@ -81,7 +81,7 @@ impl ShardHeads {
     /// shown. Once read, nothing is seeded.
     pub fn seed(&mut self, kept: Vec<Candidate>) {
         if self.read_at.is_none() {
-            self.remember(kept.iter(), lifo_core::now_ms());
+            self.remember(kept.iter(), crate::select::clock::now_ms());
             self.put_back(kept);
         }
     }
