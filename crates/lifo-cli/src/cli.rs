@@ -343,7 +343,12 @@ pub async fn run(cli: &Cli, q: &Queue) -> Result<String, CliError> {
         Command::Stats { days, tenants } => {
             let stats = lifo_ops::stats::collect(q, now, lifo_ops::stats::PAST_DAYS, *days).await?;
             let tenants = match tenants {
-                true => Some(lifo_ops::tenants::collect(q, now).await?),
+                true => {
+                    let rule = |load: &[(&str, usize)]| {
+                        process::select::fair::flooding(load.iter().copied())
+                    };
+                    Some(lifo_ops::tenants::collect(q, now, &rule).await?)
+                }
                 false => None,
             };
             Ok(if as_json {

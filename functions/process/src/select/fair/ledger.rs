@@ -1,7 +1,7 @@
 //! The fair share's books: what each tenant has running and was served in
-//! the last [`WINDOW`] ([`Ledger`], one per invocation, handed on by a tail
-//! call), and one claim round's admission ([`Shares`]): which waiting
-//! tenant the next free slot goes to.
+//! the last [`WINDOW`] ([`Ledger`], one per invocation, handed over by a
+//! tail call), who floods ([`flooding`]), and one claim round's admission
+//! ([`Shares`]): which waiting tenant the next free slot goes to.
 
 use lifo_core::Order;
 use lifo_core::priority::{Priority, at_ms};
@@ -11,19 +11,14 @@ use std::time::Duration;
 /// How far back service counts.
 pub const WINDOW: Duration = Duration::from_secs(10);
 
-/// A tenant with at most this many candidates waiting in view, not
-/// flooding, while another floods, keeps up ([`keeping_up`]): its
-/// work is not piling up, so it gives its oldest task first, and it is
-/// favoured whatever it was served lately. The value the README's
-/// fair-share table was measured with (`lifo simulate --compare --mix
-/// tenants`); not tuned.
+/// A tenant with at most this many candidates waiting, not flooding, while
+/// another floods, keeps up ([`keeping_up`]).
 pub const FEW_WAITING: usize = 4;
 
 /// The per-tenant cap (`TENANT_MAX_IN_FLIGHT`, opt-in): a tenant never
 /// holds more than `in_flight` slots of this invocation, nor starts more
-/// than `per_second` tasks a second (its matching share of the rate
-/// limit), even when slots are free. Isolation for a price: a tenant at
-/// its cap waits while slots idle.
+/// than `per_second` tasks a second (its share of the rate limit), even
+/// when slots are free: isolation, paid for with idle slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cap {
     pub in_flight: usize,
@@ -176,9 +171,9 @@ impl Ledger {
     }
 
     /// The tenants flooding among `waiting` (each with its tasks waiting
-    /// in the heads) and those running ([`lifo_core::order::flooding`]).
+    /// in the heads) and those running ([`flooding`]).
     pub fn flooding(&self, waiting: &HashMap<String, usize>) -> HashSet<String> {
-        lifo_core::order::flooding(
+        flooding(
             waiting
                 .iter()
                 .chain(self.running.iter())
@@ -225,22 +220,29 @@ impl Ledger {
     }
 }
 
-/// The tenants keeping up among `waiting` (each with its tasks waiting
-/// in the heads) while another tenant of `flooding` floods
-/// ([`Ledger::flooding`], found once per round by the caller):
-/// each with at most [`FEW_WAITING`] waiting, not flooding. None while
-/// no tenant floods: each gives its first in the claim order, and the
-/// share is decided by what each was served alone.
-///
-/// Newest first is what a tenant whose work piles up needs; one that
-/// keeps up loses nothing to it but the wait of its oldest task, which
-/// newer tasks of its own and the flooding tenants' pass over again and
-/// again (instrumented, one quiet task waited 14 s while its tenant
-/// started 17 newer ones). Served oldest first, and before the tenants
-/// whose work piles up, its tasks wait about what the ideal's do. Only
-/// while a tenant floods: with every tenant backlogged, the heads show
-/// a few of each tenant's tasks at times, and a tenant taken for one
-/// that keeps up got up to 1.37 × 1/n of the starts.
+/// The tenants flooding, of `load` (each tenant with work and how many
+/// tasks it has waiting or running): those with more than twice the mean
+/// of the tenants with work, as SQS calls a message group noisy. A tenant
+/// alone never floods. `lifo stats --tenants` judges by it too.
+pub fn flooding<'a>(load: impl IntoIterator<Item = (&'a str, usize)>) -> HashSet<String> {
+    let mut per: HashMap<&str, usize> = HashMap::new();
+    for (t, n) in load {
+        *per.entry(t).or_default() += n;
+    }
+    let total: usize = per.values().sum();
+    let tenants = per.len().max(1);
+    per.into_iter()
+        .filter(|(_, n)| n * tenants > 2 * total)
+        .map(|(t, _)| t.to_owned())
+        .collect()
+}
+
+/// The tenants keeping up among `waiting` (each with its tasks waiting in
+/// the heads) while a tenant of `flooding` floods: each with at most
+/// [`FEW_WAITING`] waiting, not flooding. Its work is not piling up, so it
+/// gives its oldest task first, and goes first whatever it was served;
+/// newest first within it would only make that task wait behind its own
+/// newer ones. None while no tenant floods.
 pub fn keeping_up(waiting: &HashMap<String, usize>, flooding: &HashSet<String>) -> HashSet<String> {
     if flooding.is_empty() {
         return HashSet::new();
@@ -299,20 +301,15 @@ impl Shares {
     }
 
     /// Where a waiting tenant stands, least first:
-    /// 1. a higher priority first (in the claim order);
-    /// 2. a tenant that keeps up, or one served less lately than the most
-    ///    served one (under its share), before one at the top; one past its
-    ///    share of the rate last, when nobody else wants the slot;
-    /// 3. of those that keep up, the one whose oldest task waited longest;
-    ///    under the top, the tenant that has waited longest: since its
-    ///    newest task was written or since its last start, whichever is
-    ///    later (so one that just got a slot goes behind the others, and a
-    ///    burst of one tenant's tasks does not hold the slots): as near to
-    ///    first come, first served across the tenants under their share as
-    ///    newest first within each allows; then the least served. At the
-    ///    top, or past the rate: the least served;
-    /// 4. then the candidate it gives (its first in the claim order; its
-    ///    oldest if it keeps up).
+    /// 1. a higher priority first;
+    /// 2. a tenant that keeps up or is under the top before one at the top;
+    ///    one past its share of the rate last;
+    /// 3. under the top, the one that has waited longest, since its newest
+    ///    task was written or its last start, whichever is later (so a
+    ///    burst of one tenant does not hold the slots); one that keeps up,
+    ///    by its oldest task's age; at the top or past the rate, the least
+    ///    served;
+    /// 4. then the candidate it gives.
     fn rank(&self, tenant: &str, key: i64, top: usize) -> (i64, u8, i64, i64, i64) {
         // Greater first in LIFO order, smaller first in FIFO.
         let first = |k: i64| {
@@ -614,6 +611,15 @@ pub(super) mod tests {
         assert_eq!(s.pick([("a", Priority::Normal.key(NOW))]), None);
         let s = l.shares(["a"], NOW + 1_000);
         assert!(!s.capped("a"));
+    }
+
+    #[test]
+    fn a_tenant_floods_past_twice_the_mean_and_never_alone() {
+        assert!(flooding([("a", 500)]).is_empty());
+        // Mean 4: 9 is past twice it.
+        let load = [("flood", 9), ("a", 1), ("b", 1), ("c", 1), ("c", 0)];
+        assert_eq!(flooding(load), ["flood".to_owned()].into());
+        assert!(flooding([("a", 10), ("b", 10)]).is_empty());
     }
 
     #[test]

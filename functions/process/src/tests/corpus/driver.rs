@@ -180,8 +180,12 @@ impl Loop {
                 Ok(()) => {
                     self.starts += 1;
                     let outcome = match (script.busy_every, script.fail_every) {
-                        (Some((n, rest)), _) if self.starts.is_multiple_of(n) => Outcome::Busy(rest),
-                        (_, Some((n, rest))) if self.starts.is_multiple_of(n) => Outcome::Fail(rest),
+                        (Some((n, rest)), _) if self.starts.is_multiple_of(n) => {
+                            Outcome::Busy(rest)
+                        }
+                        (_, Some((n, rest))) if self.starts.is_multiple_of(n) => {
+                            Outcome::Fail(rest)
+                        }
                         _ => Outcome::Ok,
                     };
                     self.ends

@@ -8,8 +8,9 @@
 use super::script::{Outcome, TaskSpec};
 use lifo_core::priority::{at_ms, floor};
 use lifo_core::{Candidate, Order, StoreError};
-use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Pages a read of one shard goes to at most (lifo-core's).
 const CLAIM_READ_PAGES: usize = 8;
@@ -34,14 +35,14 @@ pub enum Refused {
 }
 
 pub struct Index {
-    entries: RefCell<BTreeMap<String, Entry>>,
+    entries: Mutex<BTreeMap<String, Entry>>,
     /// Claimed and running: the entry as it comes back if put back.
     taken: BTreeMap<String, Entry>,
     superseded: HashSet<String>,
-    clock: Cell<u64>,
+    clock: AtomicU64,
     read_ms: u64,
     /// The reads made since [`Index::take_log`].
-    log: RefCell<Vec<String>>,
+    log: Mutex<Vec<String>>,
 }
 
 /// `ms` (epoch) as an offset from [`T0`].
@@ -52,39 +53,42 @@ pub fn rel(ms: u64) -> i64 {
 impl Index {
     pub fn new(read_ms: u64) -> Self {
         Self {
-            entries: RefCell::new(BTreeMap::new()),
+            entries: Mutex::new(BTreeMap::new()),
             taken: BTreeMap::new(),
             superseded: HashSet::new(),
-            clock: Cell::new(T0),
+            clock: AtomicU64::new(T0),
             read_ms,
-            log: RefCell::new(Vec::new()),
+            log: Mutex::new(Vec::new()),
         }
     }
 
     pub fn now(&self) -> u64 {
-        self.clock.get()
+        self.clock.load(Ordering::SeqCst)
     }
 
     /// Moves the clock to `at` (never back).
     pub fn advance_to(&self, at: u64) {
-        self.clock.set(self.clock.get().max(at));
-        crate::select::clock::script(Some(self.clock.get()));
+        self.clock.fetch_max(at, Ordering::SeqCst);
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn take_log(&self) -> Vec<String> {
-        std::mem::take(&mut self.log.borrow_mut())
+        std::mem::take(&mut self.log.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     pub fn put(&mut self, spec: &TaskSpec) {
         let now = self.now();
         if let Some(key) = &spec.key {
-            let older: Vec<String> = (self.entries.borrow().values())
+            let older: Vec<String> = (self.entries().values())
                 .chain(self.taken.values())
                 .filter(|e| e.key.as_ref() == Some(key))
                 .map(|e| e.c.task_id.clone())
-                .collect();
+                .collect::<Vec<_>>();
             for id in older {
-                self.entries.borrow_mut().remove(&id);
+                self.entries().remove(&id);
                 self.superseded.insert(id);
             }
         }
@@ -94,7 +98,7 @@ impl Index {
             tenant: spec.tenant.clone(),
             ..Candidate::pending(&spec.id, spec.shard, spec.priority.key(stamp))
         };
-        self.entries.borrow_mut().insert(
+        self.entries().insert(
             spec.id.clone(),
             Entry {
                 c,
@@ -106,7 +110,7 @@ impl Index {
     }
 
     pub fn remove(&mut self, id: &str) {
-        self.entries.borrow_mut().remove(id);
+        self.entries().remove(id);
     }
 
     /// The conditional claim of `c` at `now`: the entry as read (its
@@ -116,7 +120,7 @@ impl Index {
             true => Refused::Superseded,
             false => Refused::Conflict,
         };
-        let mut entries = self.entries.borrow_mut();
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let Some(e) = entries.get(&c.task_id) else {
             return Err(refused);
         };
@@ -151,7 +155,7 @@ impl Index {
         }
         e.retry_at = now + rest;
         e.written_at = now;
-        self.entries.borrow_mut().insert(id.to_owned(), e);
+        self.entries().insert(id.to_owned(), e);
     }
 
     /// One shard's head, as `Store::shard_head` reads it.
@@ -165,8 +169,7 @@ impl Index {
         since: Option<u64>,
     ) -> (Vec<Candidate>, bool) {
         let mut all: Vec<Entry> = self
-            .entries
-            .borrow()
+            .entries()
             .values()
             .filter(|e| {
                 e.c.lifo_shard == shard && e.written_at <= now && e.c.claimable_at > floor(horizon)
@@ -190,7 +193,7 @@ impl Index {
                 let is_expired = e.c.expires_at <= now / 1000;
                 if is_expired {
                     expired += 1;
-                    self.entries.borrow_mut().remove(&e.c.task_id);
+                    self.entries().remove(&e.c.task_id);
                 } else if e.retry_at <= now {
                     found.push(e.c.clone());
                 }
@@ -231,10 +234,13 @@ impl Index {
         };
         let shards_text: Vec<String> = shards.iter().map(u32::to_string).collect();
         let since_text = since.map_or("-".to_owned(), |s| rel(s).to_string());
-        self.log.borrow_mut().push(format!(
-            "read {way} {} page={page} since={since_text}",
-            shards_text.join(",")
-        ));
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!(
+                "read {way} {} page={page} since={since_text}",
+                shards_text.join(",")
+            ));
         let out = shards
             .iter()
             .map(|s| self.shard_head(order, *s, page, now, horizon, since))
@@ -245,15 +251,13 @@ impl Index {
 }
 
 impl crate::select::ClaimReads for Index {
-    async fn claimable_heads_since(
+    async fn heads_of(
         &self,
-        order: Order,
-        shards: &[u32],
-        page: usize,
+        read: &crate::select::Read,
         now_ms: u64,
         horizon_ms: u64,
-        since_ms: Option<u64>,
     ) -> Result<Vec<(Vec<Candidate>, bool)>, StoreError> {
-        Ok(self.read(order, shards, page, now_ms, horizon_ms, since_ms))
+        let r = read;
+        Ok(self.read(r.order, &r.shards, r.page, now_ms, horizon_ms, r.since_ms))
     }
 }

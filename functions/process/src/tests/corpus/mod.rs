@@ -6,8 +6,8 @@
 
 mod driver;
 mod index;
-mod legacy;
 mod script;
+mod stacked;
 
 use std::path::PathBuf;
 
@@ -37,7 +37,6 @@ fn transcripts(start: driver::Start) -> Vec<(PathBuf, String)> {
                     out.push('\n');
                 }
             }
-            crate::select::clock::script(None);
             (path.with_extension("expected"), out)
         })
         .collect()
@@ -48,7 +47,7 @@ fn the_corpus_picks_what_it_recorded() {
     let record = std::env::var_os("CORPUS_RECORD").is_some();
     let mut scenarios = 0;
     let mut moved = Vec::new();
-    for (expected, got) in transcripts(legacy::start) {
+    for (expected, got) in transcripts(stacked::start) {
         scenarios += got.lines().filter(|l| l.starts_with("== ")).count();
         if record {
             std::fs::write(&expected, &got).expect("writing the corpus");

@@ -1,0 +1,248 @@
+//! The heads by tenant, for the fair share: who waits and where, and the
+//! candidates carried from one read to the next under a flood's newer
+//! tasks. A candidate without a tenant is the empty tenant's.
+
+use crate::select::Ids;
+use crate::select::heads::{Head, Heads, before};
+use lifo_core::Candidate;
+use lifo_core::priority::{Priority, at_ms};
+use std::collections::{HashMap, HashSet};
+
+/// A candidate's tenant: none is the empty name.
+pub fn tenant_of(c: &Candidate) -> &str {
+    c.tenant.as_deref().unwrap_or("")
+}
+
+/// One tenant's candidates in the heads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantHead {
+    /// The index key of its first candidate in the claim order.
+    pub first: i64,
+    /// Its candidates waiting.
+    pub waiting: usize,
+    /// When its oldest candidate became claimable (epoch ms).
+    pub oldest_ms: u64,
+}
+
+/// Whether any candidate in `heads` has a tenant.
+pub fn any_tenant(heads: &Heads) -> bool {
+    heads.candidates().any(|c| c.tenant.is_some())
+}
+
+/// Each tenant with candidates in `heads` (none in `exclude`).
+pub fn tenant_heads(heads: &Heads, exclude: &Ids) -> HashMap<String, TenantHead> {
+    let order = heads.order();
+    let mut out: HashMap<&str, (&Candidate, usize, u64)> = HashMap::new();
+    for c in heads.candidates().filter(|c| !exclude.contains(&c.task_id)) {
+        let at = at_ms(c.claimable_at);
+        match out.get_mut(tenant_of(c)) {
+            Some((first, waiting, oldest)) => {
+                if before(order, c, first) {
+                    *first = c;
+                }
+                *waiting += 1;
+                *oldest = (*oldest).min(at);
+            }
+            None => {
+                out.insert(tenant_of(c), (c, 1, at));
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(t, (c, waiting, oldest_ms))| {
+            let head = TenantHead {
+                first: c.claimable_at,
+                waiting,
+                oldest_ms,
+            };
+            (t.to_owned(), head)
+        })
+        .collect()
+}
+
+/// The index key of `tenant`'s first candidate in the claim order (none in
+/// `exclude`).
+pub fn tenant_first(heads: &Heads, tenant: &str, exclude: &Ids) -> Option<i64> {
+    let order = heads.order();
+    heads
+        .each()
+        .iter()
+        .filter_map(|h| {
+            h.items
+                .iter()
+                .find(|c| tenant_of(c) == tenant && !exclude.contains(&c.task_id))
+        })
+        .reduce(|a, b| if before(order, b, a) { b } else { a })
+        .map(|c| c.claimable_at)
+}
+
+/// `tenant`'s last candidate in the claim order (none in `exclude`) of its
+/// first one's priority: its oldest there, newest first (of tasks written
+/// in one request, which share their key, the least id).
+pub fn tenant_last<'a>(heads: &'a Heads, tenant: &str, exclude: &Ids) -> Option<&'a Candidate> {
+    let priority = Priority::of_key(tenant_first(heads, tenant, exclude)?);
+    let order = heads.order();
+    heads
+        .candidates()
+        .filter(|c| {
+            tenant_of(c) == tenant
+                && !exclude.contains(&c.task_id)
+                && Priority::of_key(c.claimable_at) == priority
+        })
+        .reduce(|a, b| if before(order, a, b) { b } else { a })
+}
+
+/// Carries into `heads`, just replaced by a read at `now_ms`, what that
+/// read cut out of view from the heads `before` it: the candidates past
+/// the end of a cut-short head, not expired, of tenants with fewer than
+/// `limit` in the heads. A tenant's tasks buried under another's newer
+/// ones stay in view without a deeper read; one claimed or cancelled
+/// meanwhile fails its conditional claim.
+pub fn carry(heads: &mut Heads, before: Vec<Head>, limit: usize, now_ms: u64) {
+    let mut per_tenant: HashMap<String, usize> = HashMap::new();
+    for c in heads.candidates() {
+        *per_tenant.entry(tenant_of(c).to_owned()).or_default() += 1;
+    }
+    let newest_first = heads.order().newest_first();
+    let mut carried: Vec<(usize, Vec<Candidate>)> = Vec::new();
+    for (i, (head, old)) in heads.each().iter().zip(before).enumerate() {
+        let Some(end) = head.items.back().map(|c| c.claimable_at) else {
+            continue;
+        };
+        if head.complete {
+            continue;
+        }
+        let read: HashSet<&str> = head.items.iter().map(|c| c.task_id.as_str()).collect();
+        let mut these = Vec::new();
+        for c in old.items {
+            // Tasks written in one request share their key: one the read's
+            // page ended before sorts with its last entry.
+            let past_end = match newest_first {
+                true => c.claimable_at <= end,
+                false => c.claimable_at >= end,
+            };
+            if !past_end || read.contains(c.task_id.as_str()) || c.expires_at <= now_ms / 1000 {
+                continue;
+            }
+            let n = per_tenant.entry(tenant_of(&c).to_owned()).or_default();
+            if *n < limit {
+                *n += 1;
+                these.push(c);
+            }
+        }
+        carried.push((i, these));
+    }
+    for (i, these) in carried {
+        heads.append(i, these);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::select::heads::{HeadsPolicy, c};
+    use lifo_core::Order;
+
+    const NOW: u64 = 1_800_000_000_000;
+
+    fn t(id: &str, at: i64, tenant: &str) -> Candidate {
+        Candidate {
+            tenant: Some(tenant.into()),
+            ..c(id, at)
+        }
+    }
+
+    #[test]
+    fn each_tenant_s_first_count_oldest_and_last() {
+        let mut h = Heads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 8));
+        h.replace(
+            vec![
+                (
+                    vec![t("a9", 9, "a"), t("a7", 7, "a"), t("b3", 3, "b")],
+                    true,
+                ),
+                (vec![t("a8", 8, "a"), t("b6", 6, "b")], true),
+            ],
+            NOW,
+        );
+        let none = Ids::new();
+        let head = |first, waiting, oldest_ms| TenantHead {
+            first,
+            waiting,
+            oldest_ms,
+        };
+        assert_eq!(
+            tenant_heads(&h, &none),
+            HashMap::from([
+                ("a".to_owned(), head(9, 3, 7)),
+                ("b".to_owned(), head(6, 2, 3))
+            ])
+        );
+        let past_a9 = Ids::from(["a9".to_owned()]);
+        assert_eq!(tenant_heads(&h, &past_a9).get("a"), Some(&head(8, 2, 7)));
+        assert_eq!(tenant_first(&h, "a", &past_a9), Some(8));
+        assert_eq!(tenant_first(&h, "c", &none), None);
+        assert_eq!(
+            tenant_last(&h, "a", &none).map(|c| c.task_id.as_str()),
+            Some("a7")
+        );
+        assert!(any_tenant(&h));
+    }
+
+    #[test]
+    fn a_tenant_s_last_is_its_oldest_of_its_first_one_s_priority() {
+        let at = |id: &str, ms: u64, p: Priority| Candidate {
+            tenant: Some("a".into()),
+            ..Candidate::pending(id, 0, p.key(ms))
+        };
+        let mut h = Heads::new(Order::Lifo, vec![0], HeadsPolicy::new(1, 5));
+        let items = vec![
+            at("high", 500, Priority::High),
+            at("high-old", 100, Priority::High),
+            at("normal", 900, Priority::Normal),
+        ];
+        h.replace(vec![(items, true)], NOW);
+        let last = |exclude: &Ids| tenant_last(&h, "a", exclude).map(|c| c.claimable_at);
+        assert_eq!(last(&Ids::new()), Some(Priority::High.key(100)));
+        let highs = Ids::from(["high".to_owned(), "high-old".to_owned()]);
+        assert_eq!(last(&highs), Some(Priority::Normal.key(900)));
+    }
+
+    #[test]
+    fn a_tenant_buried_by_a_cut_short_read_is_carried_up_to_the_limit() {
+        let expired = Candidate {
+            expires_at: 1,
+            ..t("q6", 6, "quiet")
+        };
+        let first = vec![
+            t("q10", 10, "quiet"),
+            t("f9", 9, "flood"),
+            expired,
+            t("q5", 5, "quiet"),
+            t("q4", 4, "quiet"),
+            t("q3", 3, "quiet"),
+            t("f2", 2, "flood"),
+        ];
+        // The flood's newer tasks fill the next read, cut short.
+        let second = vec![
+            t("f12", 12, "flood"),
+            t("f11", 11, "flood"),
+            t("f10", 10, "flood"),
+        ];
+        let read = |limit: usize, complete: bool| {
+            let mut h = Heads::new(Order::Lifo, vec![0], HeadsPolicy::new(1, 5));
+            h.replace(vec![(first.clone(), false)], NOW);
+            let before = h.each().to_vec();
+            h.replace(vec![(second.clone(), complete)], NOW);
+            carry(&mut h, before, limit, NOW);
+            let got: Vec<String> = h.candidates().map(|c| c.task_id.clone()).collect();
+            got
+        };
+        // The quiet tenant's first two, at or past the read's end; not the
+        // expired one, nor the flood's (three in the read already).
+        assert_eq!(read(2, false), ["f12", "f11", "f10", "q10", "q5"]);
+        assert_eq!(read(0, false), ["f12", "f11", "f10"]);
+        // A read in full holds every claimable task: nothing is carried.
+        assert_eq!(read(2, true).len(), 3);
+    }
+}
