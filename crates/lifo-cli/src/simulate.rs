@@ -133,7 +133,7 @@ impl SimulateArgs {
             budget: Duration::from_secs(budget),
             seed: self.seed,
             rate_limit: self.pacing.rate_limit(),
-            rest: process::select::rest::RestPolicy {
+            rest: process::rest::RestPolicy {
                 base: Duration::from_secs(self.pacing.retry_backoff),
             },
             through_create: self.producer == Producer::Create,

@@ -41,7 +41,7 @@ pub struct Workload {
     /// The downstream's rate limit (`RunnerMaxPerSecond`), if any.
     pub rate_limit: Option<process::RateLimit>,
     /// Rests before retries (`RetryBackoffSeconds`).
-    pub rest: process::select::rest::RestPolicy,
+    pub rest: process::rest::RestPolicy,
     /// Tasks arrive through create, which wakes the processor itself (as
     /// deployed); `false`: written to the table directly, so only the
     /// stream wakes it (a producer that bypasses create).
@@ -90,7 +90,7 @@ impl Workload {
             budget: Duration::from_secs(60),
             seed,
             rate_limit: None,
-            rest: process::select::rest::RestPolicy::default(),
+            rest: process::rest::RestPolicy::default(),
             through_create: true,
             linger: None,
             fair_share: true,

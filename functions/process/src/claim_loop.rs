@@ -412,8 +412,14 @@ impl<R: TaskRunner> Claiming<'_, R> {
             let Some(policy) = state.select.as_mut() else {
                 return Ok(());
             };
-            let mut candidates =
-                select::refill(policy, self.store, (free, &exclude), horizon, &now_ms).await?;
+            let mut candidates = crate::reads::refill(
+                &mut **policy,
+                self.store,
+                (free, &exclude),
+                horizon,
+                &now_ms,
+            )
+            .await?;
             let mut granted = 0;
             while granted < candidates.len() {
                 match take_start(limiter) {

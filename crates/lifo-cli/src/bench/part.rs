@@ -203,7 +203,7 @@ pub(super) async fn drain(
         )),
         config(process::ProcessConfig {
             time_budget: std::time::Duration::from_secs(30),
-            rest: process::select::rest::RestPolicy::default(),
+            rest: process::rest::RestPolicy::default(),
             ..process::ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         }),
     );

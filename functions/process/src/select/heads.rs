@@ -1,24 +1,18 @@
 //! The heads: each shard's first claimable tasks, kept in memory between
 //! reads and merged into one order, so that a refill reads nothing when
-//! the heads can answer it. Every order reads the index through them.
+//! the heads can answer it. Every order reads the index through them, and
+//! they are the two orders at the bottom of every stack: [`Heads::lifo`]
+//! merges newest first (the queue this project is), [`Heads::fifo`]
+//! oldest first (for comparison).
 //!
-//! A query costs at least 0.5 read units however little it returns, so the
-//! shards are read together (one query each) only when
-//! - the heads cannot supply the candidates asked for: a shard whose head
-//!   was cut short (it holds more than was read) and is used up could hide
-//!   a task that comes before every other shard's; only the cut-short shards
-//!   that ran out are read again ([`Heads::to_read`]) when other shards
-//!   still hold candidates;
-//! - they served [`HeadsPolicy::refresh_claims`] candidates since the read;
-//! - they served [`HeadsPolicy::min_claims`] and are [`HeadsPolicy::min_age`]
-//!   old;
-//! - or they are [`HeadsPolicy::max_age`] old.
-//!
-//! The merge never passes a cut-short shard's unread tasks, so candidates
-//! come out in exact order of what was read; a task is passed over only if
-//! it became claimable after its shard was last read.
+//! A query costs at least 0.5 read units, so the shards are read again
+//! ([`Heads::to_read`]) only when the heads cannot supply the candidates
+//! asked for (then only the cut-short shards that ran out, if others still
+//! hold some), or have served enough, or are old ([`HeadsPolicy`]). The
+//! merge never passes a cut-short shard's unread tasks: candidates come out
+//! in the exact order of what was read.
 
-use super::{Ask, Event, Ids, Purpose, Read};
+use super::{Ask, Event, Ids, Purpose, Read, Select};
 use lifo_core::{Candidate, Order};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -74,7 +68,6 @@ pub struct Heads {
     read_at: Option<u64>,
     served: usize,
     reads: usize,
-    partial_reads: usize,
 }
 
 /// What must be read before a take can be trusted ([`Heads::to_read`]).
@@ -107,8 +100,17 @@ impl Heads {
             read_at: None,
             served: 0,
             reads: 0,
-            partial_reads: 0,
         }
+    }
+
+    /// Newest first.
+    pub fn lifo(shards: Vec<u32>, policy: HeadsPolicy) -> Self {
+        Self::new(Order::Lifo, shards, policy)
+    }
+
+    /// Oldest first.
+    pub fn fifo(shards: Vec<u32>, policy: HeadsPolicy) -> Self {
+        Self::new(Order::Fifo, shards, policy)
     }
 
     pub fn order(&self) -> Order {
@@ -131,11 +133,6 @@ impl Heads {
     /// Reads of every shard so far.
     pub fn reads(&self) -> usize {
         self.reads
-    }
-
-    /// Reads of some shards only so far.
-    pub fn partial_reads(&self) -> usize {
-        self.partial_reads
     }
 
     /// When the last read of every shard was taken in (epoch ms).
@@ -219,19 +216,6 @@ impl Heads {
         })
     }
 
-    /// Takes in `event`: a read of the heads, or a candidate not started.
-    pub fn tell(&mut self, event: Event<'_>, now: u64) {
-        match event {
-            Event::Read { read, heads, .. } => match read.purpose {
-                Purpose::Heads { whole: true } => self.replace(heads.to_vec(), now),
-                Purpose::Heads { whole: false } => self.replace_some(&read.shards, heads.to_vec()),
-                Purpose::Layer(_) => {}
-            },
-            Event::NotStarted(c) => self.put_back(vec![c.clone()]),
-            Event::Started(_) | Event::Ended { .. } => {}
-        }
-    }
-
     /// Replaces every head with a read taken in at `now`: per shard (in the
     /// order of [`Heads::shards`]), its candidates in order and whether that
     /// was all of it.
@@ -260,7 +244,6 @@ impl Heads {
                 };
             }
         }
-        self.partial_reads += 1;
     }
 
     /// Appends `items` to shard `i`'s head, past its end.
@@ -321,16 +304,6 @@ impl Heads {
             .map(|c| c.claimable_at)
     }
 
-    /// Up to `ask.want` candidates in order that `admit` accepts, none in
-    /// `ask.exclude`.
-    pub fn pick(
-        &mut self,
-        ask: &Ask<'_>,
-        admit: &mut dyn FnMut(&Candidate) -> bool,
-    ) -> Vec<Candidate> {
-        self.take_by(ask.want, ask.exclude, admit)
-    }
-
     /// Up to `want` candidates in order, none in `exclude`, that `admit`
     /// accepts. Those it refuses stay in their heads, in place; the merge
     /// stops where a cut-short shard's head is used up (or holds only
@@ -384,6 +357,47 @@ impl Heads {
     }
 }
 
+/// The merge as an order: it reads what its heads need once a refill, and
+/// picks as they stand.
+impl Select for Heads {
+    fn next_read(&mut self, ask: &Ask<'_>, now: u64) -> Option<Read> {
+        if ask.reads > 0 {
+            return None;
+        }
+        self.read_of(self.to_read(ask.want, ask.exclude, now))
+    }
+
+    fn pick(
+        &mut self,
+        ask: &Ask<'_>,
+        admit: &mut dyn FnMut(&Candidate) -> bool,
+        _now: u64,
+    ) -> Vec<Candidate> {
+        self.take_by(ask.want, ask.exclude, admit)
+    }
+
+    /// A read of the heads, or a candidate not started.
+    fn tell(&mut self, event: Event<'_>, now: u64) {
+        match event {
+            Event::Read { read, heads, .. } => match read.purpose {
+                Purpose::Heads { whole: true } => self.replace(heads.to_vec(), now),
+                Purpose::Heads { whole: false } => self.replace_some(&read.shards, heads.to_vec()),
+                Purpose::Layer(_) => {}
+            },
+            Event::NotStarted(c) => self.put_back(vec![c.clone()]),
+            Event::Started(_) | Event::Ended { .. } => {}
+        }
+    }
+
+    fn heads(&self) -> &Heads {
+        self
+    }
+
+    fn heads_mut(&mut self) -> &mut Heads {
+        self
+    }
+}
+
 /// A PENDING candidate `id` of shard 0 at index key `at` (tests).
 #[cfg(test)]
 pub fn c(id: &str, at: i64) -> Candidate {
@@ -393,13 +407,10 @@ pub fn c(id: &str, at: i64) -> Candidate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::select::ids;
     use proptest::prelude::*;
 
     const NOW: u64 = 1_800_000_000_000;
-
-    fn ids(v: &[Candidate]) -> Vec<&str> {
-        v.iter().map(|c| c.task_id.as_str()).collect()
-    }
 
     fn take(h: &mut Heads, want: usize, exclude: &Ids) -> Vec<Candidate> {
         h.take_by(want, exclude, &mut |_| true)
@@ -459,7 +470,7 @@ mod tests {
         assert_eq!(h.to_read(1, &none, NOW), Due::Some(vec![1]));
         h.replace_some(&[1], vec![(vec![c("b5", 5), c("b0", 0)], true)]);
         assert_eq!(ids(&take(&mut h, 10, &none)), ["b5", "a1", "b0"]);
-        assert_eq!((h.reads(), h.partial_reads()), (1, 1));
+        assert_eq!(h.reads(), 1, "a read of some shards is not a full read");
         // Every head complete and spent: all are read.
         assert_eq!(h.to_read(1, &none, NOW), Due::All);
         // One shard cut short and used up is every shard: a full read.
@@ -521,6 +532,27 @@ mod tests {
         let only_b = h.take_by(2, &none, &mut |c| c.tenant.as_deref() == Some("b"));
         assert_eq!(ids(&only_b), ["b6", "b3"]);
         assert_eq!(ids(&take(&mut h, 10, &none)), ["a9", "a8", "a7"]);
+    }
+
+    #[test]
+    fn as_an_order_it_reads_once_a_refill_and_picks_as_it_stands() {
+        let policy = HeadsPolicy::new(1, 2);
+        let mut lifo = Heads::lifo(vec![0], policy);
+        let shards = crate::tests::select::Shards(vec![vec![c("a", 1), c("b", 2), c("c", 3)]]);
+        let none = Ids::new();
+        let fill =
+            |s: &mut Heads, want, at| crate::tests::select::fill(s, &shards, want, &none, at);
+        assert_eq!(fill(&mut lifo, 2, NOW).1, ["c", "b"]);
+        // Served from the heads until they are spent or old.
+        assert_eq!(
+            (fill(&mut lifo, 1, NOW + 10).1, lifo.reads()),
+            (vec!["a".to_owned()], 1)
+        );
+        let mut fifo = Heads::fifo(vec![0], policy);
+        assert_eq!(fill(&mut fifo, 2, NOW).1, ["a", "b"]);
+        // A pick not started goes back in its place.
+        fifo.tell(Event::NotStarted(&c("a", 1)), NOW);
+        assert_eq!(fill(&mut fifo, 2, NOW).1, ["a", "c"]);
     }
 
     proptest! {

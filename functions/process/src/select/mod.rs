@@ -8,23 +8,20 @@
 //! read's entries, a start, an end, a pick not started. Time is an
 //! argument (epoch ms), never read inside a policy.
 //!
-//! Orders are the bottom of a stack: [`order::Lifo`] and [`order::Fifo`]
+//! Orders are the bottom of a stack: [`Heads::lifo`] and [`Heads::fifo`]
 //! merge the shards' [`heads`] newest or oldest first. Layers wrap an inner
 //! selection, one policy each: [`priorities::Priorities`] (an out-of-order
 //! pick never passes a higher priority), [`fair::FairShare`] (a fair share
 //! per tenant, with its cap) and [`deadline::DeadlineLane`] (the adaptive
 //! order). [`stack`] composes them, once, from the configuration.
-//! [`rest`] is how long a task put back rests before its next claim.
 
 pub mod deadline;
 pub mod fair;
 pub mod heads;
-pub mod order;
 pub mod priorities;
-pub mod rest;
 
 use heads::{Heads, HeadsPolicy};
-use lifo_core::{Candidate, Order, Store, StoreError};
+use lifo_core::{Candidate, Order};
 use std::collections::HashSet;
 
 /// Task ids.
@@ -41,6 +38,17 @@ pub struct Ask<'a> {
     pub reads: usize,
 }
 
+impl<'a> Ask<'a> {
+    /// `want` candidates, none in `exclude`, before any read.
+    pub fn new(want: usize, exclude: &'a Ids) -> Self {
+        Self {
+            want,
+            exclude,
+            reads: 0,
+        }
+    }
+}
+
 /// Who asked for a read, and so who takes its entries in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
@@ -50,9 +58,8 @@ pub enum Purpose {
     Layer(&'static str),
 }
 
-/// A read of the claimable index: each of `shards`, in `order`, `page`
-/// entries (and with `since_ms`, newest first, on until the entries
-/// claimable since then are all read).
+/// A read of the claimable index: `page` entries of each of `shards` in
+/// `order` (with `since_ms`, on until those since then are all read).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Read {
     pub order: Order,
@@ -130,38 +137,6 @@ pub trait Select: Send {
     fn tally(&self, _out: &mut Tally) {}
 }
 
-impl<S: Select + ?Sized> Select for Box<S> {
-    fn next_read(&mut self, ask: &Ask<'_>, now: u64) -> Option<Read> {
-        (**self).next_read(ask, now)
-    }
-    fn pick(
-        &mut self,
-        ask: &Ask<'_>,
-        admit: &mut dyn FnMut(&Candidate) -> bool,
-        now: u64,
-    ) -> Vec<Candidate> {
-        (**self).pick(ask, admit, now)
-    }
-    fn tell(&mut self, event: Event<'_>, now: u64) {
-        (**self).tell(event, now)
-    }
-    fn allows(&self, exclude: &Ids) -> Box<dyn Fn(&Candidate) -> bool + '_> {
-        (**self).allows(exclude)
-    }
-    fn heads(&self) -> &Heads {
-        (**self).heads()
-    }
-    fn heads_mut(&mut self) -> &mut Heads {
-        (**self).heads_mut()
-    }
-    fn hand_over(&mut self, exclude: &Ids, now: u64, out: &mut Handover) {
-        (**self).hand_over(exclude, now, out)
-    }
-    fn tally(&self, out: &mut Tally) {
-        (**self).tally(out)
-    }
-}
-
 /// What a stack is built from: the queue's settings and the invocation's
 /// share of the runner.
 #[derive(Debug, Clone)]
@@ -179,19 +154,18 @@ pub struct Setup<'a> {
     pub handover: Option<&'a Handover>,
 }
 
-/// The stack for `setup` at `now`: the order's merge of the heads, then
-/// each layer the settings turn on, innermost first. A new order is a file
-/// of its own and a line here.
+/// The stack for `setup` at `now`: an order, then each layer the settings
+/// turn on, innermost first. A new order is a file and a line here.
 pub fn stack(setup: &Setup<'_>, now: u64) -> Box<dyn Select> {
     let (shards, policy) = (
         setup.shards.clone(),
         HeadsPolicy::new(setup.shards.len(), setup.capacity),
     );
-    let base: Box<dyn Select> = match setup.order {
-        Order::Lifo | Order::Adaptive => Box::new(order::Lifo::new(shards, policy)),
-        Order::Fifo => Box::new(order::Fifo::new(shards, policy)),
+    let base = match setup.order {
+        Order::Lifo | Order::Adaptive => Heads::lifo(shards, policy),
+        Order::Fifo => Heads::fifo(shards, policy),
     };
-    let mut s: Box<dyn Select> = Box::new(priorities::Priorities::new(base));
+    let mut s: Box<dyn Select> = Box::new(priorities::Priorities::new(Box::new(base)));
     if setup.fair_share {
         let handed = setup.handover.and_then(fair::Handed::from_handover);
         s = Box::new(fair::FairShare::new(s, setup, handed, now));
@@ -205,66 +179,3 @@ pub fn stack(setup: &Setup<'_>, now: u64) -> Box<dyn Select> {
     }
     s
 }
-
-/// What the claim reads read: the claimable index's heads
-/// ([`Store::claimable_heads_since`]); the scenario corpus reads a scripted
-/// index instead.
-pub trait ClaimReads {
-    fn heads_of(
-        &self,
-        read: &Read,
-        now_ms: u64,
-        horizon_ms: u64,
-    ) -> impl std::future::Future<Output = Result<Vec<(Vec<Candidate>, bool)>, StoreError>> + Send;
-}
-
-impl ClaimReads for Store {
-    async fn heads_of(
-        &self,
-        read: &Read,
-        now_ms: u64,
-        horizon_ms: u64,
-    ) -> Result<Vec<(Vec<Candidate>, bool)>, StoreError> {
-        self.claimable_heads_since(
-            read.order,
-            &read.shards,
-            read.page,
-            now_ms,
-            horizon_ms,
-            read.since_ms,
-        )
-        .await
-    }
-}
-
-/// One refill of `want` free slots: the reads `select` asks for, each
-/// told to it, then its pick (none in `exclude`, none claimable before
-/// `horizon_ms`). `clock` gives the time (epoch ms).
-pub async fn refill<S: Select + ?Sized>(
-    select: &mut S,
-    reads: &impl ClaimReads,
-    (want, exclude): (usize, &Ids),
-    horizon_ms: u64,
-    clock: &(dyn Fn() -> u64 + Sync),
-) -> Result<Vec<Candidate>, StoreError> {
-    let mut ask = Ask {
-        want,
-        exclude,
-        reads: 0,
-    };
-    while let Some(read) = select.next_read(&ask, clock()) {
-        let sent_ms = clock();
-        let heads = reads.heads_of(&read, sent_ms, horizon_ms).await?;
-        let event = Event::Read {
-            read: &read,
-            sent_ms,
-            heads: &heads,
-        };
-        select.tell(event, clock());
-        ask.reads += 1;
-    }
-    Ok(select.pick(&ask, &mut |_| true, clock()))
-}
-
-#[cfg(test)]
-mod tests;

@@ -9,12 +9,12 @@ use super::{Ask, Event, Ids, Read, Select};
 use lifo_core::Candidate;
 use lifo_core::priority::Priority;
 
-pub struct Priorities<S> {
-    inner: S,
+pub struct Priorities {
+    inner: Box<dyn Select>,
 }
 
-impl<S: Select> Priorities<S> {
-    pub fn new(inner: S) -> Self {
+impl Priorities {
+    pub fn new(inner: Box<dyn Select>) -> Self {
         Self { inner }
     }
 }
@@ -25,7 +25,7 @@ pub fn at_least(first: Option<i64>, c: &Candidate) -> bool {
     first.is_none_or(|f| Priority::of_key(c.claimable_at).shift() >= Priority::of_key(f).shift())
 }
 
-impl<S: Select> Select for Priorities<S> {
+impl Select for Priorities {
     fn next_read(&mut self, ask: &Ask<'_>, now: u64) -> Option<Read> {
         self.inner.next_read(ask, now)
     }
@@ -69,7 +69,6 @@ impl<S: Select> Select for Priorities<S> {
 #[cfg(test)]
 mod tests {
     use super::super::heads::HeadsPolicy;
-    use super::super::order::Lifo;
     use super::*;
 
     #[test]
@@ -77,7 +76,7 @@ mod tests {
         let high = Candidate::pending("h", 0, Priority::High.key(1_000));
         let normal = Candidate::pending("n", 0, Priority::Normal.key(5_000));
         let low = Candidate::pending("l", 0, Priority::Low.key(9_000));
-        let mut p = Priorities::new(Lifo::new(vec![0], HeadsPolicy::new(1, 1)));
+        let mut p = Priorities::new(Box::new(Heads::lifo(vec![0], HeadsPolicy::new(1, 1))));
         p.heads_mut()
             .replace(vec![(vec![high.clone(), normal.clone()], true)], 0);
         let none = Ids::new();
@@ -88,7 +87,7 @@ mod tests {
         let allows = p.allows(&running);
         assert!(allows(&high) && allows(&normal) && !allows(&low));
         // Nothing waiting: anything.
-        let empty = Priorities::new(Lifo::new(vec![0], HeadsPolicy::new(1, 1)));
+        let empty = Priorities::new(Box::new(Heads::lifo(vec![0], HeadsPolicy::new(1, 1))));
         assert!(empty.allows(&none)(&low));
     }
 }

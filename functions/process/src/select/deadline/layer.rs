@@ -10,16 +10,16 @@ use lifo_core::{Candidate, Order};
 /// The lane's own reads.
 const OLDEST: Purpose = Purpose::Layer("deadline lane");
 
-pub struct DeadlineLane<S> {
-    inner: S,
+pub struct DeadlineLane {
+    inner: Box<dyn Select>,
     lane: Deadlines,
     /// This refill has asked for its oldest-first read, or decided not to.
     asked: bool,
 }
 
-impl<S: Select> DeadlineLane<S> {
+impl DeadlineLane {
     /// The lane for `slots` slots and at most `per_second` starts a second.
-    pub fn new(inner: S, slots: usize, per_second: Option<u32>) -> Self {
+    pub fn new(inner: Box<dyn Select>, slots: usize, per_second: Option<u32>) -> Self {
         Self {
             inner,
             lane: Deadlines::new(slots, per_second),
@@ -28,7 +28,7 @@ impl<S: Select> DeadlineLane<S> {
     }
 }
 
-impl<S: Select> Select for DeadlineLane<S> {
+impl Select for DeadlineLane {
     /// The inner selection's reads; then, once a refill, an oldest-first
     /// read of the cut-short shards if the books want one.
     fn next_read(&mut self, ask: &Ask<'_>, now: u64) -> Option<Read> {

@@ -1,31 +1,17 @@
-//! The adaptive order ([`lifo_core::Order::Adaptive`]), as a layer: newest
-//! first while every task waiting can still start in time, least time left
-//! first when one would not.
-//!
-//! Newest first sheds what a queue that could catch up would have started,
-//! and in the drain after an overload starts the newest while the oldest
-//! expire. Every task carries its deadline (`expiresAt`), so the lane can
-//! tell which old tasks can still start in time. Per free slot (slack
-//! stealing, as real-time schedulers serve aperiodic work beside deadlines):
-//! - the backlog the lane knows, least time left first: its `i`-th task has
-//!   `throughput × (time to its deadline − guard) − i` starts to spare
-//!   ([`Deadlines::slack`]);
-//! - a start or more to spare everywhere: the slot is the inner
-//!   selection's (newest first), and every slack drops by one;
-//! - less: the slot goes to the task with the least time left that can
-//!   still start ([`MARGIN`] before its deadline);
-//! - overloaded beyond catching up ([`OVERLOAD_SECONDS`],
-//!   [`OVERLOAD_RATIO`]) while tasks arrive: newest first, since serving the
-//!   old would only trade fresh starts for stale ones;
-//! - draining (no task became claimable within [`ARRIVAL_GAP`] of a read):
-//!   the same rule without the overload switch.
-//!
-//! The backlog is what the newest-first reads brought and was not claimed,
-//! plus a read oldest first of each cut-short shard at the invocation's
-//! first read and when tasks stop arriving ([`Deadlines::wants_oldest`]).
-//! A kept task claimed or cancelled meanwhile fails its conditional claim.
-//! The lane starts nothing its inner selection does not allow: no lower
-//! priority than the first waiting, no flooding tenant's task.
+//! The adaptive order ([`lifo_core::Order::Adaptive`]), as a layer:
+//! newest first while every task waiting can still start in time, least
+//! time left first when one would not (slack stealing, as real-time
+//! schedulers serve aperiodic work beside deadlines). The `i`-th task of
+//! the backlog, least time left first, has `throughput × (time to its
+//! deadline − guard) − i` starts to spare ([`Deadlines::slack`]): while
+//! every one has a start to spare, the slot is the inner selection's;
+//! else it goes to the task with the least time left that can still start.
+//! In an overload no order catches up with, while tasks arrive, the slots
+//! stay newest first: serving the old would trade fresh starts for stale
+//! ones. The backlog is what the reads brought and nobody claimed, plus an
+//! oldest-first read of the cut-short shards at the first read and when
+//! arrivals stop ([`Deadlines::wants_oldest`]). The lane starts nothing
+//! its inner selection does not allow.
 
 mod layer;
 
@@ -36,27 +22,21 @@ use lifo_core::priority::at_ms;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-/// A task this close to its deadline (ms) is left to expire: its claim
-/// would race the deadline.
+/// A task this close to its deadline (ms) is left to expire.
 pub const MARGIN: u64 = 100;
-/// While tasks arrive, a backlog that misses its deadlines by more than
-/// this many seconds of throughput, even least time left first, is an
-/// overload no order catches up with.
+/// A backlog short of this many seconds of throughput is an overload.
 pub const OVERLOAD_SECONDS: f64 = 2.0;
 /// So are arrivals at this many times the throughput or more.
 pub const OVERLOAD_RATIO: f64 = 1.75;
-/// Once overloaded, it lasts while arrivals stay at this many times the
-/// throughput (a 5 s count of a 2× load dips under 1.75 now and then).
+/// Once overloaded, while arrivals stay at this many times the throughput.
 pub const OVERLOAD_LEAVE_RATIO: f64 = 1.5;
 /// Arrivals are counted over this window (ms).
 pub const ARRIVALS_WINDOW_MS: u64 = 5_000;
-/// Tasks arrive while each newest-first read sees one that became
-/// claimable at most this long (ms) before it; judged at the reads.
+/// Tasks arrive while each read sees one claimable this long (ms) before.
 pub const ARRIVAL_GAP: u64 = 500;
 /// Tasks in the backlog at most; past it, newer ones are not kept.
 pub const MAX_BACKLOG: usize = 20_000;
-/// Entries per shard of an oldest-first read: what the queue can start
-/// before the oldest deadlines.
+/// Entries per shard of an oldest-first read.
 pub const OLDEST_READ_PAGE: usize = 500;
 /// Oldest-first reads come at most this often (ms).
 pub const OLDEST_READ_GAP: u64 = 1_000;
@@ -64,25 +44,23 @@ pub const OLDEST_READ_GAP: u64 = 1_000;
 pub const PRIOR_HOLD_MS: f64 = 1000.0;
 /// Weight of the latest hold in the hold's mean and variance.
 const HOLD_WEIGHT: f64 = 0.1;
-/// The guard keeps this many deviations of the hold in reserve: a hold
-/// longer than the mean would eat the last start's margin.
+/// Deviations of the hold the guard keeps in reserve.
 pub const JITTER_DEVIATIONS: f64 = 2.0;
 
 /// The lane's books: the tasks seen and not claimed, and the throughput.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Deadlines {
     backlog: HashMap<String, Candidate>,
     /// Ids the lane gave that have not started.
     given: HashSet<String>,
-    /// Ids started by this invocation, and when (until they end): a read
-    /// sent before a claim may still show its task.
+    /// Ids started, and when (until they end): a read sent before a
+    /// claim may still show its task.
     started: HashMap<String, Option<u64>>,
     /// When the newest task seen became claimable (epoch ms).
     newest_ms: u64,
     /// When the last newest-first read was sent (epoch ms).
     read_ms: u64,
-    /// When each task first seen within [`ARRIVALS_WINDOW_MS`] became
-    /// claimable (epoch ms).
+    /// When each task seen in [`ARRIVALS_WINDOW_MS`] became claimable.
     arrivals: VecDeque<u64>,
     slots: usize,
     /// Starts a second at most (the rate limit).
@@ -103,26 +81,15 @@ impl Deadlines {
     /// A lane for `slots` slots and at most `per_second` starts a second.
     pub fn new(slots: usize, per_second: Option<u32>) -> Self {
         Self {
-            backlog: HashMap::new(),
-            given: HashSet::new(),
-            started: HashMap::new(),
-            newest_ms: 0,
-            read_ms: 0,
-            arrivals: VecDeque::new(),
             slots: slots.max(1),
             per_second: per_second.map(f64::from),
-            hold_ms: None,
-            hold_var: 0.0,
-            oldest_read_ms: None,
-            overloaded: false,
-            starts: 0,
+            ..Self::default()
         }
     }
 
-    /// Whether an oldest-first read is due at `now_ms`: at the invocation's
-    /// `first_read` (what was buried before it), and once tasks stop
-    /// arriving if any arrived since the last one (what a burst buried
-    /// between two reads), at most one every [`OLDEST_READ_GAP`].
+    /// Whether an oldest-first read is due at `now_ms`: at the `first_read`,
+    /// and once arrivals stop after some came since the last one, at most
+    /// one every [`OLDEST_READ_GAP`].
     pub fn wants_oldest(&self, first_read: bool, now_ms: u64) -> bool {
         match self.oldest_read_ms {
             None => first_read || !self.arriving(),
@@ -136,15 +103,6 @@ impl Deadlines {
             self.add(c);
         }
         self.oldest_read_ms = Some(now_ms);
-    }
-
-    /// Tasks in the backlog.
-    pub fn len(&self) -> usize {
-        self.backlog.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.backlog.is_empty()
     }
 
     /// Adds what a newest-first read sent at `read_ms` brought (a task
@@ -191,12 +149,8 @@ impl Deadlines {
         self.per_second.map_or(by_slots, |r| r.min(by_slots))
     }
 
-    /// The backlog's least slack at `now_ms`, in starts (none in `exclude`),
-    /// less the starts given and not sent. Infinite for an empty backlog.
-    pub fn slack(&self, exclude: &HashSet<String>, now_ms: u64, throughput: f64) -> f64 {
-        self.slack_of(&self.by_deadline(exclude, now_ms), now_ms, throughput)
-    }
-
+    /// The least slack at `now_ms` of `backlog` (least time left first), in
+    /// starts, less those given and not sent (infinite for none).
     fn slack_of(&self, backlog: &[&Candidate], now_ms: u64, throughput: f64) -> f64 {
         let guard = self.guard();
         let mut least = f64::INFINITY;
@@ -229,10 +183,8 @@ impl Deadlines {
         v
     }
 
-    /// Of `want` free slots at `now_ms`, the tasks that must go first so
-    /// that the backlog keeps its deadlines (none in `exclude`, each one
-    /// `admit` accepts), least time left first. Forgets those past their
-    /// deadline.
+    /// Of `want` free slots at `now_ms`, the tasks that must go first for
+    /// the backlog to keep its deadlines (each one `admit` accepts).
     pub fn take(
         &mut self,
         want: usize,
@@ -277,9 +229,8 @@ impl Deadlines {
         self.starts += usize::from(self.given.remove(task_id));
     }
 
-    /// The handling of `task_id` ended at `now_ms`: if it `ran`, how long it
-    /// held its slot goes into the throughput (a refused claim starts
-    /// nothing; a run answered busy held its slot).
+    /// The handling of `task_id` ended at `now_ms`: if it `ran` (a refused
+    /// claim starts nothing), its hold goes into the throughput.
     pub fn ended(&mut self, task_id: &str, ran: bool, now_ms: u64) {
         if let Some(at) = self.started.get_mut(task_id).and_then(Option::take)
             && ran
@@ -292,8 +243,8 @@ impl Deadlines {
         self.hold_ms.unwrap_or(PRIOR_HOLD_MS)
     }
 
-    /// How long before its deadline a task's start is due (ms): [`MARGIN`],
-    /// a whole hold (the next free slot), and [`JITTER_DEVIATIONS`] of it.
+    /// How long before its deadline a start is due (ms): [`MARGIN`], a
+    /// hold (the next free slot), and [`JITTER_DEVIATIONS`] of it.
     pub fn guard(&self) -> f64 {
         MARGIN as f64 + self.hold() + JITTER_DEVIATIONS * self.hold_var.sqrt()
     }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::tests::select::ids;
 use lifo_core::priority::Priority;
 
 /// Deadlines are whole seconds: 700 ms into one.
@@ -14,13 +15,9 @@ fn task(id: &str, age_ms: u64, ttl_s: u64) -> Candidate {
     }
 }
 
-fn ids(v: &[Candidate]) -> Vec<&str> {
-    v.iter().map(|c| c.task_id.as_str()).collect()
-}
-
-/// Adds `items` to the lane's backlog as an oldest-first read does.
-fn keep(d: &mut Deadlines, items: &[Candidate]) {
-    d.read_oldest(items, 0);
+/// The lane's least slack at `now_ms`.
+fn slack(d: &Deadlines, now_ms: u64, throughput: f64) -> f64 {
+    d.slack_of(&d.by_deadline(&HashSet::new(), now_ms), now_ms, throughput)
 }
 
 /// A lane of one slot whose claims hold it `hold_ms` (1000 / hold_ms
@@ -31,18 +28,34 @@ fn lane(hold_ms: u64) -> Deadlines {
     d
 }
 
+/// The same, with `backlog` as an oldest-first read brings it.
+fn lane_with(hold_ms: u64, backlog: &[Candidate]) -> Deadlines {
+    let mut d = lane(hold_ms);
+    d.read_oldest(backlog, 0);
+    d
+}
+
+/// Three tasks 14, 13 and 12 s old, with 20 s to live.
+fn abc() -> [Candidate; 3] {
+    [
+        task("a", 14_000, 20),
+        task("b", 13_000, 20),
+        task("c", 12_000, 20),
+    ]
+}
+
 #[test]
 fn throughput_is_the_slots_over_the_hold_or_the_rate_if_lower() {
-    assert_eq!(Deadlines::new(5, None).throughput(), (5.0));
+    assert_eq!(Deadlines::new(5, None).throughput(), 5.0);
     let mut d = Deadlines::new(5, None);
     d.held(Duration::from_millis(500));
-    assert_eq!(d.throughput(), (10.0));
+    assert_eq!(d.throughput(), 10.0);
     // The mean moves a tenth of the way to each new hold.
     d.held(Duration::from_millis(1500));
-    assert_eq!(d.throughput(), (5.0 * 1000.0 / 600.0));
+    assert_eq!(d.throughput(), 5.0 * 1000.0 / 600.0);
     let mut d = Deadlines::new(5, Some(4));
     d.held(Duration::from_millis(500));
-    assert_eq!(d.throughput(), (4.0));
+    assert_eq!(d.throughput(), 4.0);
 }
 
 #[test]
@@ -50,17 +63,9 @@ fn newest_first_while_the_backlog_keeps_its_deadlines() {
     // 2 starts a second, a claim holds its slot 0.5 s: three tasks 5.3,
     // 6.3 and 7.3 s from their deadlines, less MARGIN and a hold, leave
     // slacks of 8.4, 9.4 and 10.4 starts.
-    let mut d = lane(500);
-    keep(
-        &mut d,
-        &[
-            task("a", 14_000, 20),
-            task("b", 13_000, 20),
-            task("c", 12_000, 20),
-        ],
-    );
+    let mut d = lane_with(500, &abc());
     let none = HashSet::new();
-    assert_eq!(d.slack(&none, NOW, 2.0), 2.0 * 4.7 - 1.0);
+    assert_eq!(slack(&d, NOW, 2.0), 2.0 * 4.7 - 1.0);
     assert!(
         d.take(5, &none, NOW, |_| true).is_empty(),
         "all five slots fresh"
@@ -68,15 +73,7 @@ fn newest_first_while_the_backlog_keeps_its_deadlines() {
     // 1.5 s later, with 0.4 starts a second (a 2.5 s hold): a is 3.8 s
     // away, 1.2 s once guarded, 0.48 starts: it goes first; then b
     // (4.8 s, 0.88 starts for two) too. Nothing arrived for 13.5 s.
-    let mut d = lane(2_500);
-    keep(
-        &mut d,
-        &[
-            task("a", 14_000, 20),
-            task("b", 13_000, 20),
-            task("c", 12_000, 20),
-        ],
-    );
+    let mut d = lane_with(2_500, &abc());
     let got = d.take(2, &none, NOW + 1_500, |_| true);
     assert_eq!(ids(&got), ["a", "b"]);
 }
@@ -101,7 +98,7 @@ fn least_time_left_first_and_one_that_cannot_start_is_left_to_expire() {
     assert_eq!(ids(&got), ["sooner", "later"]);
     // The one past its deadline is forgotten; the one within MARGIN kept
     // until then.
-    assert_eq!(d.len(), 3);
+    assert_eq!(d.backlog.len(), 3);
 }
 
 #[test]
@@ -116,7 +113,7 @@ fn an_overload_no_order_catches_up_with_is_served_newest_first_while_tasks_arriv
     let none = HashSet::new();
     d.observe(&[task("fresh", 100, 20)], NOW);
     assert!(d.arriving());
-    assert!(d.slack(&none, NOW, 1.0) < -OVERLOAD_SECONDS);
+    assert!(slack(&d, NOW, 1.0) < -OVERLOAD_SECONDS);
     assert!(d.take(3, &none, NOW, |_| true).is_empty(), "newest first");
     // Once a read sees nothing new for 500 ms, least time left first
     // (one deadline: newest first among them).
@@ -182,15 +179,12 @@ fn once_in_an_overload_it_lasts_down_to_the_leave_ratio() {
 
 #[test]
 fn given_and_started_tasks_are_not_given_again_nor_kept() {
-    let mut d = lane(10_000);
-    keep(
-        &mut d,
-        &[
-            task("a", 17_000, 20),
-            task("b", 16_500, 20),
-            task("c", 16_000, 20),
-        ],
-    );
+    let backlog = [
+        task("a", 17_000, 20),
+        task("b", 16_500, 20),
+        task("c", 16_000, 20),
+    ];
+    let mut d = lane_with(10_000, &backlog);
     let exclude: HashSet<String> = ["a".to_owned()].into();
     let got = d.take(1, &exclude, NOW, |c| c.task_id != "b");
     assert_eq!(ids(&got), ["c"]);
@@ -202,7 +196,7 @@ fn given_and_started_tasks_are_not_given_again_nor_kept() {
     assert_eq!(d.starts, 1);
     // A read sent before its claim still shows it: not kept again.
     d.observe(&[task("c", 16_000, 20)], NOW);
-    assert_eq!(d.len(), 2);
+    assert_eq!(d.backlog.len(), 2);
     // A refused claim's end does not feed the throughput; a run's does.
     d.ended("c", false, NOW + 5_000);
     assert_eq!(d.throughput(), 0.1, "one slot, a 10 s hold");
@@ -211,7 +205,7 @@ fn given_and_started_tasks_are_not_given_again_nor_kept() {
     assert!(d.throughput() > 0.1, "{}", d.throughput());
     let got = d.take(5, &HashSet::new(), NOW + 10_000, |_| true);
     assert!(got.is_empty(), "both are past their deadline by then");
-    assert!(d.is_empty());
+    assert!(d.backlog.is_empty());
 }
 
 #[test]
@@ -234,7 +228,7 @@ fn the_guard_keeps_two_deviations_of_the_hold_in_reserve() {
     // fresh one; 1.0 s once the jittery one is, 0.67: it goes now.
     let none = HashSet::new();
     for (mut d, goes) in [(steady, false), (jittery, true)] {
-        keep(&mut d, &[task("a", 17_000, 20)]);
+        d.read_oldest(&[task("a", 17_000, 20)], 0);
         let got = d.take(1, &none, NOW, |_| true);
         assert_eq!(!got.is_empty(), goes, "guard {}", d.guard());
     }
@@ -242,20 +236,19 @@ fn the_guard_keeps_two_deviations_of_the_hold_in_reserve() {
 
 #[test]
 fn its_backlog_is_bounded_and_refreshed() {
-    let mut d = lane(10_000);
-    keep(&mut d, &[task("a", 16_000, 20)]);
+    let mut d = lane_with(10_000, &[task("a", 16_000, 20)]);
     let moved = Candidate {
         token: 7,
         ..task("a", 16_000, 20)
     };
-    keep(&mut d, &[moved]);
+    d.read_oldest(&[moved], 0);
     let got = d.take(1, &HashSet::new(), NOW, |_| true);
     assert_eq!(got[0].token, 7, "the latest read's token");
     let many: Vec<Candidate> = (0..MAX_BACKLOG + 10)
         .map(|i| task(&format!("t{i}"), 100, 20))
         .collect();
     d.observe(&many, NOW);
-    assert_eq!(d.len(), MAX_BACKLOG);
+    assert_eq!(d.backlog.len(), MAX_BACKLOG);
 }
 
 #[test]
@@ -292,10 +285,9 @@ fn an_oldest_first_read_at_the_first_read_and_when_a_burst_stops() {
 /// The lane as a layer over the newest-first order, with time given.
 mod layer {
     use super::*;
-    use crate::select::heads::HeadsPolicy;
-    use crate::select::order::Lifo;
-    use crate::select::tests::{Shards, fill};
+    use crate::select::heads::{Heads, HeadsPolicy};
     use crate::select::{Event, Ids, Purpose, Select};
+    use crate::tests::select::{Shards, fill};
     use lifo_core::Order;
 
     #[test]
@@ -303,7 +295,11 @@ mod layer {
         // One slot, holds of 2 s: half a start a second. Forty tasks on one
         // shard, read 8 at a time: the oldest, 3.3 s from its deadline, is
         // buried under them.
-        let mut s = DeadlineLane::new(Lifo::new(vec![0], HeadsPolicy::new(1, 1)), 1, None);
+        let mut s = DeadlineLane::new(
+            Box::new(Heads::lifo(vec![0], HeadsPolicy::new(1, 1))),
+            1,
+            None,
+        );
         s.tell(Event::Started(&task("x", 0, 20)), NOW - 4_000);
         s.tell(
             Event::Ended {
@@ -352,7 +348,11 @@ mod layer {
 
     #[test]
     fn with_every_deadline_in_reach_the_slots_are_the_inner_order_s() {
-        let mut s = DeadlineLane::new(Lifo::new(vec![0], HeadsPolicy::new(1, 2)), 2, None);
+        let mut s = DeadlineLane::new(
+            Box::new(Heads::lifo(vec![0], HeadsPolicy::new(1, 2))),
+            2,
+            None,
+        );
         let shard: Vec<Candidate> = (0..5)
             .map(|i| task(&format!("t{i}"), 100 * i, 60))
             .collect();

@@ -1,16 +1,11 @@
-//! What the fair share hands to the next invocation of the tail-call loop,
-//! under its name in the wake-up's opaque handover ([`Handed`]):
-//! - each tenant's starts in the last [`WINDOW`] (`served`), so the next
-//!   invocation does not start with every tenant even and hand the
-//!   flooding tenant the top again;
-//! - the candidates in view of the tenants that are not flooding
-//!   (`inView`): the next invocation's first read shows the newest only,
-//!   and a quiet tenant's task found under a flood's newer ones would be
-//!   out of view until the flood's tasks above it were claimed.
-//!
-//! Bounded ([`MAX_BYTES`], [`MAX_IN_VIEW_BYTES`]; an SNS message may be
-//! 256 KB). Times count back from `at`, the sender's clock. A handover
-//! this code cannot read (another version's) is ignored.
+//! What the fair share hands to the next invocation of the tail-call loop
+//! ([`Handed`], under [`NAME`] in the opaque handover): each tenant's
+//! starts in the last [`WINDOW`] (`served`), so the next invocation does
+//! not hand the flooding tenant the top again, and the candidates in view
+//! of the tenants not flooding (`inView`), which its first read, newest
+//! first, would not show. Bounded ([`MAX_BYTES`], [`MAX_IN_VIEW_BYTES`]; an
+//! SNS message may be 256 KB); times count back from `at`, the sender's
+//! clock. One this code cannot read is ignored.
 
 use super::PAGE;
 use super::ledger::{Ledger, WINDOW};
@@ -70,11 +65,9 @@ impl Handed {
     }
 }
 
-/// The candidates in `heads` (none in `exclude`, none expired at `now_ms`)
-/// of the tenants that are not flooding: up to [`PAGE`] per tenant, in the
-/// claim order, the tenants with the fewest waiting first, within
-/// [`MAX_IN_VIEW_BYTES`] of JSON. A flooding tenant's newest are what the
-/// next first read shows.
+/// The candidates in `heads` (none in `exclude` or expired at `now_ms`) of
+/// the tenants not flooding: up to [`PAGE`] each in the claim order, the
+/// fewest waiting first, within [`MAX_IN_VIEW_BYTES`] of JSON.
 pub fn in_view(heads: &Heads, exclude: &Ids, ledger: &Ledger, now_ms: u64) -> Vec<Candidate> {
     let seen = tenant_heads(heads, exclude);
     let waiting = seen.iter().map(|(t, h)| (t.clone(), h.waiting)).collect();
@@ -108,9 +101,8 @@ pub fn in_view(heads: &Heads, exclude: &Ids, ledger: &Ledger, now_ms: u64) -> Ve
 }
 
 impl Ledger {
-    /// The starts of the last [`WINDOW`] at `now_ms`, as ms before it,
-    /// newest first, per tenant, the most served first, within
-    /// [`MAX_BYTES`].
+    /// Each tenant's starts of the last [`WINDOW`] at `now_ms` (ms before
+    /// it, newest first), the most served first, within [`MAX_BYTES`].
     pub fn served(&mut self, now_ms: u64) -> Served {
         self.forget(now_ms);
         let mut tenants: Vec<(&String, _)> = self.starts.iter().collect();

@@ -15,10 +15,8 @@ pub const WINDOW: Duration = Duration::from_secs(10);
 /// another floods, keeps up ([`keeping_up`]).
 pub const FEW_WAITING: usize = 4;
 
-/// The per-tenant cap (`TENANT_MAX_IN_FLIGHT`, opt-in): a tenant never
-/// holds more than `in_flight` slots of this invocation, nor starts more
-/// than `per_second` tasks a second (its share of the rate limit), even
-/// when slots are free: isolation, paid for with idle slots.
+/// The per-tenant cap (`TENANT_MAX_IN_FLIGHT`, opt-in): at most `in_flight`
+/// running and `per_second` starts a second per tenant, slots free or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cap {
     pub in_flight: usize,
@@ -26,9 +24,8 @@ pub struct Cap {
 }
 
 impl Cap {
-    /// The cap of an invocation with `capacity` slots and `per_second`
-    /// starts a second (if rate limited): `in_flight` slots, and the same
-    /// fraction of the rate, at least one start a second.
+    /// `in_flight` of `capacity` slots, and that fraction of `per_second`
+    /// (at least one).
     pub fn new(in_flight: usize, capacity: usize, per_second: Option<u32>) -> Self {
         let in_flight = in_flight.max(1);
         Self {
@@ -50,9 +47,7 @@ pub struct Ledger {
     running: HashMap<String, usize>,
     /// Task id → tenant, for the tasks running.
     by_task: HashMap<String, String>,
-    /// Start times within [`WINDOW`], per tenant, epoch ms, oldest first:
-    /// the wall clock, as the index keys a tenant's waiting time is read
-    /// from.
+    /// Start times within [`WINDOW`], per tenant, epoch ms, oldest first.
     pub(super) starts: HashMap<String, VecDeque<u64>>,
     /// The tenants flooding at the last round ([`Ledger::flooding`]).
     flooding: HashSet<String>,
@@ -68,8 +63,7 @@ pub struct Fairness {
     pub starts: usize,
     /// Of them, starts of a tenant that was flooding at the time.
     pub flooding_starts: usize,
-    /// The oldest age (ms) of a task waiting in the heads, among the
-    /// tenants not flooding, at any round.
+    /// The oldest age (ms) of a task waiting, of a tenant not flooding.
     pub quiet_oldest_age_ms: Option<u64>,
 }
 
@@ -96,8 +90,7 @@ pub struct Shares {
 }
 
 impl Ledger {
-    /// A ledger for an invocation that may start `per_second` tasks a
-    /// second, if rate limited.
+    /// A ledger for at most `per_second` starts a second.
     pub fn new(per_second: Option<u32>) -> Self {
         Self {
             per_second,
@@ -139,18 +132,12 @@ impl Ledger {
         }
     }
 
-    /// Tasks of `tenant` running now.
-    pub fn running(&self, tenant: &str) -> usize {
-        self.running.get(tenant).copied().unwrap_or(0)
-    }
-
     /// What the invocation saw of the share so far.
     pub fn fairness(&self) -> Fairness {
         self.seen
     }
 
-    /// Books what one round saw: the tenants flooding, and the oldest age
-    /// of a task waiting among the others.
+    /// Books a round's flooding tenants and the others' oldest wait.
     pub fn observe(&mut self, flooding: HashSet<String>, quiet_oldest_age_ms: Option<u64>) {
         self.flooding = flooding;
         self.seen.quiet_oldest_age_ms = self.seen.quiet_oldest_age_ms.max(quiet_oldest_age_ms);
@@ -170,8 +157,7 @@ impl Ledger {
         self.starts.retain(|_, t| !t.is_empty());
     }
 
-    /// The tenants flooding among `waiting` (each with its tasks waiting
-    /// in the heads) and those running ([`flooding`]).
+    /// The tenants flooding ([`flooding`]), of `waiting` and those running.
     pub fn flooding(&self, waiting: &HashMap<String, usize>) -> HashSet<String> {
         flooding(
             waiting
@@ -181,8 +167,7 @@ impl Ledger {
         )
     }
 
-    /// The admission of one round at `now_ms` (epoch ms), with `waiting`
-    /// the tenants of the candidates waiting in the heads.
+    /// The admission of a round at `now_ms` of the tenants `waiting`.
     pub fn shares<'a>(
         &mut self,
         waiting: impl IntoIterator<Item = &'a str>,
@@ -220,9 +205,8 @@ impl Ledger {
     }
 }
 
-/// The tenants flooding, of `load` (each tenant with work and how many
-/// tasks it has waiting or running): those with more than twice the mean
-/// of the tenants with work, as SQS calls a message group noisy. A tenant
+/// The tenants flooding, of `load` (tasks waiting or running per tenant):
+/// more than twice the mean, as SQS calls a message group noisy; a tenant
 /// alone never floods. `lifo stats --tenants` judges by it too.
 pub fn flooding<'a>(load: impl IntoIterator<Item = (&'a str, usize)>) -> HashSet<String> {
     let mut per: HashMap<&str, usize> = HashMap::new();
@@ -237,12 +221,9 @@ pub fn flooding<'a>(load: impl IntoIterator<Item = (&'a str, usize)>) -> HashSet
         .collect()
 }
 
-/// The tenants keeping up among `waiting` (each with its tasks waiting in
-/// the heads) while a tenant of `flooding` floods: each with at most
-/// [`FEW_WAITING`] waiting, not flooding. Its work is not piling up, so it
-/// gives its oldest task first, and goes first whatever it was served;
-/// newest first within it would only make that task wait behind its own
-/// newer ones. None while no tenant floods.
+/// The tenants of `waiting` keeping up while one of `flooding` floods: at
+/// most [`FEW_WAITING`] waiting, not flooding. Their work is not piling up,
+/// so they go first and give their oldest task first.
 pub fn keeping_up(waiting: &HashMap<String, usize>, flooding: &HashSet<String>) -> HashSet<String> {
     if flooding.is_empty() {
         return HashSet::new();
@@ -268,18 +249,14 @@ impl Shares {
         self.keeping_up.contains(tenant)
     }
 
-    /// Whether `tenant` gives its oldest candidate of its first's priority
-    /// ([`Shares::pick`]'s key), not its first: it keeps up, in an order
-    /// that is newest first (in FIFO order its first is its oldest).
+    /// Whether `tenant` gives its oldest candidate, not its first: it keeps
+    /// up, newest first (in FIFO order its first is its oldest).
     pub fn gives_oldest(&self, tenant: &str) -> bool {
         self.order.newest_first() && self.keeps_up(tenant)
     }
 
-    /// Of the waiting tenants, each given with the index key of the
-    /// candidate it gives (its first in the claim order, its newest in LIFO
-    /// order; its oldest if it [`Shares::keeps_up`]), the one the next free
-    /// slot goes to (the least by `rank`); `None` when none waits, or every
-    /// one waiting is at its cap.
+    /// Of the `waiting` tenants, each with the key of the candidate it gives,
+    /// the one the next slot goes to (least by `rank`), not one at its cap.
     pub fn pick<'a>(&self, waiting: impl IntoIterator<Item = (&'a str, i64)>) -> Option<&'a str> {
         let top = self.top();
         waiting
@@ -289,8 +266,7 @@ impl Shares {
             .map(|(tenant, _)| tenant)
     }
 
-    /// Whether `tenant` is at its cap: as many running as it may hold, or
-    /// as many starts in the last second as its share of the rate.
+    /// Whether `tenant` is at its cap, running or started in the last second.
     pub fn capped(&self, tenant: &str) -> bool {
         self.cap.is_some_and(|cap| {
             self.running.get(tenant).copied().unwrap_or(0) >= cap.in_flight
@@ -340,8 +316,7 @@ impl Shares {
         }
     }
 
-    /// Whether `tenant` keeps up or is under the top, and under its share
-    /// of the rate: the tenants a free slot goes to first.
+    /// Whether `tenant` keeps up or is under the top, within its rate.
     pub fn favoured(&self, tenant: &str) -> bool {
         let served = self.served.get(tenant).copied().unwrap_or(0);
         let last = self.last_second.get(tenant).copied().unwrap_or(0);
@@ -384,9 +359,8 @@ pub(super) mod tests {
         }
     }
 
-    /// Fills `n` slots from `waiting` (each tenant's candidates' times,
-    /// newest first; normal priority) as the claim loop does: the tenant
-    /// [`Shares::pick`] names gives its first candidate.
+    /// Fills `n` slots from `waiting` (each tenant's times, newest first):
+    /// the tenant [`Shares::pick`] names gives its first.
     fn fill(shares: &mut Shares, waiting: &[(&str, &[u64])], n: usize) -> Vec<String> {
         let mut left: Vec<(&str, Vec<u64>)> =
             waiting.iter().map(|(t, at)| (*t, at.to_vec())).collect();
@@ -440,7 +414,7 @@ pub(super) mod tests {
         for i in 0..6 {
             l.end(&format!("b{i}"));
         }
-        assert_eq!(l.running("b"), 0);
+        assert_eq!(l.running.get("b"), None);
         // A window later nobody was served lately: newest first.
         let later = t0 + WINDOW.as_millis() as u64;
         let mut s = l.shares(["b", "a"], later);
@@ -614,16 +588,12 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn a_tenant_floods_past_twice_the_mean_and_never_alone() {
-        assert!(flooding([("a", 500)]).is_empty());
+    fn flooding_is_more_than_twice_the_mean_and_a_tenant_alone_never_floods() {
         // Mean 4: 9 is past twice it.
         let load = [("flood", 9), ("a", 1), ("b", 1), ("c", 1), ("c", 0)];
         assert_eq!(flooding(load), ["flood".to_owned()].into());
         assert!(flooding([("a", 10), ("b", 10)]).is_empty());
-    }
-
-    #[test]
-    fn flooding_is_more_than_twice_the_mean_and_a_tenant_alone_never_floods() {
+        // Waiting and running count alike.
         let mut l = Ledger::new(None);
         started(&mut l, "f", 3, NOW);
         let waiting: HashMap<String, usize> = [

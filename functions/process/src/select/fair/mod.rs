@@ -1,25 +1,19 @@
 //! A fair share per tenant, as a layer: when several tenants have work,
 //! each free slot goes to one waiting tenant ([`Shares::pick`]), which
-//! gives its newest task:
-//! - a tenant served less in the last [`WINDOW`] than the most served one
-//!   goes before one at the top, the one that has waited longest first:
-//!   the tenant that floods gets what the others leave, and no slot idles
-//!   while anyone has work;
-//! - while a tenant floods ([`flooding`]), one with few waiting keeps up
-//!   ([`keeping_up`]): it goes first too, and gives its oldest task;
-//! - with a rate limit, a tenant past its share of it goes last; with the
-//!   cap ([`Cap`]), a tenant at its cap gets no slot, free or not;
-//! - priorities come first; a tenant alone gets everything.
+//! gives its newest task. A tenant served less in the last [`WINDOW`] than
+//! the most served one goes first (the one that waited longest first), so
+//! a flooding tenant gets what the others leave and no slot idles; while a
+//! tenant floods, one with few waiting keeps up and gives its oldest
+//! ([`keeping_up`]); past its share of the rate limit a tenant goes last,
+//! and at its cap ([`Cap`]) it gets no slot. Priorities come first. Tasks
+//! without a tenant pick as the inner selection does.
 //!
-//! A task's `tenant` is projected into the claimable index, so each
-//! candidate carries it at no extra read; a queue whose tasks carry none
-//! picks as the inner selection does. Once a read shows a tenant, the
-//! reads change ([`tenanted`]): pages of [`PAGE`] per shard, each reaching
-//! back to the read before ([`reach`]), each tenant's candidates carried
-//! from read to read ([`tenants::carry`]), and the heads read again before
-//! a slot goes to a tenant that is not favoured once [`FRESH`] old. An
-//! invocation's first read goes [`FIRST_READ_PAGE`] deep. Service is
-//! counted in starts, and handed to the next invocation ([`handover`]).
+//! Once a read shows a tenant, the reads change ([`tenanted`]): pages of
+//! [`PAGE`], each reaching back to the read before ([`reach`]), each
+//! tenant's candidates carried from read to read ([`tenants::carry`]), and
+//! a fresh read before a slot goes to a tenant not favoured ([`FRESH`]).
+//! An invocation's first read goes [`FIRST_READ_PAGE`] deep, and service
+//! is handed to the next invocation ([`handover`]).
 
 mod handover;
 mod ledger;
@@ -37,23 +31,19 @@ use lifo_core::Candidate;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// Entries per shard per read once tenants are seen (an entry with a
-/// tenant name is about 170 bytes: 20 fit in 0.5 read units), and the most
-/// candidates of one tenant carried from read to read.
+/// Entries per shard per read once tenants are seen (20 entries with a
+/// tenant name fit in 0.5 read units), and candidates of one tenant
+/// carried from read to read at most.
 pub const PAGE: usize = 20;
 
-/// Heads that served a claim are read again once this old (without the
-/// share, 100 ms): a slot for a favoured tenant is served from the heads
-/// in hand.
+/// Heads that served a claim are read again once this old.
 pub const MIN_AGE: Duration = Duration::from_millis(250);
 
 /// Heads older than this are read again before a slot goes to a tenant
-/// that is not favoured: a task another tenant wrote a moment ago is seen
-/// before the flood gets the slot.
+/// not favoured: another tenant's newest task is seen first.
 pub const FRESH: Duration = Duration::from_millis(50);
 
-/// Each read reaches back to the read before, less this margin (the read's
-/// own flight, and a write's between its stamp and its index entry).
+/// Each read reaches back to the read before, less this margin.
 pub const REACH_BACK: Duration = Duration::from_millis(200);
 
 /// Once a second a read reaches two seconds back.
@@ -62,8 +52,7 @@ pub const LATE_REACH: LateReach = LateReach {
     reach: Duration::from_secs(2),
 };
 
-/// Entries per shard of an invocation's first read: what a backlog holds
-/// under another tenant's newer tasks is seen once, then carried.
+/// Entries per shard of an invocation's first read.
 pub const FIRST_READ_PAGE: usize = 100;
 
 /// The heads' policy once tasks with a tenant are seen.
@@ -76,25 +65,27 @@ pub fn tenanted(base: HeadsPolicy) -> HeadsPolicy {
 }
 
 /// The fair share around an inner selection.
-pub struct FairShare<S> {
-    inner: S,
+pub struct FairShare {
+    inner: Box<dyn Select>,
     ledger: Ledger,
     /// The heads' policy the stack began with.
     base: HeadsPolicy,
-    /// The share's reads are on: a read showed a tenant, or the invocation
-    /// before handed over.
+    /// The share's reads are on (a read showed a tenant, or a handover).
     tenanted: bool,
-    /// A read has shown a task with a tenant.
-    seen_tenant: bool,
     /// The first read is to come: it goes [`FIRST_READ_PAGE`] deep.
     first_read: bool,
     reach: Reach,
 }
 
-impl<S: Select> FairShare<S> {
+impl FairShare {
     /// The share for `setup` at `now`, with what the invocation before
     /// handed over.
-    pub fn new(inner: S, setup: &Setup<'_>, handed: Option<Handed>, now: u64) -> Self {
+    pub fn new(
+        inner: Box<dyn Select>,
+        setup: &Setup<'_>,
+        handed: Option<Handed>,
+        now: u64,
+    ) -> Self {
         let cap = setup
             .tenant_max_in_flight
             .map(|n| Cap::new(n, setup.capacity, setup.per_second));
@@ -104,7 +95,6 @@ impl<S: Select> FairShare<S> {
                 .with_cap(cap),
             base: inner.heads().policy(),
             tenanted: false,
-            seen_tenant: false,
             first_read: true,
             reach: Reach::new(REACH_BACK, LATE_REACH),
             inner,
@@ -122,9 +112,8 @@ impl<S: Select> FairShare<S> {
         share
     }
 
-    /// Whether the heads must be read again before a pick for `ask` at
-    /// `now`: they are [`FRESH`] old, and a slot would go to a tenant that
-    /// is not favoured. Decided on copies.
+    /// Whether the heads are [`FRESH`] old at `now` and a slot of `ask`
+    /// would go to a tenant not favoured (decided on copies).
     fn needs_fresh_heads(&self, ask: &Ask<'_>, now: u64) -> bool {
         let heads = self.inner.heads();
         if heads.age(now).is_none_or(|age| age < FRESH) {
@@ -134,10 +123,10 @@ impl<S: Select> FairShare<S> {
         take(&mut heads, ask, &mut |_| true, &mut ledger, now).1
     }
 
-    /// After a read of the heads: the share's reads once a read showed a
-    /// tenant; after the first read, pages of the usual depth.
-    fn after_read(&mut self) {
-        if !self.tenanted && self.seen_tenant {
+    /// After a read of the heads: the share's reads once one `showed` a
+    /// tenant; after the first, pages of the usual depth.
+    fn after_read(&mut self, showed: bool) {
+        if !self.tenanted && showed {
             self.tenanted = true;
             self.first_read = false;
             self.inner.heads_mut().set_policy(tenanted(self.base));
@@ -152,55 +141,8 @@ impl<S: Select> FairShare<S> {
     }
 }
 
-/// What the share takes from: the inner selection, or a copy of its heads.
-trait Pool {
-    fn view(&self) -> &Heads;
-    fn take(
-        &mut self,
-        want: usize,
-        exclude: &Ids,
-        admit: &mut dyn FnMut(&Candidate) -> bool,
-    ) -> Vec<Candidate>;
-}
-
-impl Pool for Heads {
-    fn view(&self) -> &Heads {
-        self
-    }
-    fn take(
-        &mut self,
-        want: usize,
-        exclude: &Ids,
-        admit: &mut dyn FnMut(&Candidate) -> bool,
-    ) -> Vec<Candidate> {
-        self.take_by(want, exclude, admit)
-    }
-}
-
-/// An inner selection picking at a time.
-struct Picking<'a, S>(&'a mut S, u64);
-
-impl<S: Select> Pool for Picking<'_, S> {
-    fn view(&self) -> &Heads {
-        self.0.heads()
-    }
-    fn take(
-        &mut self,
-        want: usize,
-        exclude: &Ids,
-        admit: &mut dyn FnMut(&Candidate) -> bool,
-    ) -> Vec<Candidate> {
-        let ask = Ask {
-            want,
-            exclude,
-            reads: 0,
-        };
-        self.0.pick(&ask, admit, self.1)
-    }
-}
-
-/// What a waiting tenant gives its next slot: the index key it is ranked
-/// by, and, if it gives its oldest, that task.
+/// What a tenant gives its next slot: the key it ranks by, and its oldest
+/// task if it gives that.
 struct Gives {
     key: i64,
     id: Option<String>,
@@ -217,12 +159,11 @@ fn gives(heads: &Heads, shares: &Shares, tenant: &str, taken: &Ids) -> Option<Gi
     }
 }
 
-/// Up to `ask.want` candidates of `pool` by the share at `now` (each that
-/// `admit` accepts), and whether a slot went to a tenant not favoured.
-/// The tenants' candidates are found once; after each slot, only the
-/// served tenant's again.
+/// Up to `ask.want` candidates of `pool` (the inner selection, or a copy of
+/// its heads) by the share at `now`, and whether a slot went to a tenant
+/// not favoured.
 fn take(
-    pool: &mut impl Pool,
+    pool: &mut dyn Select,
     ask: &Ask<'_>,
     admit: &mut dyn FnMut(&Candidate) -> bool,
     ledger: &mut Ledger,
@@ -230,7 +171,7 @@ fn take(
 ) -> (Vec<Candidate>, bool) {
     let mut to_unfavoured = false;
     let mut taken = ask.exclude.clone();
-    let seen = tenant_heads(pool.view(), &taken);
+    let seen = tenant_heads(pool.heads(), &taken);
     let waiting: HashMap<String, usize> =
         seen.iter().map(|(t, h)| (t.clone(), h.waiting)).collect();
     let flooding = ledger.flooding(&waiting);
@@ -246,7 +187,7 @@ fn take(
         .with_keeping_up(keeping);
     let mut next: HashMap<String, Gives> = seen
         .into_keys()
-        .filter_map(|t| Some((t.clone(), gives(pool.view(), &shares, &t, &taken)?)))
+        .filter_map(|t| Some((t.clone(), gives(pool.heads(), &shares, &t, &taken)?)))
         .collect();
     let mut out: Vec<Candidate> = Vec::with_capacity(ask.want);
     while out.len() < ask.want {
@@ -254,16 +195,22 @@ fn take(
         let Some((tenant, id)) = picked.map(|t| (t.to_owned(), next[t].id.clone())) else {
             break;
         };
-        let mut got = pool.take(1, &taken, &mut |c| {
-            admit(c)
-                && match &id {
-                    Some(id) => c.task_id == *id,
-                    None => tenant_of(c) == tenant,
-                }
-        });
+        let one = |taken| Ask::new(1, taken);
+        let mut got = pool.pick(
+            &one(&taken),
+            &mut |c| {
+                admit(c)
+                    && match &id {
+                        Some(id) => c.task_id == *id,
+                        None => tenant_of(c) == tenant,
+                    }
+            },
+            now,
+        );
         if got.is_empty() && id.is_some() {
             // Its oldest sits past a cut-short shard's end: its first.
-            got = pool.take(1, &taken, &mut |c| admit(c) && tenant_of(c) == tenant);
+            let theirs = &mut |c: &Candidate| admit(c) && tenant_of(c) == tenant;
+            got = pool.pick(&one(&taken), theirs, now);
         }
         match got.into_iter().next() {
             Some(c) => {
@@ -271,7 +218,7 @@ fn take(
                 shares.book(&tenant);
                 taken.insert(c.task_id.clone());
                 out.push(c);
-                match gives(pool.view(), &shares, &tenant, &taken) {
+                match gives(pool.heads(), &shares, &tenant, &taken) {
                     Some(g) => next.insert(tenant, g),
                     None => next.remove(&tenant),
                 };
@@ -285,7 +232,7 @@ fn take(
     (out, to_unfavoured)
 }
 
-impl<S: Select> Select for FairShare<S> {
+impl Select for FairShare {
     fn next_read(&mut self, ask: &Ask<'_>, now: u64) -> Option<Read> {
         let mut read = self.inner.next_read(ask, now);
         if read.is_none()
@@ -312,21 +259,14 @@ impl<S: Select> Select for FairShare<S> {
         if !any_tenant(self.inner.heads()) {
             return self.inner.pick(ask, admit, now);
         }
-        take(
-            &mut Picking(&mut self.inner, now),
-            ask,
-            admit,
-            &mut self.ledger,
-            now,
-        )
-        .0
+        take(&mut *self.inner, ask, admit, &mut self.ledger, now).0
     }
 
     fn tell(&mut self, event: Event<'_>, now: u64) {
         match event {
             Event::Read { read, heads, .. } if matches!(read.purpose, Purpose::Heads { .. }) => {
                 let entries = || heads.iter().flat_map(|(items, _)| items);
-                self.seen_tenant |= entries().any(|c| c.tenant.is_some());
+                let showed = entries().any(|c| c.tenant.is_some());
                 if read.purpose == (Purpose::Heads { whole: true }) {
                     self.reach.learn(heads, self.inner.heads().read_at(), now);
                     let before = self.tenanted.then(|| self.inner.heads().each().to_vec());
@@ -339,7 +279,7 @@ impl<S: Select> Select for FairShare<S> {
                     self.reach.remember(entries(), now);
                     self.inner.tell(event, now);
                 }
-                self.after_read();
+                self.after_read(showed);
             }
             Event::Started(c) => {
                 self.ledger.start(&c.task_id, tenant_of(c), now);

@@ -1,23 +1,18 @@
 //! How far back the fair share's reads reach: to the read before, less a
-//! margin that grows to cover how late tasks have lately shown up in the
-//! index, and once a while further ([`LateReach`]), so that what arrived
-//! between two reads, or showed up in the index after its stamp, is seen
-//! under newer tasks.
-//!
-//! A task is stamped (`claimableAt`) before its write shows in the index: a
-//! create request's tasks share the time it began, and an index propagates
-//! after its table. One that shows up later than the margin sorts under
-//! what the read before passed, and the reads after stop above it.
+//! margin that grows with how late tasks have lately shown up in the index,
+//! and once a while further ([`LateReach`]). A task is stamped before its
+//! write shows in the index (a create request's tasks share the time it
+//! began); one that shows up later than the margin sorts under what the
+//! read before passed.
 
 use lifo_core::Candidate;
 use lifo_core::priority::at_ms;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// Once every `every`, a read reaches back `reach` from its own time (if
-/// that is further than the read before less the margin): it sees a task
-/// that showed up within `reach − every` of its stamp.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Once every `every`, a read reaches back `reach` from its own time: it
+/// sees a task that showed up within `reach − every` of its stamp.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LateReach {
     pub every: Duration,
     pub reach: Duration,
@@ -31,7 +26,7 @@ pub const LATE_WINDOW: Duration = Duration::from_secs(10);
 pub const MAX_MARGIN: Duration = Duration::from_secs(1);
 
 /// The reads' reach and what they learnt of how late tasks show up.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Reach {
     /// How far before the read before each read reaches, at least.
     margin: Duration,
@@ -52,10 +47,7 @@ impl Reach {
         Self {
             margin,
             late,
-            late_read_ms: None,
-            recent: HashMap::new(),
-            covered: Vec::new(),
-            found: Vec::new(),
+            ..Self::default()
         }
     }
 
@@ -91,12 +83,10 @@ impl Reach {
             .is_none_or(|at| now.saturating_sub(at) >= every)
     }
 
-    /// Before a full read taken in at `now` replaces the heads of the one
-    /// taken in at `read_at`: each first-time task of `read` stamped within
-    /// what that read covered of its shard was not in the index then, and
-    /// showed up at least that read's time less its stamp late. A task
-    /// claimed before (attempts, a lease) re-enters the index under its
-    /// first stamp, and is not counted.
+    /// Before a full read taken in at `now` replaces the one of `read_at`:
+    /// a new task of `read` stamped within what that read covered of its
+    /// shard showed up at least that read's time less its stamp late (one
+    /// claimed before re-enters under its first stamp: not counted).
     pub fn learn(&mut self, read: &[(Vec<Candidate>, bool)], read_at: Option<u64>, now: u64) {
         let since = self.since(read_at, now);
         let window = LATE_WINDOW.as_millis() as u64;

@@ -16,8 +16,6 @@ pub fn tenant_of(c: &Candidate) -> &str {
 /// One tenant's candidates in the heads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TenantHead {
-    /// The index key of its first candidate in the claim order.
-    pub first: i64,
     /// Its candidates waiting.
     pub waiting: usize,
     /// When its oldest candidate became claimable (epoch ms).
@@ -31,33 +29,17 @@ pub fn any_tenant(heads: &Heads) -> bool {
 
 /// Each tenant with candidates in `heads` (none in `exclude`).
 pub fn tenant_heads(heads: &Heads, exclude: &Ids) -> HashMap<String, TenantHead> {
-    let order = heads.order();
-    let mut out: HashMap<&str, (&Candidate, usize, u64)> = HashMap::new();
+    let mut out: HashMap<String, TenantHead> = HashMap::new();
     for c in heads.candidates().filter(|c| !exclude.contains(&c.task_id)) {
         let at = at_ms(c.claimable_at);
-        match out.get_mut(tenant_of(c)) {
-            Some((first, waiting, oldest)) => {
-                if before(order, c, first) {
-                    *first = c;
-                }
-                *waiting += 1;
-                *oldest = (*oldest).min(at);
-            }
-            None => {
-                out.insert(tenant_of(c), (c, 1, at));
-            }
-        }
+        let head = out.entry(tenant_of(c).to_owned()).or_insert(TenantHead {
+            waiting: 0,
+            oldest_ms: at,
+        });
+        head.waiting += 1;
+        head.oldest_ms = head.oldest_ms.min(at);
     }
-    out.into_iter()
-        .map(|(t, (c, waiting, oldest_ms))| {
-            let head = TenantHead {
-                first: c.claimable_at,
-                waiting,
-                oldest_ms,
-            };
-            (t.to_owned(), head)
-        })
-        .collect()
+    out
 }
 
 /// The index key of `tenant`'s first candidate in the claim order (none in
@@ -77,8 +59,7 @@ pub fn tenant_first(heads: &Heads, tenant: &str, exclude: &Ids) -> Option<i64> {
 }
 
 /// `tenant`'s last candidate in the claim order (none in `exclude`) of its
-/// first one's priority: its oldest there, newest first (of tasks written
-/// in one request, which share their key, the least id).
+/// first one's priority: its oldest there, newest first.
 pub fn tenant_last<'a>(heads: &'a Heads, tenant: &str, exclude: &Ids) -> Option<&'a Candidate> {
     let priority = Priority::of_key(tenant_first(heads, tenant, exclude)?);
     let order = heads.order();
@@ -92,12 +73,10 @@ pub fn tenant_last<'a>(heads: &'a Heads, tenant: &str, exclude: &Ids) -> Option<
         .reduce(|a, b| if before(order, a, b) { b } else { a })
 }
 
-/// Carries into `heads`, just replaced by a read at `now_ms`, what that
-/// read cut out of view from the heads `before` it: the candidates past
-/// the end of a cut-short head, not expired, of tenants with fewer than
-/// `limit` in the heads. A tenant's tasks buried under another's newer
-/// ones stay in view without a deeper read; one claimed or cancelled
-/// meanwhile fails its conditional claim.
+/// Carries into `heads`, just replaced by a read at `now_ms`, what it cut
+/// out of view of the heads `before` it: candidates past a cut-short
+/// head's end, not expired, of tenants with fewer than `limit` in view.
+/// One claimed meanwhile fails its conditional claim.
 pub fn carry(heads: &mut Heads, before: Vec<Head>, limit: usize, now_ms: u64) {
     let mut per_tenant: HashMap<String, usize> = HashMap::new();
     for c in heads.candidates() {
@@ -166,20 +145,13 @@ mod tests {
             NOW,
         );
         let none = Ids::new();
-        let head = |first, waiting, oldest_ms| TenantHead {
-            first,
-            waiting,
-            oldest_ms,
-        };
+        let head = |waiting, oldest_ms| TenantHead { waiting, oldest_ms };
         assert_eq!(
             tenant_heads(&h, &none),
-            HashMap::from([
-                ("a".to_owned(), head(9, 3, 7)),
-                ("b".to_owned(), head(6, 2, 3))
-            ])
+            HashMap::from([("a".to_owned(), head(3, 7)), ("b".to_owned(), head(2, 3))])
         );
         let past_a9 = Ids::from(["a9".to_owned()]);
-        assert_eq!(tenant_heads(&h, &past_a9).get("a"), Some(&head(8, 2, 7)));
+        assert_eq!(tenant_heads(&h, &past_a9).get("a"), Some(&head(2, 7)));
         assert_eq!(tenant_first(&h, "a", &past_a9), Some(8));
         assert_eq!(tenant_first(&h, "c", &none), None);
         assert_eq!(

@@ -4,25 +4,16 @@
 use super::ledger::tests::ran;
 use super::*;
 use crate::select::heads::c;
-use crate::select::order::Lifo;
-use crate::select::tests::{NOW, Shards, fill, task};
+use crate::tests::select::{NOW, Shards, fill, setup, task};
 use lifo_core::Order;
-use lifo_core::priority::Priority;
 
-fn setup(handover: Option<&Handover>) -> Setup<'_> {
-    Setup {
-        order: Order::Lifo,
+fn share(inner: Heads) -> FairShare {
+    let two_shards = Setup {
         shards: vec![0, 1],
         capacity: 5,
-        per_second: None,
-        fair_share: true,
-        tenant_max_in_flight: None,
-        handover,
-    }
-}
-
-fn share<S: Select>(inner: S) -> FairShare<S> {
-    FairShare::new(inner, &setup(None), None, NOW)
+        ..setup(Order::Lifo, true)
+    };
+    FairShare::new(Box::new(inner), &two_shards, None, NOW)
 }
 
 /// A flood of 20 (newest `NOW - 50`) in shard 0, cut short or not, and in
@@ -54,11 +45,7 @@ fn flood_and_two_keeping_up(order: Order, quiet_at: u64, cut_short: bool) -> Hea
 
 fn take_ids(h: &mut Heads, want: usize, ledger: &mut Ledger) -> Vec<String> {
     let none = Ids::new();
-    let ask = Ask {
-        want,
-        exclude: &none,
-        reads: 0,
-    };
+    let ask = Ask::new(want, &none);
     let (got, _) = take(h, &ask, &mut |_| true, ledger, NOW);
     got.into_iter().map(|c| c.task_id).collect()
 }
@@ -81,15 +68,11 @@ fn a_tenant_whose_oldest_is_out_of_reach_gives_its_first() {
 
 #[test]
 fn a_slot_for_the_tenant_at_the_top_waits_for_fresh_heads_a_favoured_one_does_not() {
-    let mut s = share(Lifo::new(vec![0], HeadsPolicy::new(1, 5)));
+    let mut s = share(Heads::lifo(vec![0], HeadsPolicy::new(1, 5)));
     ran(&mut s.ledger, "flood", 30, NOW - 2_000);
     ran(&mut s.ledger, "quiet", 1, NOW - 2_000);
     let none = Ids::new();
-    let ask = |want| Ask {
-        want,
-        exclude: &none,
-        reads: 0,
-    };
+    let ask = |want| Ask::new(want, &none);
     let fresh_at = NOW + FRESH.as_millis() as u64;
     // Only the flood waits: its slot wants heads at most FRESH old.
     s.heads_mut().replace(
@@ -128,8 +111,8 @@ fn without_tenants_it_picks_as_its_inner_order_and_reads_alike_but_reaching_back
         }],
     ]);
     let none = Ids::new();
-    let mut plain = Lifo::new(vec![0, 1], HeadsPolicy::new(2, 5));
-    let mut shared = share(Lifo::new(vec![0, 1], HeadsPolicy::new(2, 5)));
+    let mut plain = Heads::lifo(vec![0, 1], HeadsPolicy::new(2, 5));
+    let mut shared = share(Heads::lifo(vec![0, 1], HeadsPolicy::new(2, 5)));
     let (_, a) = fill(&mut plain, &shards, 3, &none, NOW);
     let (reads, b) = fill(&mut shared, &shards, 3, &none, NOW);
     assert_eq!(a, b);
@@ -146,7 +129,7 @@ fn without_tenants_it_picks_as_its_inner_order_and_reads_alike_but_reaching_back
 
 #[test]
 fn once_a_read_showed_a_tenant_the_share_s_reads_begin_though_all_was_taken() {
-    let mut s = share(Lifo::new(vec![0, 1], HeadsPolicy::new(2, 8)));
+    let mut s = share(Heads::lifo(vec![0, 1], HeadsPolicy::new(2, 8)));
     let shards = Shards(vec![vec![c("a", 1)], vec![]]);
     let none = Ids::new();
     fill(&mut s, &shards, 5, &none, NOW);
@@ -181,12 +164,12 @@ fn candidates_handed_over_stay_in_view_past_the_first_read_s_end_only() {
     let mut handover = Handover::new();
     handed.into_handover(&mut handover);
     let handed = Handed::from_handover(&handover);
-    let mut s = FairShare::new(
-        Lifo::new(vec![0, 1], HeadsPolicy::new(2, 5)),
-        &setup(None),
-        handed,
-        NOW,
-    );
+    let two_shards = Setup {
+        shards: vec![0, 1],
+        ..setup(Order::Lifo, true)
+    };
+    let inner = Box::new(Heads::lifo(vec![0, 1], HeadsPolicy::new(2, 5)));
+    let mut s = FairShare::new(inner, &two_shards, handed, NOW);
     let in_order: Vec<&str> = s
         .heads()
         .in_order()
@@ -218,59 +201,4 @@ fn candidates_handed_over_stay_in_view_past_the_first_read_s_end_only() {
     let all: Vec<&str> = all.iter().map(|c| c.task_id.as_str()).collect();
     // Past the read's end, q3 and q1 are carried (q8 it could have shown).
     assert_eq!(all, ["f9", "f7", "b6", "q3", "q1"]);
-}
-
-/// The share over priorities over the newest-first order, on one shard,
-/// and that shard: a flood of twelve and three tenants' one each.
-fn over_priorities() -> (FairShare<impl Select>, Vec<Candidate>) {
-    let inner =
-        crate::select::priorities::Priorities::new(Lifo::new(vec![0], HeadsPolicy::new(1, 5)));
-    let one_shard = Setup {
-        shards: vec![0],
-        ..setup(None)
-    };
-    let mut shard: Vec<Candidate> = (0..12)
-        .map(|i| task(&format!("f{i:02}"), Some("flood"), NOW - 100 - i, 60))
-        .collect();
-    shard.push(task("a", Some("a"), NOW - 500, 60));
-    shard.push(task("b", Some("b"), NOW - 400, 60));
-    shard.push(task("c", Some("c"), NOW - 300, 60));
-    (FairShare::new(inner, &one_shard, None, NOW), shard)
-}
-
-#[test]
-fn stacked_over_priorities_a_high_task_goes_first_and_a_flood_is_not_allowed_ahead() {
-    let (mut s, mut shard) = over_priorities();
-    shard.push(Candidate {
-        claimable_at: Priority::High.key(NOW - 5_000),
-        ..task("bh", Some("b"), NOW - 5_000, 60)
-    });
-    let none = Ids::new();
-    let (_, got) = fill(&mut s, &Shards(vec![shard]), 1, &none, NOW);
-    assert_eq!(got, ["bh"], "the high task first, whoever's");
-    let (_, got) = fill(&mut s, &Shards(vec![]), 3, &none, NOW + 10);
-    let keeping_up = "those that keep up, oldest first, before the flood";
-    assert_eq!(got, ["a", "b", "c"], "{keeping_up}");
-    // Out of order, nothing of the flood's (12 of 15 waiting) is allowed.
-    let (mut t, shard) = over_priorities();
-    let mut ask = Ask {
-        want: 1,
-        exclude: &none,
-        reads: 0,
-    };
-    while let Some(read) = t.next_read(&ask, NOW) {
-        let heads = Shards(vec![shard.clone()]).answer(&read);
-        t.tell(
-            Event::Read {
-                read: &read,
-                sent_ms: NOW,
-                heads: &heads,
-            },
-            NOW,
-        );
-        ask.reads += 1;
-    }
-    let allows = t.allows(&none);
-    assert!(!allows(&task("f05", Some("flood"), NOW - 105, 60)));
-    assert!(allows(&task("a", Some("a"), NOW - 500, 60)));
 }

@@ -250,7 +250,7 @@ impl Index {
     }
 }
 
-impl crate::select::ClaimReads for Index {
+impl crate::reads::ClaimReads for Index {
     async fn heads_of(
         &self,
         read: &crate::select::Read,

@@ -1,5 +1,5 @@
 //! The selection under test: the claim policy's stack, driven through
-//! [`crate::select::refill`] as the claim loop drives it.
+//! [`crate::reads::refill`] as the claim loop drives it.
 
 use super::driver::Under;
 use super::index::Index;
@@ -37,7 +37,7 @@ impl Under for Stacked {
         horizon: u64,
     ) -> Vec<Candidate> {
         let clock = || index.now();
-        let refill = select::refill(&mut self.0, index, (want, exclude), horizon, &clock);
+        let refill = crate::reads::refill(&mut *self.0, index, (want, exclude), horizon, &clock);
         futures::executor::block_on(refill).unwrap_or_default()
     }
 

@@ -1,4 +1,5 @@
-//! When a task that was put back may be claimed again.
+//! When a task that was put back may be claimed again: the rest a run's
+//! outcome earns (`finish`), written as its `retryAt`.
 //!
 //! - A run that **failed** with attempts left rests for
 //!   `base × 2^(attempt − 1)`, plus up to half of that again at random (so

@@ -1,86 +1,13 @@
-//! The stack as the claim loop drives it: each layer over the others,
-//! with time given.
+//! The claim policy's layers stacked, as [`crate::select::stack`] builds
+//! them and the claim loop drives them, with time given (the scenario
+//! corpus runs the same stacks on scripted workloads).
 
-use super::heads::c;
-use super::*;
+use crate::select::fair::{FIRST_READ_PAGE, FairShare};
+use crate::select::heads::{Heads, HeadsPolicy, c};
+use crate::select::*;
+use crate::tests::select::{NOW, Shards, fill, setup, task};
 use lifo_core::priority::Priority;
-
-pub const NOW: u64 = 1_800_000_000_000;
-
-/// Scripted shards: each read answers each shard's list (complete), in
-/// the read's order, cut to its page.
-pub struct Shards(pub Vec<Vec<Candidate>>);
-
-impl Shards {
-    pub fn answer(&self, read: &Read) -> Vec<(Vec<Candidate>, bool)> {
-        read.shards
-            .iter()
-            .map(|s| {
-                let mut items = self.0.get(*s as usize).cloned().unwrap_or_default();
-                items.sort_by_key(|c| std::cmp::Reverse((c.claimable_at, c.task_id.clone())));
-                if !read.order.newest_first() {
-                    items.reverse();
-                }
-                let complete = items.len() <= read.page || read.since_ms.is_some();
-                if read.since_ms.is_none() {
-                    items.truncate(read.page);
-                }
-                (items, complete)
-            })
-            .collect()
-    }
-}
-
-/// One refill of `want` at `now`, none in `exclude`: the reads made, and
-/// the ids picked.
-pub fn fill(
-    s: &mut dyn Select,
-    shards: &Shards,
-    want: usize,
-    exclude: &Ids,
-    now: u64,
-) -> (Vec<Read>, Vec<String>) {
-    let mut ask = Ask {
-        want,
-        exclude,
-        reads: 0,
-    };
-    let mut reads = Vec::new();
-    while let Some(read) = s.next_read(&ask, now) {
-        let heads = shards.answer(&read);
-        let event = Event::Read {
-            read: &read,
-            sent_ms: now,
-            heads: &heads,
-        };
-        s.tell(event, now);
-        reads.push(read);
-        ask.reads += 1;
-    }
-    let got = s.pick(&ask, &mut |_| true, now);
-    (reads, got.into_iter().map(|c| c.task_id).collect())
-}
-
-/// A normal task of `tenant` stamped `at`, `ttl_s` to live.
-pub fn task(id: &str, tenant: Option<&str>, at: u64, ttl_s: u64) -> Candidate {
-    Candidate {
-        tenant: tenant.map(str::to_owned),
-        expires_at: at / 1000 + ttl_s,
-        ..Candidate::pending(id, 0, Priority::Normal.key(at))
-    }
-}
-
-fn setup(order: Order, fair_share: bool) -> Setup<'static> {
-    Setup {
-        order,
-        shards: vec![0],
-        capacity: 2,
-        per_second: None,
-        fair_share,
-        tenant_max_in_flight: None,
-        handover: None,
-    }
-}
+use lifo_core::{Candidate, Order};
 
 #[test]
 fn the_stack_has_the_layers_the_settings_turn_on() {
@@ -92,11 +19,7 @@ fn the_stack_has_the_layers_the_settings_turn_on() {
     assert!(tally.fairness.is_some());
     // FIFO reads oldest first; LIFO and adaptive newest first.
     let none = Ids::new();
-    let ask = Ask {
-        want: 1,
-        exclude: &none,
-        reads: 0,
-    };
+    let ask = Ask::new(1, &none);
     let first = |order| stack(&setup(order, false), NOW).next_read(&ask, NOW);
     assert_eq!(first(Order::Fifo).map(|r| r.order), Some(Order::Fifo));
     assert_eq!(first(Order::Adaptive).map(|r| r.order), Some(Order::Lifo));
@@ -131,11 +54,7 @@ fn the_whole_stack_a_high_task_then_the_lane_then_the_share() {
         );
     }
     let (reads, got) = fill(&mut *s, &shards, 1, &none, NOW);
-    assert_eq!(
-        reads[0].page,
-        fair::FIRST_READ_PAGE,
-        "the first read goes deep"
-    );
+    assert_eq!(reads[0].page, FIRST_READ_PAGE, "the first read goes deep");
     assert_eq!(got, ["high"]);
     let running = Ids::from(["high".to_owned()]);
     let (_, got) = fill(&mut *s, &shards, 2, &running, NOW + 10);
@@ -186,4 +105,61 @@ fn what_one_invocation_hands_over_the_next_starts_from() {
     let mut fresh = stack(&setup(Order::Lifo, true), NOW + 600);
     let (_, got) = fill(&mut *fresh, &later, 1, &claimed, NOW + 600);
     assert_eq!(got, ["g000"]);
+}
+
+/// The share over priorities over the newest-first order, on one shard,
+/// and that shard: a flood of twelve and three tenants' one each.
+fn over_priorities() -> (FairShare, Vec<Candidate>) {
+    let inner = crate::select::priorities::Priorities::new(Box::new(Heads::lifo(
+        vec![0],
+        HeadsPolicy::new(1, 5),
+    )));
+    let one_shard = Setup {
+        capacity: 5,
+        fair_share: true,
+        ..setup(Order::Lifo, true)
+    };
+    let mut shard: Vec<Candidate> = (0..12)
+        .map(|i| task(&format!("f{i:02}"), Some("flood"), NOW - 100 - i, 60))
+        .collect();
+    shard.push(task("a", Some("a"), NOW - 500, 60));
+    shard.push(task("b", Some("b"), NOW - 400, 60));
+    shard.push(task("c", Some("c"), NOW - 300, 60));
+    (
+        FairShare::new(Box::new(inner), &one_shard, None, NOW),
+        shard,
+    )
+}
+
+#[test]
+fn stacked_over_priorities_a_high_task_goes_first_and_a_flood_is_not_allowed_ahead() {
+    let (mut s, mut shard) = over_priorities();
+    shard.push(Candidate {
+        claimable_at: Priority::High.key(NOW - 5_000),
+        ..task("bh", Some("b"), NOW - 5_000, 60)
+    });
+    let none = Ids::new();
+    let (_, got) = fill(&mut s, &Shards(vec![shard]), 1, &none, NOW);
+    assert_eq!(got, ["bh"], "the high task first, whoever's");
+    let (_, got) = fill(&mut s, &Shards(vec![]), 3, &none, NOW + 10);
+    let keeping_up = "those that keep up, oldest first, before the flood";
+    assert_eq!(got, ["a", "b", "c"], "{keeping_up}");
+    // Out of order, nothing of the flood's (12 of 15 waiting) is allowed.
+    let (mut t, shard) = over_priorities();
+    let mut ask = Ask::new(1, &none);
+    while let Some(read) = t.next_read(&ask, NOW) {
+        let heads = Shards(vec![shard.clone()]).answer(&read);
+        t.tell(
+            Event::Read {
+                read: &read,
+                sent_ms: NOW,
+                heads: &heads,
+            },
+            NOW,
+        );
+        ask.reads += 1;
+    }
+    let allows = t.allows(&none);
+    assert!(!allows(&task("f05", Some("flood"), NOW - 105, 60)));
+    assert!(allows(&task("a", Some("a"), NOW - 500, 60)));
 }
