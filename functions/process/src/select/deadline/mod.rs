@@ -34,7 +34,7 @@ pub const OVERLOAD_LEAVE_RATIO: f64 = 1.5;
 pub const ARRIVALS_WINDOW_MS: u64 = 5_000;
 /// Tasks arrive while each read sees one claimable this long (ms) before.
 pub const ARRIVAL_GAP: u64 = 500;
-/// Tasks in the backlog at most; past it, newer ones are not kept.
+/// Tasks in the backlog at most; past it, newer ones are not added.
 pub const MAX_BACKLOG: usize = 20_000;
 /// Entries per shard of an oldest-first read.
 pub const OLDEST_READ_PAGE: usize = 500;

@@ -96,8 +96,8 @@ fn least_time_left_first_and_one_that_cannot_start_is_left_to_expire() {
     // 250 ms on, "late" is 50 ms from its deadline.
     let got = d.take(5, &HashSet::new(), NOW + 250, |_| true);
     assert_eq!(ids(&got), ["sooner", "later"]);
-    // The one past its deadline is forgotten; the one within MARGIN kept
-    // until then.
+    // The one past its deadline is forgotten; the one within MARGIN stays
+    // in the backlog until then.
     assert_eq!(d.backlog.len(), 3);
 }
 
@@ -178,7 +178,7 @@ fn once_in_an_overload_it_lasts_down_to_the_leave_ratio() {
 }
 
 #[test]
-fn given_and_started_tasks_are_not_given_again_nor_kept() {
+fn given_and_started_tasks_are_not_given_again_nor_back_in_the_backlog() {
     let backlog = [
         task("a", 17_000, 20),
         task("b", 16_500, 20),
@@ -194,7 +194,7 @@ fn given_and_started_tasks_are_not_given_again_nor_kept() {
     assert_eq!(ids(&d.take(1, &exclude, NOW, |c| c.task_id != "b")), ["c"]);
     d.started("c", NOW);
     assert_eq!(d.starts, 1);
-    // A read sent before its claim still shows it: not kept again.
+    // A read sent before its claim still shows it: not back in the backlog.
     d.observe(&[task("c", 16_000, 20)], NOW);
     assert_eq!(d.backlog.len(), 2);
     // A refused claim's end does not feed the throughput; a run's does.
