@@ -6,10 +6,13 @@
 //!   its tests) only on crates of lower layers: `lifo-core` (the protocol
 //!   and its storage) < `lifo-lambda` (Lambda plumbing) < `lifo-ops` (the
 //!   operations people drive) < the five function crates < `lifo-local`
-//!   (the local stack) < `lifo-cli`. No function crate depends on another.
+//!   (the local stack) < `lifo-lab` < `lifo-cli`. No function crate depends
+//!   on another.
 //! - **No import circles inside a crate.** No module imports a module that
 //!   imports it back, directly or around a longer circle.
 //! - **A library's root only declares** its modules and what it re-exports.
+//! - **The lab depends on the product, never the reverse**: only the `lifo`
+//!   command and the suites depend on `lifo-lab`.
 //! - **The claim policy's words stay in the processor.** `lifo-lambda` and
 //!   `trigger` name no tenant and nothing that floods (the processor's
 //!   handover passes through them unread); `lifo-core` names nothing that
@@ -62,6 +65,7 @@ const DECLARING_ROOTS: &[&str] = &[
     "lifo-lambda",
     "lifo-ops",
     "process",
+    "lifo-lab",
     "lifo-cli",
 ];
 
@@ -420,6 +424,37 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(p);
         }
     }
+}
+
+#[test]
+fn the_lab_depends_on_the_product_never_the_reverse() {
+    let layers = layers();
+    let (_, _, lab) = layers
+        .iter()
+        .find(|(n, _, _)| n == "lifo-lab")
+        .expect("lifo-lab has a layer");
+    let mut wrong = Vec::new();
+    for (krate, dir, layer) in &layers {
+        let manifest = std::fs::read_to_string(root().join(dir).join("Cargo.toml")).unwrap();
+        let on_lab = ["dependencies", "dev-dependencies"]
+            .iter()
+            .any(|section| keys(&manifest, section).iter().any(|k| k == "lifo-lab"));
+        let user = krate == "lifo-cli" || krate == "lifo-tests";
+        if on_lab && !user {
+            wrong.push(format!("{krate} depends on lifo-lab"));
+        }
+        if !user && krate != "lifo-lab" && layer >= lab {
+            wrong.push(format!(
+                "{krate} (layer {layer}) sits at or above the lab ({lab})"
+            ));
+        }
+    }
+    let lab_manifest = std::fs::read_to_string(root().join("crates/lifo-lab/Cargo.toml")).unwrap();
+    assert!(
+        dependencies(&lab_manifest).contains(&"process".to_owned()),
+        "the lab runs the processor"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]

@@ -26,11 +26,11 @@
 //! arrive and over every start, and the read units per success, then how
 //! adaptive fares against the better of the other two; one plot per load.
 
-use crate::print::secs;
+use crate::report::percentile;
+use crate::report::secs;
+use crate::simulate::{self, Outcome};
 use anyhow::Context as _;
 use lifo_core::Order;
-use lifo_local::report::percentile;
-use lifo_local::simulate::{self, Outcome};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! `lifo simulate --mix tenants`: nine tenants and one or more flooding
 //! ones, through the local pipeline, judged against the ideal scheduler
-//! ([`lifo_local::ideal`]) fed the same arrivals.
+//! ([`crate::ideal`]) fed the same arrivals.
 //!
 //! The nine write together 60% of what the downstream can serve; each
 //! flooding tenant writes `--flood-ratio` times what one of the nine does
@@ -27,8 +27,8 @@ mod report;
 pub use report::{SeedFigures, figures, json, summary};
 
 use super::{Plan, merged, plan, spec};
+use crate::simulate::Workload;
 use lifo_core::Task;
-use lifo_local::simulate::Workload;
 use serde_json::{Value, json};
 use std::time::Duration;
 

@@ -16,11 +16,11 @@
 //! starts, sheds, supersedes and age at start while tasks kept arriving;
 //! and writes one plot of age at start over time per class.
 
-use crate::print::secs;
+use crate::report::percentile;
+use crate::report::secs;
+use crate::simulate::{self, Outcome, Start, Workload};
 use anyhow::Context as _;
 use lifo_core::{Order, Task, TaskStatus};
-use lifo_local::report::percentile;
-use lifo_local::simulate::{self, Outcome, Start, Workload};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::Path;

@@ -2,11 +2,11 @@
 //! bar, a report table and (with `--compare`, LIFO then FIFO on the same
 //! arrivals) a plot of age at start over time.
 
-use crate::print::secs;
+use crate::report::secs;
+use crate::simulate::{self, Outcome, Progress, Workload};
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lifo_core::Order;
-use lifo_local::simulate::{self, Outcome, Progress, Workload};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -88,13 +88,13 @@ pub struct SimulateArgs {
     /// Seconds each run's fresh DynamoDB Local is warmed before tasks
     /// arrive (a cold JVM serves its first requests slowly; AWS's DynamoDB
     /// does not); 0: not at all.
-    #[arg(long, default_value_t = lifo_local::simulate::WARM_UP.as_secs(), value_parser = clap::value_parser!(u64).range(0..=120))]
+    #[arg(long, default_value_t = crate::simulate::WARM_UP.as_secs(), value_parser = clap::value_parser!(u64).range(0..=120))]
     pub warm_up_seconds: u64,
     /// Where the plot goes: PATH.svg and PATH.png.
     #[arg(long, default_value = "target/lifo-simulate.svg")]
     pub plot: PathBuf,
     #[command(flatten)]
-    pub pacing: crate::pacing::Pacing,
+    pub pacing: lifo_local::pacing::Pacing,
     /// The SAM template each run's stack is built from (its table,
     /// topics, settings and IAM policies); default: the workspace's
     /// template.yaml.
@@ -425,12 +425,16 @@ mod tests {
     use super::*;
     use clap::Parser;
 
+    /// `lifo simulate`'s arguments.
+    #[derive(Parser)]
+    struct Simulate {
+        #[command(flatten)]
+        args: SimulateArgs,
+    }
+
     fn args(argv: &[&str]) -> SimulateArgs {
-        let cli = crate::cli::Cli::try_parse_from([&["lifo", "simulate"], argv].concat()).unwrap();
-        match cli.command {
-            crate::cli::Command::Simulate(a) => a,
-            _ => unreachable!(),
-        }
+        let all = [&["simulate"], argv].concat();
+        Simulate::try_parse_from(all).unwrap().args
     }
 
     /// The index lag and the producer's batch reach the workload; the lag
@@ -451,14 +455,6 @@ mod tests {
                 lifo_local::index_lag::IndexLagMode::Fixed(Duration::from_secs(1)),
                 1000
             )
-        );
-        assert!(
-            crate::cli::Cli::try_parse_from(["lifo", "local", "up", "--contention-rate", "1.5"])
-                .is_err()
-        );
-        assert!(
-            crate::cli::Cli::try_parse_from(["lifo", "local", "up", "--contention-rate", "0.2"])
-                .is_ok()
         );
     }
 

@@ -6,10 +6,10 @@
 //! own hops on top; this is our share.
 
 use super::part::{Line, Report};
+use crate::report::percentile;
 use axum::body::Body;
 use http_body_util::BodyExt as _;
 use lifo_local::LocalStack;
-use lifo_local::report::percentile;
 use lifo_ops::{Queue, Settings};
 use serde_json::{Value, json};
 use std::sync::Arc;

@@ -3,14 +3,14 @@
 //! write units per task, and the busiest index key, for each shard count,
 //! processor count and number of tasks in flight, with and without a fixed
 //! latency in front of DynamoDB Local (a loopback proxy,
-//! [`lifo_local::latency`]), against a floor: a minimal client issuing the
+//! [`crate::latency`]), against a floor: a minimal client issuing the
 //! same claim and finish requests (and one query per refill) with the ids
 //! known, at the same latency and parallelism.
 
 use super::part::{BenchArgs, Line, Report};
+use crate::latency::LatencyProxy;
 use lifo_core::{Move, Op, Order, Step, Store, Task, TaskStatus, now_ms};
 use lifo_local::LocalStack;
-use lifo_local::latency::LatencyProxy;
 use process::runner::SimulatedRunner;
 use process::{ProcessConfig, Processor, Wakeups};
 use serde_json::json;

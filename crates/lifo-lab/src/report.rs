@@ -173,6 +173,11 @@ impl Report {
     }
 }
 
+/// `ms` as seconds, to the hundredth.
+pub fn secs(ms: u64) -> String {
+    format!("{:.2} s", ms as f64 / 1000.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

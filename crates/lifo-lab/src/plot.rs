@@ -3,9 +3,9 @@
 //! a priority), every start as a dot and the p95 of each 2-second window as a
 //! line. Written as SVG and PNG.
 
+use crate::report::percentile;
+use crate::simulate::{Outcome, Start};
 use anyhow::Context as _;
-use lifo_local::report::percentile;
-use lifo_local::simulate::{Outcome, Start};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};

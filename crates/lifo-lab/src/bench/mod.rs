@@ -137,7 +137,7 @@ impl Bench {
         let _ = writeln!(
             out,
             "\nWhere measured: this machine, on DynamoDB Local and moto. {}",
-            crate::simulate::UNITS_NOTE
+            crate::simulate_command::UNITS_NOTE
         );
         out
     }

@@ -395,7 +395,7 @@ async fn main() -> std::process::ExitCode {
     }
     println!();
     println!(
-        "Reproduce: cargo run --release -p lifo-local --bin lifo-bench-scheduler -- --tasks {} --shards {} --parallelism {}",
+        "Reproduce: cargo run --release -p lifo-lab --bin lifo-bench-scheduler -- --tasks {} --shards {} --parallelism {}",
         args.tasks,
         args.shards
             .iter()

@@ -2,16 +2,16 @@
 //! units, freshness (LIFO vs FIFO), the rate limit.
 
 use super::part::{BenchArgs, Line, Report};
-use crate::print::secs;
+use crate::report::percentile;
+use crate::report::secs;
+use crate::simulate::{self, Outcome, Workload};
 use anyhow::Context as _;
 use lifo_core::Order;
-use lifo_local::report::percentile;
-use lifo_local::simulate::{self, Outcome, Workload};
 use serde_json::json;
 use std::time::Duration;
 
 /// The downstream of the overload runs: 5 at a time × 500 ms = 10 tasks/s,
-/// against 20 arrivals/s. Not warmed ([`lifo_local::warm_up`]): these parts
+/// against 20 arrivals/s. Not warmed ([`crate::warm_up`]): these parts
 /// count units, check the rate limit and compare orders run alike, and a
 /// warm-up would double a short run's time.
 pub(super) fn overload(duration: Duration, ttl_seconds: u64) -> Workload {

@@ -1,13 +1,13 @@
 //! The tenants mix's figures: each seed's quiet tenants' p95 age at start
-//! against the ideal's ([`lifo_local::ideal`]) for the same arrivals, and
+//! against the ideal's ([`crate::ideal`]) for the same arrivals, and
 //! their median and worst over the seeds, as a table and as JSON.
 
 use super::{TenantsArgs, is_flooder, late};
+use crate::ideal::{self, Arrival, Slots};
 use crate::mixes::MixRun;
-use crate::print::secs;
+use crate::report::percentile;
+use crate::report::secs;
 use lifo_core::{Task, TaskStatus};
-use lifo_local::ideal::{self, Arrival, Slots};
-use lifo_local::report::percentile;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -3,13 +3,13 @@
 //! for a while; then the queue drains (every task is run or shed by expiry).
 //! What `lifo simulate` and `lifo bench` run, in LIFO or FIFO order.
 
-use crate::pipeline::PipelineStats;
 use crate::report::{Observer, Report, percentile};
-use crate::{LocalStack, Pipeline, PipelineOptions};
 use anyhow::Result;
 use anyhow::{Context, anyhow};
 use lifo_core::store::Op;
 use lifo_core::{Order, Store, now_ms};
+use lifo_local::pipeline::PipelineStats;
+use lifo_local::{LocalStack, Pipeline, PipelineOptions};
 use lifo_ops::create::{CreateConfig, Creator, MAX_TASKS_PER_REQUEST};
 use process::ProcessConfig;
 use process::runner::SimulatedRunner;
@@ -57,9 +57,9 @@ pub struct Workload {
     pub warm_up: Duration,
     /// The template the run's stack is built from (`lifo simulate
     /// --template FILE`); the workspace's template.yaml when `None`.
-    pub template: Option<Arc<crate::Template>>,
-    /// The claimable index's lag behind its writes ([`crate::index_lag`]).
-    pub index_lag: crate::index_lag::IndexLagMode,
+    pub template: Option<Arc<lifo_local::Template>>,
+    /// The claimable index's lag behind its writes ([`lifo_local::index_lag`]).
+    pub index_lag: lifo_local::index_lag::IndexLagMode,
     /// Arrivals gathered into one create request: a producer that sends
     /// this many at once (up to 1,000, all stamped when the request
     /// begins); 1: each tick's arrivals as they come.
@@ -97,7 +97,7 @@ impl Workload {
             tenant_max_in_flight: None,
             warm_up: WARM_UP,
             template: None,
-            index_lag: crate::index_lag::IndexLagMode::Aws,
+            index_lag: lifo_local::index_lag::IndexLagMode::Aws,
             create_batch: 1,
         }
     }
@@ -269,10 +269,10 @@ pub async fn run_specs(
     specs: Option<&[serde_json::Value]>,
     on_progress: &mut (dyn FnMut(&Progress) + Send),
 ) -> Result<Outcome> {
-    let stack = LocalStack::start_with(crate::stack::StackOptions {
+    let stack = LocalStack::start_with(lifo_local::stack::StackOptions {
         template: workload.template.as_deref().cloned(),
         index_lag: workload.index_lag,
-        ..crate::stack::StackOptions::default()
+        ..lifo_local::stack::StackOptions::default()
     })
     .await?;
     let store = stack.store();
