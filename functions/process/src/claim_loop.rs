@@ -251,6 +251,22 @@ pub(crate) struct Claiming<'a, R> {
     pub halt: &'a Halt,
 }
 
+/// Takes a start from `limiter` for each of `candidates` in turn: those
+/// left without one, and when a start is free again.
+fn grant(
+    limiter: Option<&governor::DefaultDirectRateLimiter>,
+    candidates: &mut Vec<lifo_core::Candidate>,
+) -> (Vec<lifo_core::Candidate>, Option<Instant>) {
+    let mut granted = 0;
+    while granted < candidates.len() {
+        match take_start(limiter) {
+            Ok(()) => granted += 1,
+            Err(wait) => return (candidates.split_off(granted), Some(Instant::now() + wait)),
+        }
+    }
+    (Vec::new(), None)
+}
+
 /// Takes one start from `limiter`: `Ok` (or no limit), or how long until
 /// one is free.
 fn take_start(limiter: Option<&governor::DefaultDirectRateLimiter>) -> Result<(), Duration> {
@@ -294,6 +310,54 @@ impl<R: TaskRunner> Claiming<'_, R> {
             },
             now,
         )
+    }
+
+    /// Nothing to claim: waits for a running task to end (`idle_poll` at
+    /// most), or with nothing running looks a little longer (a task
+    /// announced a moment ago may not be in the index yet), then for a rest
+    /// of this invocation's that ends soon; true when the loop should end.
+    async fn idle(
+        &self,
+        state: &mut LoopState,
+        report: &mut ProcessReport,
+        running: &mut JoinSet<Handled>,
+        stop_claiming_at: Instant,
+        last_work: Instant,
+    ) -> bool {
+        if !running.is_empty() {
+            let poll = Some(self.config.idle_poll);
+            wait_for_one(state, report, running, stop_claiming_at, poll).await;
+            return false;
+        }
+        if last_work.elapsed() < self.config.linger {
+            let left = stop_claiming_at.saturating_duration_since(Instant::now());
+            self.nap(self.config.idle_poll.min(left)).await;
+            return false;
+        }
+        // A task this invocation put back comes back in a moment (the rest
+        // alarm's precision; without an alarm, within the budget): sleep
+        // until its rest ends, reading again each second so new work is not
+        // held back. A later rest end is the alarm's, set at the end.
+        let now = now_ms();
+        let longest = if self.alarm {
+            MAX_REST_SLEEP
+        } else {
+            stop_claiming_at.saturating_duration_since(Instant::now())
+        };
+        let wait = state
+            .next_rest_end(now)
+            .map(|at| Duration::from_millis(at - now + REST_END_MARGIN_MS))
+            .filter(|w| *w <= longest && Instant::now() + *w < stop_claiming_at);
+        let Some(wait) = wait else {
+            report.stop = StopReason::Empty;
+            return true;
+        };
+        tracing::debug!(
+            event = "process.awaiting_rest",
+            waitMs = wait.as_millis() as u64
+        );
+        self.nap(wait.min(REST_WAIT_STEP)).await;
+        false
     }
 
     /// Claims until the budget (`stop_claiming_at`) ends, nothing is left,
@@ -398,13 +462,12 @@ impl<R: TaskRunner> Claiming<'_, R> {
             // start taken for a slot no candidate fills (an empty read at
             // light load) would be lost. When the bucket ran dry, wait for
             // it (or for a running task to end) before reading again.
-            if let Some(at) = next_start_at {
-                let now = Instant::now();
-                if now < at {
-                    wait_for_one(state, report, running, stop_claiming_at, Some(at - now)).await;
-                    continue;
-                }
-                next_start_at = None;
+            if let Some(wait) = next_start_at
+                .and_then(|at| at.checked_duration_since(Instant::now()))
+                .filter(|w| !w.is_zero())
+            {
+                wait_for_one(state, report, running, stop_claiming_at, Some(wait)).await;
+                continue;
             }
             let now = now_ms();
             let exclude = state.exclude();
@@ -420,75 +483,22 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 &now_ms,
             )
             .await?;
-            let mut granted = 0;
-            while granted < candidates.len() {
-                match take_start(limiter) {
-                    Ok(()) => granted += 1,
-                    Err(wait) => {
-                        next_start_at = Some(Instant::now() + wait);
-                        break;
-                    }
-                }
-            }
             // The bucket ran dry: what was picked and not started goes back.
-            let dry = candidates.split_off(granted);
-            let any_back = !dry.is_empty();
+            let (dry, dry_until) = grant(limiter, &mut candidates);
+            next_start_at = dry_until;
             state.tell(dry.iter().map(Event::NotStarted));
-            if candidates.is_empty() && any_back {
-                // Read, but the bucket is dry: they stay claimable.
-                last_work = Instant::now();
-                continue;
-            }
             if candidates.is_empty() {
-                if running.is_empty() {
-                    // Nothing to claim and nothing runs: look a little
-                    // longer (a task announced a moment ago may not be in
-                    // the index yet), then end.
-                    if last_work.elapsed() >= self.config.linger {
-                        // A task this invocation put back comes back in a
-                        // moment (the rest alarm's precision; without an
-                        // alarm, within the budget): sleep until its rest
-                        // ends, reading again each second so new work is
-                        // not held back. A later rest end is the alarm's,
-                        // set when the invocation ends.
-                        let now = now_ms();
-                        let longest = if self.alarm {
-                            MAX_REST_SLEEP
-                        } else {
-                            stop_claiming_at.saturating_duration_since(Instant::now())
-                        };
-                        let wait = state
-                            .next_rest_end(now)
-                            .map(|at| Duration::from_millis(at - now + REST_END_MARGIN_MS))
-                            .filter(|w| *w <= longest && Instant::now() + *w < stop_claiming_at);
-                        let Some(wait) = wait else {
-                            report.stop = StopReason::Empty;
-                            return Ok(());
-                        };
-                        tracing::debug!(
-                            event = "process.awaiting_rest",
-                            waitMs = wait.as_millis() as u64
-                        );
-                        self.nap(wait.min(REST_WAIT_STEP)).await;
-                        continue;
-                    }
-                    self.nap(
-                        self.config
-                            .idle_poll
-                            .min(stop_claiming_at.saturating_duration_since(Instant::now())),
-                    )
-                    .await;
-                    continue;
+                if !dry.is_empty() || !running.is_empty() {
+                    last_work = Instant::now();
                 }
-                last_work = Instant::now();
-                wait_for_one(
-                    state,
-                    report,
-                    running,
-                    stop_claiming_at,
-                    Some(self.config.idle_poll),
-                )
-                .await;
+                // Read, but the bucket is dry: they stay claimable.
+                if dry.is_empty()
+                    && self
+                        .idle(state, report, running, stop_claiming_at, last_work)
+                        .await
+                {
+                    return Ok(());
+                }
                 continue;
             }
             // Stopped while it read: what it read stays claimable.
