@@ -513,21 +513,7 @@ mod tests {
 
     #[test]
     fn refused_candidates_stay_in_place_for_a_later_take() {
-        let mut h = Heads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 8));
-        let t = |id: &str, at: i64, tenant: &str| Candidate {
-            tenant: Some(tenant.into()),
-            ..c(id, at)
-        };
-        h.replace(
-            vec![
-                (
-                    vec![t("a9", 9, "a"), t("a7", 7, "a"), t("b3", 3, "b")],
-                    true,
-                ),
-                (vec![t("a8", 8, "a"), t("b6", 6, "b")], true),
-            ],
-            NOW,
-        );
+        let mut h = crate::tests::select::two_tenants();
         let none = Ids::new();
         let only_b = h.take_by(2, &none, &mut |c| c.tenant.as_deref() == Some("b"));
         assert_eq!(ids(&only_b), ["b6", "b3"]);

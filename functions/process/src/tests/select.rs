@@ -83,3 +83,18 @@ pub fn setup(order: Order, fair_share: bool) -> Setup<'static> {
 pub fn ids(v: &[Candidate]) -> Vec<&str> {
     v.iter().map(|c| c.task_id.as_str()).collect()
 }
+
+/// Two shards' heads, newest first, of tenants a (9, 8, 7) and b (6, 3).
+pub fn two_tenants() -> heads::Heads {
+    let t = |id: &str, at: i64, tenant: &str| Candidate {
+        tenant: Some(tenant.into()),
+        ..Candidate::pending(id, 0, at)
+    };
+    let mut h = heads::Heads::new(Order::Lifo, vec![0, 1], heads::HeadsPolicy::new(2, 8));
+    let a = vec![t("a9", 9, "a"), t("a7", 7, "a"), t("b3", 3, "b")];
+    h.replace(
+        vec![(a, true), (vec![t("a8", 8, "a"), t("b6", 6, "b")], true)],
+        NOW,
+    );
+    h
+}

@@ -133,17 +133,7 @@ mod tests {
 
     #[test]
     fn each_tenant_s_first_count_oldest_and_last() {
-        let mut h = Heads::new(Order::Lifo, vec![0, 1], HeadsPolicy::new(2, 8));
-        h.replace(
-            vec![
-                (
-                    vec![t("a9", 9, "a"), t("a7", 7, "a"), t("b3", 3, "b")],
-                    true,
-                ),
-                (vec![t("a8", 8, "a"), t("b6", 6, "b")], true),
-            ],
-            NOW,
-        );
+        let h = crate::tests::select::two_tenants();
         let none = Ids::new();
         let head = |waiting, oldest_ms| TenantHead { waiting, oldest_ms };
         assert_eq!(
