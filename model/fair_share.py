@@ -12,7 +12,7 @@ the same with tenant-0 and without):
 - by service: the least served in the last 10 s first (the first fair share);
 - by waiting: under the most served, the one waiting longest first (since its newest task, or
   its last start if later); the most served last (process::select::fair; ported to Rust as
-  crates/lifo-local/src/ideal.rs, which `lifo simulate --mix tenants` runs on the real arrivals);
+  crates/lifo-lab/src/ideal.rs, which `lifo simulate --mix tenants` runs on the real arrivals);
 - plus a hold: a slot that only tenant-0 wants, while another tenant started in the last
   second, is kept free for up to this long;
 - plus a reserve: tenant-0 never takes the last free slot while another tenant started in the

@@ -6,10 +6,17 @@
 //!   its tests) only on crates of lower layers: `lifo-core` (the protocol
 //!   and its storage) < `lifo-lambda` (Lambda plumbing) < `lifo-ops` (the
 //!   operations people drive) < the five function crates < `lifo-local`
-//!   (the local stack) < `lifo-cli`. No function crate depends on another.
+//!   (the local stack) < `lifo-lab` < `lifo-cli`. No function crate depends
+//!   on another.
 //! - **No import circles inside a crate.** No module imports a module that
 //!   imports it back, directly or around a longer circle.
 //! - **A library's root only declares** its modules and what it re-exports.
+//! - **The lab depends on the product, never the reverse**: only the `lifo`
+//!   command and the suites depend on `lifo-lab`.
+//! - **The claim policy's words stay in the processor.** `lifo-lambda` and
+//!   `trigger` name no tenant and nothing that floods (the processor's
+//!   handover passes through them unread); `lifo-core` names nothing that
+//!   floods, and of tenants only the task's stored attribute, `tenant`.
 //!
 //! A module is a file; an import is any `crate::…` or `super::…` path in
 //! its code (comments aside), resolved to the file that defines it; a path
@@ -58,6 +65,7 @@ const DECLARING_ROOTS: &[&str] = &[
     "lifo-lambda",
     "lifo-ops",
     "process",
+    "lifo-lab",
     "lifo-cli",
 ];
 
@@ -394,6 +402,96 @@ fn a_librarys_root_only_declares_modules_and_reexports() {
     }
 }
 
+/// The identifiers in `code` (comments and strings already out) that
+/// contain one of `words` (any case), but for those `allowed` exactly.
+fn named(code: &str, words: &[&str], allowed: &[&str]) -> BTreeSet<String> {
+    code.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|id| {
+            let lower = id.to_lowercase();
+            words.iter().any(|w| lower.contains(w)) && !allowed.contains(id)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every .rs file under `dir`, tests included.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn the_lab_depends_on_the_product_never_the_reverse() {
+    let layers = layers();
+    let (_, _, lab) = layers
+        .iter()
+        .find(|(n, _, _)| n == "lifo-lab")
+        .expect("lifo-lab has a layer");
+    let mut wrong = Vec::new();
+    for (krate, dir, layer) in &layers {
+        let manifest = std::fs::read_to_string(root().join(dir).join("Cargo.toml")).unwrap();
+        let on_lab = ["dependencies", "dev-dependencies"]
+            .iter()
+            .any(|section| keys(&manifest, section).iter().any(|k| k == "lifo-lab"));
+        let user = krate == "lifo-cli" || krate == "lifo-tests";
+        if on_lab && !user {
+            wrong.push(format!("{krate} depends on lifo-lab"));
+        }
+        if !user && krate != "lifo-lab" && layer >= lab {
+            wrong.push(format!(
+                "{krate} (layer {layer}) sits at or above the lab ({lab})"
+            ));
+        }
+    }
+    let lab_manifest = std::fs::read_to_string(root().join("crates/lifo-lab/Cargo.toml")).unwrap();
+    assert!(
+        dependencies(&lab_manifest).contains(&"process".to_owned()),
+        "the lab runs the processor"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_claim_policy_s_words_stay_in_the_processor() {
+    // (crate folder, words it must not name, the names it may).
+    let rules: [(&str, &[&str], &[&str]); 3] = [
+        ("crates/lifo-lambda", &["tenant", "flood"], &[]),
+        ("functions/trigger", &["tenant", "flood"], &[]),
+        // The task's attribute, as stored and projected into the index.
+        (
+            "crates/lifo-core",
+            &["tenant", "flood"],
+            &["tenant", "TENANT"],
+        ),
+    ];
+    let mut found = Vec::new();
+    for (dir, words, allowed) in rules {
+        let mut files = Vec::new();
+        rust_files(&root().join(dir).join("src"), &mut files);
+        assert!(!files.is_empty(), "{dir}");
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            for id in named(&code(&text), words, allowed) {
+                found.push(format!(
+                    "{}: {id}",
+                    f.strip_prefix(root()).unwrap_or(&f).display()
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "names that belong to the claim policy:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_checker_sees_a_circle_and_an_upward_import_when_there_is_one() {
     // The parsing and resolution on a made-up pair of files.
@@ -426,4 +524,11 @@ fn the_checker_sees_a_circle_and_an_upward_import_when_there_is_one() {
     );
     let manifest = "[dependencies]\nlifo-cli.workspace = true\nserde = \"1\"\n\n[dev-dependencies]\nlifo-local.workspace = true\n";
     assert_eq!(dependencies(manifest), ["lifo-cli"]);
+    let policy =
+        code("pub tenant: Option<String>, // a tenant_name\nfn flooding(t: &TenantHead) {}");
+    let got = named(&policy, &["tenant", "flood"], &["tenant"]);
+    assert_eq!(
+        got,
+        BTreeSet::from(["TenantHead".to_owned(), "flooding".to_owned()])
+    );
 }

@@ -176,7 +176,7 @@ async fn retry_later_does_not_burn_an_attempt() {
     for pair in h.windows(2) {
         if pair[0].status == TaskStatus::Pending && pair[1].status == TaskStatus::Taken {
             assert!(
-                pair[1].at - pair[0].at >= process::select::rest::MIN_BUSY_REST.as_millis() as u64,
+                pair[1].at - pair[0].at >= process::rest::MIN_BUSY_REST.as_millis() as u64,
                 "{h:?}"
             );
         }

@@ -35,7 +35,7 @@ impl TaskRunner for Seen {
 fn config(h: &Harness) -> process::ProcessConfig {
     process::ProcessConfig {
         linger: Duration::ZERO,
-        rest: process::select::rest::RestPolicy::default(),
+        rest: process::rest::RestPolicy::default(),
         ..process::ProcessConfig::new(h.stack.table.clone(), h.stack.trigger_topic_arn.clone())
     }
 }

@@ -630,7 +630,7 @@ async fn a_pipeline_refuses_a_stream_in_a_shared_dynamodb_local() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_the_warm_up_the_stream_carries_only_the_runs_own_tasks() {
     let h = Harness::as_deployed(2).await;
-    let written = lifo_local::warm_up::warm_up(&h.stack.store(), 2, Duration::from_millis(300))
+    let written = lifo_lab::warm_up::warm_up(&h.stack.store(), 2, Duration::from_millis(300))
         .await
         .unwrap();
     assert!(written >= 25, "one round at least: {written}");

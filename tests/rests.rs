@@ -44,7 +44,7 @@ async fn pipeline(
         Arc::new(runner),
         ProcessConfig {
             max_attempts: 3,
-            rest: process::select::rest::RestPolicy { base },
+            rest: process::rest::RestPolicy { base },
             time_budget: budget,
             ..h.process_config()
         },

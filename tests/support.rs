@@ -133,7 +133,7 @@ impl Harness {
 
     /// process's settings in these tests: the template's, over this stack's
     /// shards, with short margins and polls, and the rest after a failure
-    /// [`RestPolicy::default`](process::select::rest::RestPolicy); no linger
+    /// [`RestPolicy::default`](process::rest::RestPolicy); no linger
     /// over a current index, the template's over one that lags (the linger
     /// is what waits out the lag). A test sets what it is about with
     /// `..h.process_config()`.
@@ -151,7 +151,7 @@ impl Harness {
                 Duration::ZERO
             },
             pause_poll: Duration::from_millis(500),
-            rest: process::select::rest::RestPolicy::default(),
+            rest: process::rest::RestPolicy::default(),
             lease_margin: Duration::from_millis(500),
             ..ProcessConfig::new(
                 self.stack.table.clone(),

@@ -265,7 +265,12 @@ async fn after_a_tail_call_the_flooding_tenant_does_not_go_back_to_the_top() {
         let event = delivered(&h, &h.stack.process_queue_url).await;
         wakeups = process::Wakeups::parse(event).unwrap();
         let handover = wakeups.handover.clone().expect("the ledger travelled");
-        assert!(handover.served["flood"].len() >= 2, "{handover:?}");
+        let handed = process::select::fair::Handed::from_handover(&handover.value);
+        let served = handed.map(|h| h.served).unwrap_or_default();
+        assert!(
+            served.get("flood").is_some_and(|s| s.len() >= 2),
+            "{handover:?}"
+        );
         if round == 2 {
             wakeups = process::Wakeups::one();
         }
@@ -377,15 +382,19 @@ async fn next_after_a_buried_handover(keep: bool) -> Vec<String> {
     let event = delivered(&h, &h.stack.process_queue_url).await;
     let mut wakeups = process::Wakeups::parse(event).unwrap();
     let handover = wakeups.handover.as_mut().expect("the handover travelled");
+    let mut handed = process::select::fair::Handed::from_handover(&handover.value)
+        .expect("the fair share's part");
     // The quiet tenant's, a page of them (the flood's too, unless its
     // waiting ones in the heads make it a flooding tenant).
-    let quiet_kept = handover
-        .kept
+    let quiet_in_view = handed
+        .in_view
         .iter()
         .filter(|c| c.task_id.starts_with("quiet-"));
-    assert!((10..=20).contains(&quiet_kept.count()), "{handover:?}");
+    assert!((10..=20).contains(&quiet_in_view.count()), "{handed:?}");
     if !keep {
-        handover.kept.clear();
+        handed.in_view.clear();
+        handover.value.clear();
+        handed.into_handover(&mut handover.value);
     }
     write(&h, "flood", 100..250).await;
     let next = processor.handle(&wakeups, deadline()).await.unwrap();
@@ -393,12 +402,12 @@ async fn next_after_a_buried_handover(keep: bool) -> Vec<String> {
 }
 
 /// After a tail call, a quiet tenant's tasks that the invocation before
-/// kept in view stay in view, however many newer tasks of a flood fill
+/// had in view stay in view, however many newer tasks of a flood fill
 /// the first read (100 deep); without them, that read shows the flood
 /// alone and the quiet tenant's tasks wait until the flood's above them
 /// are claimed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_a_tail_call_the_kept_candidates_of_a_quiet_tenant_stay_in_view() {
+async fn after_a_tail_call_the_candidates_in_view_of_a_quiet_tenant_stay_in_view() {
     let quiet = |claimed: &[String]| claimed.iter().filter(|id| id.starts_with("quiet-")).count();
     let with = next_after_a_buried_handover(true).await;
     assert!(quiet(&with) >= 2, "{with:?}");

@@ -119,14 +119,14 @@ pub enum Command {
     #[command(
         after_help = "Example: lifo simulate --compare --rate 20 --capacity 5 --latency-ms 500 --duration 40 --ttl 20"
     )]
-    Simulate(crate::simulate::SimulateArgs),
+    Simulate(lifo_lab::simulate_command::SimulateArgs),
     /// Measure what the README quotes: write units per task, freshness under 2× overload
     /// (LIFO vs FIFO), CPU and memory of the process binary, cold starts, binary sizes.
     /// Prints a Markdown table with the command line that reproduces each row.
     #[command(
         after_help = "Example: lifo bench --only process,cold-start --tasks 1000 --bin-dir target/release"
     )]
-    Bench(crate::bench::BenchArgs),
+    Bench(lifo_lab::bench::BenchArgs),
     /// Serve the web console: overview (live), failed and scheduled tasks, a task's payload and
     /// history, and the operator's actions. Prints the URL to open, with its access token.
     #[command(
@@ -243,7 +243,7 @@ pub enum LocalCommand {
         #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(5..=900))]
         process_timeout: Option<u64>,
         #[command(flatten)]
-        pacing: crate::pacing::Pacing,
+        pacing: lifo_local::pacing::Pacing,
         /// Which claimable tasks go first (the template's SelectionOrder): lifo, fifo, or
         /// adaptive (newest first, but a task near its deadline that can still start first).
         #[arg(long, default_value = "lifo")]
@@ -343,7 +343,12 @@ pub async fn run(cli: &Cli, q: &Queue) -> Result<String, CliError> {
         Command::Stats { days, tenants } => {
             let stats = lifo_ops::stats::collect(q, now, lifo_ops::stats::PAST_DAYS, *days).await?;
             let tenants = match tenants {
-                true => Some(lifo_ops::tenants::collect(q, now).await?),
+                true => {
+                    let rule = |load: &[(&str, usize)]| {
+                        process::select::fair::flooding(load.iter().copied())
+                    };
+                    Some(lifo_ops::tenants::collect(q, now, &rule).await?)
+                }
                 false => None,
             };
             Ok(if as_json {
@@ -567,4 +572,19 @@ fn parse_rate(text: &str) -> Result<f64, String> {
         .ok()
         .filter(|r| (0.0..=1.0).contains(r))
         .ok_or_else(|| format!("{text:?} is not a rate from 0 to 1"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// `lifo local up --contention-rate` takes a rate, from 0 to 1.
+    #[test]
+    fn a_contention_rate_is_a_rate() {
+        let up =
+            |rate: &str| Cli::try_parse_from(["lifo", "local", "up", "--contention-rate", rate]);
+        assert!(up("1.5").is_err());
+        assert!(up("0.2").is_ok());
+    }
 }

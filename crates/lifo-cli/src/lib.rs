@@ -5,20 +5,15 @@
 //!
 //! Layers, bottom up: the operations (`lifo-ops`), then the faces: the
 //! command line ([`cli`], printing through [`print`]) and the console
-//! ([`ui`]); the local tools beside them (`local`, `simulate`, `bench`).
+//! ([`ui`]); the local stack's commands beside them (`local`). `simulate`
+//! and `bench` are the lab's (`lifo_lab`), which this command calls.
 //! The root only declares modules (tests/modules.rs holds that, and that no
 //! module imports one that imports it back).
 
-pub mod bench;
 pub mod cli;
 pub mod connect;
 pub mod error;
-pub mod loads;
 pub mod local;
-pub mod mixes;
-pub mod pacing;
-pub mod plot;
 pub mod print;
-pub mod simulate;
 pub mod terminal;
 pub mod ui;

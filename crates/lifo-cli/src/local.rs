@@ -231,7 +231,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
             shard_count: shards,
             max_ttl_seconds: max_ttl,
             rate_limit: options.rate_limit,
-            rest: process::select::rest::RestPolicy {
+            rest: process::rest::RestPolicy {
                 base: options.retry_backoff,
             },
             tenant_max_in_flight: options.tenant_max_in_flight,

@@ -72,13 +72,13 @@ async fn main() -> std::process::ExitCode {
             .map_err(|e| once(&*e)),
         Command::Simulate(args) => {
             tokio::select! {
-                r = lifo_cli::simulate::command(args, cli.shards, cli.json) => r.map(Some).map_err(|e| once(&*e)),
+                r = lifo_lab::simulate_command::command(args, cli.shards, cli.json) => r.map(Some).map_err(|e| once(&*e)),
                 _ = lifo_local::interrupted() => Err("interrupted; the local servers are stopped".to_owned()),
             }
         }
         Command::Bench(args) => {
             tokio::select! {
-                r = lifo_cli::bench::command(args, cli.json) => r.map(Some).map_err(|e| once(&*e)),
+                r = lifo_lab::bench::command(args, cli.json) => r.map(Some).map_err(|e| once(&*e)),
                 _ = lifo_local::interrupted() => Err("interrupted; the local servers are stopped".to_owned()),
             }
         }

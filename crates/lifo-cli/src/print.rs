@@ -26,10 +26,6 @@ pub fn json<T: Serialize>(value: &T) -> String {
 
 /// A duration in milliseconds as the tables print it: seconds with two
 /// decimals (`0.36 s`).
-pub fn secs(ms: u64) -> String {
-    format!("{:.2} s", ms as f64 / 1000.0)
-}
-
 fn age(ms: u64, now: u64) -> String {
     format!("{:.1} s", now.saturating_sub(ms) as f64 / 1000.0)
 }

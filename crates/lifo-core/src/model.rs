@@ -166,7 +166,7 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_at: Option<u64>,
     /// A task put back after a failed (or refused) run is not claimable
-    /// before this, epoch ms (process's `select::rest`).
+    /// before this, epoch ms (process's `rest`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<u64>,
     /// When the task was shed, epoch ms; present only while EXPIRED (the

@@ -86,7 +86,7 @@ pub struct Candidate {
     pub token: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub attempts: u32,
-    /// Whose work it is (the fair share's tenant).
+    /// Whose work it is (the task's `tenant`), for the claim policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
 }
@@ -97,7 +97,7 @@ fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
 
 impl Candidate {
     /// A PENDING entry `task_id` of `shard` at index key `claimable_at`,
-    /// unleased, never expiring, of no tenant (the tests' builder).
+    /// unleased, never expiring, with no `tenant` (the tests' builder).
     pub fn pending(task_id: &str, shard: u32, claimable_at: i64) -> Self {
         Self {
             task_id: task_id.into(),
@@ -110,47 +110,11 @@ impl Candidate {
             tenant: None,
         }
     }
-
-    /// Its tenant's name: none is the empty name.
-    pub fn tenant_name(&self) -> &str {
-        self.tenant.as_deref().unwrap_or("")
-    }
-}
-
-/// The tenants flooding, of `load` (each tenant with work and how many
-/// tasks it has waiting or running): a tenant floods when its tasks are
-/// more than twice the mean of the tenants with work, as SQS calls a
-/// message group noisy (a disproportionate share). A tenant alone never
-/// does. The processor's fair share and `lifo stats --tenants` both judge
-/// by it.
-pub fn flooding<'a>(
-    load: impl IntoIterator<Item = (&'a str, usize)>,
-) -> std::collections::HashSet<String> {
-    let mut per: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for (t, n) in load {
-        *per.entry(t).or_default() += n;
-    }
-    let total: usize = per.values().sum();
-    let tenants = per.len().max(1);
-    per.into_iter()
-        .filter(|(_, n)| n * tenants > 2 * total)
-        .map(|(t, _)| t.to_owned())
-        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_tenant_floods_past_twice_the_mean_and_never_alone() {
-        assert!(flooding([("a", 500)]).is_empty());
-        // Mean 4: 9 is past twice it.
-        let load = [("flood", 9), ("a", 1), ("b", 1), ("c", 1), ("c", 0)];
-        assert_eq!(flooding(load), ["flood".to_owned()].into());
-        // Two even tenants: neither.
-        assert!(flooding([("a", 10), ("b", 10)]).is_empty());
-    }
 
     #[test]
     fn order_parses_and_names_the_scan_direction() {
@@ -168,13 +132,5 @@ mod tests {
         assert!(Order::Adaptive.newest_first() && !Order::Fifo.newest_first());
         let names: Vec<String> = Order::ALL.iter().map(|o| o.to_string()).collect();
         assert_eq!(names, ["lifo", "fifo", "adaptive"]);
-    }
-
-    #[test]
-    fn a_candidate_without_a_tenant_is_the_empty_tenant() {
-        let mut c = Candidate::pending("a", 0, 1);
-        assert_eq!(c.tenant_name(), "");
-        c.tenant = Some("t".into());
-        assert_eq!(c.tenant_name(), "t");
     }
 }

@@ -7,17 +7,12 @@ use aws_sdk_sns::config::retry::RetryConfig;
 use aws_sdk_sns::error::ProvideErrorMetadata;
 use lifo_core::error::BoxError;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-/// The fair share's memory handed on by a tail call: each tenant's starts
-/// in the last window, as milliseconds before the wake-up's `at`, newest
-/// first.
-pub type Served = BTreeMap<String, Vec<u32>>;
-
 /// The body of a wake-up message. Receivers do not depend on it (any message
-/// wakes them); it is there for logs and traces, and a tail call's hands on
-/// what the next invocation of the loop should remember (`served`).
+/// wakes them); it is there for logs and traces, and a tail call's hands
+/// over what the next invocation of the loop starts from (`handover`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Wakeup {
     /// Which function sent it: `trigger`, `process`, …
@@ -43,18 +38,12 @@ pub struct Wakeup {
     /// for ends.
     #[serde(default, rename = "wakeAt", skip_serializing_if = "Option::is_none")]
     pub wake_at: Option<u64>,
-    /// A tail call's: the fair share's ledger of starts
-    /// (`process::select::fair`), so the next invocation does not hand the
-    /// flooding tenant the top again. At most 32 KB.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub served: Served,
-    /// A tail call's: the claimable tasks of the tenants that were not
-    /// flooding that its claim reads had found, buried under a flood's
-    /// newer ones, so the next invocation's first read (the newest only)
-    /// does not lose sight of them. At most 16 KB; one claimed or changed
-    /// meanwhile fails its conditional claim.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kept: Vec<lifo_core::Candidate>,
+    /// A tail call's: what the processor's claim policy hands to the next
+    /// invocation (process's `select::Handover`), forwarded as it came. Its
+    /// contents are the processor's alone; an old or unknown one is
+    /// ignored there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handover: Option<serde_json::Value>,
 }
 
 impl Wakeup {
@@ -68,28 +57,8 @@ impl Wakeup {
             group: None,
             previous_trace: None,
             wake_at: None,
-            served: Served::new(),
-            kept: Vec::new(),
+            handover: None,
         }
-    }
-
-    /// Whether it hands the fair share's memory on (a tail call's).
-    pub fn hands_over(&self) -> bool {
-        !self.served.is_empty() || !self.kept.is_empty()
-    }
-
-    /// This wake-up's `served`, counted back from `at` instead (a later
-    /// epoch ms): what the trigger forwards of a tail call, so the next
-    /// invocation reads the starts as old as they are.
-    pub fn served_from(&self, at: u64) -> Served {
-        let hop = u32::try_from(at.saturating_sub(self.at)).unwrap_or(u32::MAX);
-        self.served
-            .iter()
-            .map(|(tenant, ago)| {
-                let ago = ago.iter().map(|a| a.saturating_add(hop)).collect();
-                (tenant.clone(), ago)
-            })
-            .collect()
     }
 }
 
@@ -307,43 +276,22 @@ mod tests {
     }
 
     #[test]
-    fn a_forwarded_ledger_keeps_the_starts_as_old_as_they_are() {
+    fn a_handover_travels_as_it_came_and_old_fields_are_ignored() {
         let mut w = Wakeup::new("process", "tail-call", 10_000);
-        w.served.insert("flood".into(), vec![0, 2_500, u32::MAX]);
-        // Forwarded 120 ms later.
-        let served = w.served_from(10_120);
-        assert_eq!(served["flood"], vec![120, 2_620, u32::MAX]);
-        // A clock behind the sender's adds nothing.
-        assert_eq!(w.served_from(9_000), w.served);
-    }
-
-    #[test]
-    fn kept_candidates_travel_in_the_index_entry_s_own_names_without_empty_fields() {
-        let mut w = Wakeup::new("process", "tail-call", 10_000);
-        assert!(!w.hands_over());
-        w.kept.push(lifo_core::Candidate {
-            tenant: Some("quiet".into()),
-            expires_at: 1_800_000_020,
-            ..lifo_core::Candidate::pending("t-1", 3, 1_800_000_000_123)
-        });
-        assert!(w.hands_over());
-        let json = serde_json::to_value(&w).unwrap();
-        assert_eq!(
-            json["kept"],
-            serde_json::json!([{
-                "taskId": "t-1",
-                "lifoShard": 3,
-                "claimableAt": 1_800_000_000_123_i64,
-                "expiresAt": 1_800_000_020,
-                "tenant": "quiet"
-            }])
-        );
-        let back: Wakeup = serde_json::from_value(json).unwrap();
+        w.handover = Some(serde_json::json!({"someLayer": {"at": 1, "n": [1, 2]}}));
+        let json = serde_json::to_string(&w).unwrap();
+        let back: Wakeup = serde_json::from_str(&json).unwrap();
         assert_eq!(back, w);
-        // A wake-up without it reads as none kept.
-        let plain: Wakeup =
-            serde_json::from_str(r#"{"source":"trigger","reason":"x","at":1}"#).unwrap();
-        assert!(plain.kept.is_empty());
+        // The previous version's fields read as a wake-up without one.
+        let old = r#"{"source":"process","reason":"tail-call","at":1,"served":{"a":[0]},"kept":[{"taskId":"t"}]}"#;
+        let old: Wakeup = serde_json::from_str(old).unwrap();
+        assert_eq!(old, Wakeup::new("process", "tail-call", 1));
+        // Whatever its shape, it does not stop the wake-up being read.
+        let odd: Wakeup =
+            serde_json::from_str(r#"{"source":"x","reason":"y","at":1,"handover":5}"#).unwrap();
+        assert_eq!(odd.handover, Some(serde_json::json!(5)));
+        let plain = serde_json::to_string(&Wakeup::new("trigger", "x", 1)).unwrap();
+        assert!(!plain.contains("handover"), "{plain}");
     }
 
     /// The header is what SNS carries to the function it invokes, so the

@@ -1,6 +1,7 @@
 //! The local stack: Amazon DynamoDB Local and moto started on loopback, the
-//! resources of template.yaml created in them, and an in-process pipeline
-//! that feeds the real handlers the events Lambda would.
+//! resources of template.yaml created in them, an in-process pipeline that
+//! feeds the real handlers the events Lambda would, and the guards and lags
+//! AWS has that the emulators lack. The lab (`lifo-lab`) runs on it.
 
 pub mod api_gateway;
 pub mod aws;
@@ -8,22 +9,18 @@ pub mod contention;
 pub mod empty_maps;
 pub mod filter;
 pub mod iam;
-pub mod ideal;
 pub mod index_lag;
 pub mod invoke;
 pub mod lambda_api;
-pub mod latency;
 pub mod loopback;
+pub mod pacing;
 pub mod payloads;
 pub mod pipeline;
-pub mod report;
 pub mod rie;
 pub mod runtime_api;
 pub mod servers;
-pub mod simulate;
 pub mod stack;
 pub mod template;
-pub mod warm_up;
 
 pub use pipeline::{Pipeline, PipelineOptions, SweepRate};
 pub use stack::LocalStack;

@@ -1,15 +1,18 @@
 //! Who waits, per tenant (`lifo stats --tenants`): the fair share as an
 //! operator sees it in the claimable index. It reads each shard's newest
 //! claimable entries, up to [`READ_PER_SHARD`] (about 4 read units a
-//! shard), and judges flooding as the processor does
-//! ([`lifo_core::order::flooding`]), over the tasks waiting. What the
+//! shard), and judges flooding by the rule it is given (the `lifo`
+//! command gives the processor's fair share's), over the tasks waiting. What the
 //! processor started, and for whom, is in its EMF metrics
 //! (`TenantStarts`, `FloodingTenantStarts`, `QuietTenantsOldestAgeMs`).
 
 use crate::{OpsError, Queue};
 use lifo_core::{Candidate, Order, priority};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+
+/// Who floods, of each tenant's waiting tasks.
+pub type Flooding<'a> = &'a dyn Fn(&[(&str, usize)]) -> HashSet<String>;
 
 /// Claimable entries read per shard, newest first.
 pub const READ_PER_SHARD: usize = 200;
@@ -39,26 +42,29 @@ pub struct Tenants {
 }
 
 /// Reads the newest claimable entries of every shard and sums them up.
-pub async fn collect(q: &Queue, now: u64) -> Result<Tenants, OpsError> {
+pub async fn collect(q: &Queue, now: u64, flooding: Flooding<'_>) -> Result<Tenants, OpsError> {
     let shards: Vec<u32> = (0..q.settings.shards.max(1)).collect();
     let horizon = q.settings.horizon(now);
     let heads = q
         .store
         .claimable_heads(Order::Lifo, &shards, READ_PER_SHARD, now, horizon)
         .await?;
-    Ok(summarise(&heads, now))
+    Ok(summarise(&heads, now, flooding))
 }
 
 /// Per tenant, of the shards' `heads` (each with whether it was complete).
-pub fn summarise(heads: &[(Vec<Candidate>, bool)], now: u64) -> Tenants {
+pub fn summarise(heads: &[(Vec<Candidate>, bool)], now: u64, flooding: Flooding<'_>) -> Tenants {
     let mut per: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
     for c in heads.iter().flat_map(|(items, _)| items) {
         let at = priority::at_ms(c.claimable_at);
-        let e = per.entry(c.tenant_name()).or_insert((0, at));
+        let e = per
+            .entry(c.tenant.as_deref().unwrap_or(""))
+            .or_insert((0, at));
         e.0 += 1;
         e.1 = e.1.min(at);
     }
-    let flooding = lifo_core::order::flooding(per.iter().map(|(t, (n, _))| (*t, *n)));
+    let load: Vec<(&str, usize)> = per.iter().map(|(t, (n, _))| (*t, *n)).collect();
+    let flooding = flooding(&load);
     let mut rows: Vec<TenantRow> = per
         .iter()
         .map(|(t, (n, oldest))| TenantRow {
@@ -126,7 +132,16 @@ mod tests {
             waiting("b1", "b", now - 2_500),
             waiting("a2", "a", now - 50),
         ];
-        let t = summarise(&[(shard0, true), (shard1, false)], now);
+        // The rule the processor's is judged by elsewhere: here, the one
+        // with more than half of the waiting tasks.
+        let rule = |load: &[(&str, usize)]| -> HashSet<String> {
+            let total: usize = load.iter().map(|(_, n)| n).sum();
+            load.iter()
+                .filter(|(_, n)| 2 * n > total)
+                .map(|(t, _)| (*t).to_owned())
+                .collect()
+        };
+        let t = summarise(&[(shard0, true), (shard1, false)], now, &rule);
         let rows: Vec<(&str, usize, u64, bool)> = t
             .rows
             .iter()
@@ -144,7 +159,7 @@ mod tests {
         assert!((t.flooding_share_pct - 100.0 * 8.0 / 11.0).abs() < 1e-9);
         assert!(t.cut_short);
         // Nothing waits: nothing floods.
-        let empty = summarise(&[(vec![], true)], now);
+        let empty = summarise(&[(vec![], true)], now, &rule);
         assert_eq!((empty.rows.len(), empty.quiet_oldest_age_ms), (0, None));
         assert_eq!(empty.flooding_share_pct, 0.0);
     }

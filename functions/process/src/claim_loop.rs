@@ -1,18 +1,16 @@
-//! The claim loop: fill every free slot with the newest claimable task,
-//! claiming in parallel.
+//! The claim loop: free slots, then starts from the rate limit, then the
+//! claim policy's picks ([`crate::select`]), then a claim for each, then
+//! what happened, told to the policy.
 //!
 //! Each claimed candidate is handled on a tokio task of its own
 //! ([`crate::handle`]: claim, run, record the outcome), spawned at once, so
 //! the claims of one refill go out together, and the loop reads and claims
-//! again while earlier tasks are still being claimed and run. A slot counts
-//! as taken from the moment its claim is sent. The candidates come from the
-//! claim policy ([`crate::select`]): the shards' heads kept in memory and
-//! read again only when needed, so reads stay flat in the shard count, and
-//! the fair share among tenants. A start from the rate limit is taken
-//! before a candidate is taken, so no task is claimed and then kept
-//! waiting. When nothing is left to claim, the loop waits for a rest that
-//! ends within [`MAX_REST_SLEEP`] (reading again once a second) and ends
-//! otherwise.
+//! again while earlier tasks run. A slot counts as taken from the moment
+//! its claim is sent. A start is taken from the rate limit for each pick,
+//! never before (a start taken for a slot no candidate fills would be
+//! lost); a pick without one goes back to the policy. When nothing is left
+//! to claim, the loop waits for a rest that ends within [`MAX_REST_SLEEP`]
+//! (reading again once a second) and ends otherwise.
 
 use crate::config::ProcessConfig;
 use crate::finish::FinishPolicy;
@@ -20,10 +18,7 @@ use crate::halt::Halt;
 use crate::handle::{self, ClaimContext, Handled};
 use crate::report::{Finished, ProcessReport, StopReason, tally};
 use crate::runner::TaskRunner;
-use crate::select::deadline::Deadlines;
-use crate::select::fair::{self, Ledger};
-use crate::select::heads::{HeadsPolicy, ShardHeads};
-use crate::select::refill;
+use crate::select::{self, Event, Handover, Select, Setup, Tally};
 use lifo_core::{Store, StoreError, now_ms};
 use lifo_lambda::alarm::MAX_REST_SLEEP;
 use std::collections::HashSet;
@@ -54,11 +49,8 @@ pub(crate) struct LoopState {
     pub seq: u64,
     /// (claim order, id) of each task claimed.
     pub claimed: Vec<(u64, String)>,
-    /// Each tenant's running tasks and recent starts, with the fair share
-    /// on.
-    pub fair: Option<Ledger>,
-    /// The deadline lane, with the adaptive order.
-    pub deadlines: Option<Deadlines>,
+    /// The claim policy, once the loop has begun.
+    pub select: Option<Box<dyn Select>>,
     /// The tasks this invocation put back and has not claimed since, each
     /// with its rest's end (epoch ms): it waits for one that ends within
     /// [`MAX_REST_SLEEP`], and sets rest alarms for the others when it
@@ -67,10 +59,8 @@ pub(crate) struct LoopState {
     /// The latest rest end the rest alarms that woke this invocation named
     /// (epoch ms): it looks until then.
     pub look_until: Option<u64>,
-    /// With the fair share, once the claim loop ends: the candidates of
-    /// the tenants that are not flooding still in view, for the tail
-    /// call to hand on ([`fair::kept`]).
-    pub kept: Vec<lifo_core::Candidate>,
+    /// What the policy hands to the next invocation, once the loop ended.
+    pub handover: Handover,
 }
 
 impl LoopState {
@@ -81,11 +71,10 @@ impl LoopState {
             failure: None,
             seq: 0,
             claimed: Vec::new(),
-            fair: None,
-            deadlines: None,
+            select: None,
             rests: std::collections::HashMap::new(),
             look_until: None,
-            kept: Vec::new(),
+            handover: Handover::new(),
         }
     }
 
@@ -110,6 +99,15 @@ impl LoopState {
             .min()
     }
 
+    /// Tells the claim policy `events`, now.
+    fn tell<'a>(&mut self, events: impl Iterator<Item = Event<'a>>) {
+        if let Some(policy) = &mut self.select {
+            for e in events {
+                policy.tell(e, now_ms());
+            }
+        }
+    }
+
     /// Ids the next candidates must not be.
     pub fn exclude(&self) -> HashSet<String> {
         self.skip.union(&self.in_flight).cloned().collect()
@@ -128,11 +126,13 @@ impl LoopState {
                 return;
             }
         };
-        if let Some(fair) = &mut self.fair {
-            fair.end(handled.task_id());
-        }
-        if let Some(lane) = &mut self.deadlines {
-            lane.ended(handled.task_id(), matches!(handled, Handled::Ran { .. }));
+        if let Some(select) = &mut self.select {
+            let ran = matches!(handled, Handled::Ran { .. });
+            let event = Event::Ended {
+                task_id: handled.task_id(),
+                ran,
+            };
+            select.tell(event, now_ms());
         }
         match handled {
             Handled::Ran {
@@ -181,9 +181,15 @@ impl LoopState {
         }
     }
 
-    /// The report's claim list, in the order the claims were sent.
+    /// The report's claim list, in the order the claims were sent, and
+    /// what the policy did.
     pub fn finish(mut self, report: &mut ProcessReport) {
-        report.deadline_starts = self.deadlines.as_ref().map_or(0, |d| d.starts);
+        let mut tally = Tally::default();
+        if let Some(select) = &self.select {
+            select.tally(&mut tally);
+        }
+        report.deadline_starts = tally.deadline_starts;
+        report.fairness = tally.fairness;
         self.claimed.sort_unstable();
         report.claimed = self.claimed.into_iter().map(|(_, id)| id).collect();
     }
@@ -239,10 +245,26 @@ pub(crate) struct Claiming<'a, R> {
     /// A rest alarm wakes the queue when a later rest ends: the loop waits
     /// only for one that ends within [`MAX_REST_SLEEP`].
     pub alarm: bool,
-    /// The fair share's ledger the tail call before handed on.
-    pub handover: Option<&'a crate::wakeups::Handover>,
+    /// What the invocation before handed over (for this group).
+    pub handover: Option<&'a Handover>,
     /// Its host's stop: once stopped, nothing more is claimed.
     pub halt: &'a Halt,
+}
+
+/// Takes a start from `limiter` for each of `candidates` in turn: those
+/// left without one, and when a start is free again.
+fn grant(
+    limiter: Option<&governor::DefaultDirectRateLimiter>,
+    candidates: &mut Vec<lifo_core::Candidate>,
+) -> (Vec<lifo_core::Candidate>, Option<Instant>) {
+    let mut granted = 0;
+    while granted < candidates.len() {
+        match take_start(limiter) {
+            Ok(()) => granted += 1,
+            Err(wait) => return (candidates.split_off(granted), Some(Instant::now() + wait)),
+        }
+    }
+    (Vec::new(), None)
 }
 
 /// Takes one start from `limiter`: `Ok` (or no limit), or how long until
@@ -266,8 +288,81 @@ impl<R: TaskRunner> Claiming<'_, R> {
         }
     }
 
+    /// The claim policy of this invocation's settings and share of the
+    /// runner, at `now`.
+    fn policy(&self, now: u64) -> Box<dyn Select> {
+        let a = self.assignment;
+        let (group, processors) = (a.group.map_or(0, |(g, _)| g), self.config.processors.max(1));
+        let share = |n: u32| lifo_core::groups::share(n, group, processors);
+        select::stack(
+            &Setup {
+                order: self.config.order,
+                shards: a.shards.clone(),
+                capacity: a.capacity,
+                per_second: self.config.rate_limit.map(|l| share(l.per_second.get())),
+                fair_share: self.config.fair_share,
+                // Each processor caps its share of the slots.
+                tenant_max_in_flight: self
+                    .config
+                    .tenant_max_in_flight
+                    .map(|n| share(n.get()) as usize),
+                handover: self.handover,
+            },
+            now,
+        )
+    }
+
+    /// Nothing to claim: waits for a running task to end (`idle_poll` at
+    /// most), or with nothing running looks a little longer (a task
+    /// announced a moment ago may not be in the index yet), then for a rest
+    /// of this invocation's that ends soon; true when the loop should end.
+    async fn idle(
+        &self,
+        state: &mut LoopState,
+        report: &mut ProcessReport,
+        running: &mut JoinSet<Handled>,
+        stop_claiming_at: Instant,
+        last_work: Instant,
+    ) -> bool {
+        if !running.is_empty() {
+            let poll = Some(self.config.idle_poll);
+            wait_for_one(state, report, running, stop_claiming_at, poll).await;
+            return false;
+        }
+        if last_work.elapsed() < self.config.linger {
+            let left = stop_claiming_at.saturating_duration_since(Instant::now());
+            self.nap(self.config.idle_poll.min(left)).await;
+            return false;
+        }
+        // A task this invocation put back comes back in a moment (the rest
+        // alarm's precision; without an alarm, within the budget): sleep
+        // until its rest ends, reading again each second so new work is not
+        // held back. A later rest end is the alarm's, set at the end.
+        let now = now_ms();
+        let longest = if self.alarm {
+            MAX_REST_SLEEP
+        } else {
+            stop_claiming_at.saturating_duration_since(Instant::now())
+        };
+        let wait = state
+            .next_rest_end(now)
+            .map(|at| Duration::from_millis(at - now + REST_END_MARGIN_MS))
+            .filter(|w| *w <= longest && Instant::now() + *w < stop_claiming_at);
+        let Some(wait) = wait else {
+            report.stop = StopReason::Empty;
+            return true;
+        };
+        tracing::debug!(
+            event = "process.awaiting_rest",
+            waitMs = wait.as_millis() as u64
+        );
+        self.nap(wait.min(REST_WAIT_STEP)).await;
+        false
+    }
+
     /// Claims until the budget (`stop_claiming_at`) ends, nothing is left,
-    /// the queue is paused or a claim fails on the store.
+    /// the queue is paused or a claim fails on the store; then what the
+    /// policy hands over is in `state`.
     pub(crate) async fn run(
         &self,
         report: &mut ProcessReport,
@@ -276,43 +371,31 @@ impl<R: TaskRunner> Claiming<'_, R> {
         stop_claiming_at: Instant,
         lease_until: u64,
     ) -> Result<(), StoreError> {
-        let policy = HeadsPolicy::new(self.assignment.shards.len(), self.assignment.capacity);
-        let mut heads = ShardHeads::new(self.config.order, self.assignment.shards.clone(), policy);
+        state.select = Some(self.policy(now_ms()));
         let outcome = self
-            .claim(
-                report,
-                state,
-                running,
-                (stop_claiming_at, lease_until),
-                &mut heads,
-            )
+            .claim(report, state, running, (stop_claiming_at, lease_until))
             .await;
-        if let Some(ledger) = &state.fair {
-            // Not what it claimed: a read while a claim ran can show it.
-            let mut exclude = state.exclude();
-            exclude.extend(state.claimed.iter().map(|(_, id)| id.clone()));
-            state.kept = fair::kept(&heads, &exclude, ledger, now_ms());
+        // Not what it claimed: a read while a claim ran can show it.
+        let mut exclude = state.exclude();
+        exclude.extend(state.claimed.iter().map(|(_, id)| id.clone()));
+        if let Some(select) = &mut state.select {
+            select.hand_over(&exclude, now_ms(), &mut state.handover);
         }
         outcome
     }
 
-    /// [`Claiming::run`]'s loop, on `heads` (what they hold when it ends
-    /// is handed on), until the budget's end (`stop_claiming_at`), each
-    /// claim leased until `lease_until`.
+    /// [`Claiming::run`]'s loop, until the budget's end
+    /// (`stop_claiming_at`), each claim leased until `lease_until`.
     async fn claim(
         &self,
         report: &mut ProcessReport,
         state: &mut LoopState,
         running: &mut JoinSet<Handled>,
         (stop_claiming_at, lease_until): (Instant, u64),
-        heads: &mut ShardHeads,
     ) -> Result<(), StoreError> {
         let assignment = self.assignment;
         let capacity = assignment.capacity;
         let limiter = assignment.limiter.as_deref();
-        let policy = heads.policy();
-        // Tasks with a tenant were seen: the fair share's reads from then on.
-        let mut tenanted = false;
         let ctx = ClaimContext {
             store: self.store.clone(),
             runner: Arc::clone(self.runner),
@@ -324,47 +407,6 @@ impl<R: TaskRunner> Claiming<'_, R> {
             claimed_by: Arc::clone(&assignment.claimed_by),
             halt: self.halt.clone(),
         };
-        if self.config.fair_share {
-            let group = assignment.group.map_or(0, |(g, _)| g);
-            let processors = self.config.processors.max(1);
-            let per_second = self
-                .config
-                .rate_limit
-                .map(|l| lifo_core::groups::share(l.per_second.get(), group, processors));
-            // Each processor caps its share of the slots.
-            let cap = self.config.tenant_max_in_flight.map(|n| {
-                let n = lifo_core::groups::share(n.get(), group, processors) as usize;
-                fair::Cap::new(n, capacity, per_second)
-            });
-            let mut ledger = Ledger::new(per_second)
-                .in_order(self.config.order)
-                .with_cap(cap);
-            if let Some(h) = self
-                .handover
-                .filter(|h| h.group == assignment.group.map(|(g, _)| g))
-            {
-                ledger.take_over(&h.served, h.at);
-                // The invocation before saw tenants: read as it did, and
-                // keep in view what it kept.
-                tenanted = true;
-                heads.set_policy(fair::policy(policy));
-                heads.seed(h.kept.clone());
-            } else {
-                heads.set_policy(fair::untenanted(policy));
-            }
-            state.fair = Some(ledger);
-            // The first read goes deeper: what a backlog holds under
-            // another tenant's newer tasks (kept in view by the invocation
-            // before, or there before any) is seen once, then kept.
-            heads.set_policy(fair::first_read(heads.policy()));
-        }
-        if self.config.order == lifo_core::Order::Adaptive {
-            let per_second = self.config.rate_limit.map(|l| {
-                let group = assignment.group.map_or(0, |(g, _)| g);
-                lifo_core::groups::share(l.per_second.get(), group, self.config.processors.max(1))
-            });
-            state.deadlines = Some(Deadlines::new(capacity, per_second));
-        }
         let mut control_read = Instant::now();
         // When there last was work: a candidate found, or a task running.
         let mut last_work = Instant::now();
@@ -420,135 +462,55 @@ impl<R: TaskRunner> Claiming<'_, R> {
             // start taken for a slot no candidate fills (an empty read at
             // light load) would be lost. When the bucket ran dry, wait for
             // it (or for a running task to end) before reading again.
-            if let Some(at) = next_start_at {
-                let now = Instant::now();
-                if now < at {
-                    wait_for_one(state, report, running, stop_claiming_at, Some(at - now)).await;
-                    continue;
-                }
-                next_start_at = None;
+            if let Some(wait) = next_start_at
+                .and_then(|at| at.checked_duration_since(Instant::now()))
+                .filter(|w| !w.is_zero())
+            {
+                wait_for_one(state, report, running, stop_claiming_at, Some(wait)).await;
+                continue;
             }
             let now = now_ms();
             let exclude = state.exclude();
-            let mut candidates = refill(
+            let horizon = now.saturating_sub(self.config.max_ttl_seconds * 1000);
+            let Some(policy) = state.select.as_mut() else {
+                return Ok(());
+            };
+            let mut candidates = crate::reads::refill(
+                &mut **policy,
                 self.store,
-                heads,
-                self.config.order,
-                now.saturating_sub(self.config.max_ttl_seconds * 1000),
-                free,
-                &exclude,
-                state.fair.as_mut(),
-                state.deadlines.as_mut(),
+                (free, &exclude),
+                horizon,
+                &now_ms,
             )
             .await?;
-            // The fair share's reads from the read after the first that
-            // showed a tenant, whatever it took (at light load it takes
-            // them all, and the reads in between, a page each and keeping
-            // nothing, lost sight of what a burst buried); after the
-            // deeper first read, the usual reads.
-            if self.config.fair_share && !tenanted && heads.seen_tenant() {
-                tenanted = true;
-                heads.set_policy(fair::policy(policy));
-            } else if heads.reads() == 1 && heads.policy().page == fair::FIRST_READ_PAGE {
-                heads.set_policy(match tenanted {
-                    true => fair::policy(policy),
-                    false => fair::untenanted(policy),
-                });
-            }
-            let mut granted = 0;
-            while granted < candidates.len() {
-                match take_start(limiter) {
-                    Ok(()) => granted += 1,
-                    Err(wait) => {
-                        next_start_at = Some(Instant::now() + wait);
-                        break;
-                    }
-                }
-            }
-            // The bucket ran dry: what was taken and not started goes back
-            // where it came from (a task kept past a cut-short read's end
-            // would not be read again).
-            let dry = candidates.split_off(granted);
-            let mut back = Vec::with_capacity(dry.len());
-            for c in dry {
-                match &mut state.deadlines {
-                    Some(lane) if lane.gave(&c.task_id) => lane.not_started(&c.task_id),
-                    _ => back.push(c),
-                }
-            }
-            let any_back = !back.is_empty();
-            heads.put_back(back);
-            if candidates.is_empty() && any_back {
-                // Read, but the bucket is dry: they stay claimable.
-                last_work = Instant::now();
-                continue;
-            }
+            // The bucket ran dry: what was picked and not started goes back.
+            let (dry, dry_until) = grant(limiter, &mut candidates);
+            next_start_at = dry_until;
+            state.tell(dry.iter().map(Event::NotStarted));
             if candidates.is_empty() {
-                if running.is_empty() {
-                    // Nothing to claim and nothing runs: look a little
-                    // longer (a task announced a moment ago may not be in
-                    // the index yet), then end.
-                    if last_work.elapsed() >= self.config.linger {
-                        // A task this invocation put back comes back in a
-                        // moment (the rest alarm's precision; without an
-                        // alarm, within the budget): sleep until its rest
-                        // ends, reading again each second so new work is
-                        // not held back. A later rest end is the alarm's,
-                        // set when the invocation ends.
-                        let now = now_ms();
-                        let longest = if self.alarm {
-                            MAX_REST_SLEEP
-                        } else {
-                            stop_claiming_at.saturating_duration_since(Instant::now())
-                        };
-                        let wait = state
-                            .next_rest_end(now)
-                            .map(|at| Duration::from_millis(at - now + REST_END_MARGIN_MS))
-                            .filter(|w| *w <= longest && Instant::now() + *w < stop_claiming_at);
-                        let Some(wait) = wait else {
-                            report.stop = StopReason::Empty;
-                            return Ok(());
-                        };
-                        tracing::debug!(
-                            event = "process.awaiting_rest",
-                            waitMs = wait.as_millis() as u64
-                        );
-                        self.nap(wait.min(REST_WAIT_STEP)).await;
-                        continue;
-                    }
-                    self.nap(
-                        self.config
-                            .idle_poll
-                            .min(stop_claiming_at.saturating_duration_since(Instant::now())),
-                    )
-                    .await;
-                    continue;
+                if !dry.is_empty() || !running.is_empty() {
+                    last_work = Instant::now();
                 }
-                last_work = Instant::now();
-                wait_for_one(
-                    state,
-                    report,
-                    running,
-                    stop_claiming_at,
-                    Some(self.config.idle_poll),
-                )
-                .await;
+                // Read, but the bucket is dry: they stay claimable.
+                if dry.is_empty()
+                    && self
+                        .idle(state, report, running, stop_claiming_at, last_work)
+                        .await
+                {
+                    return Ok(());
+                }
                 continue;
             }
             // Stopped while it read: what it read stays claimable.
             if self.halt.is_stopped() {
-                heads.put_back(candidates);
+                state.tell(candidates.iter().map(Event::NotStarted));
                 continue;
             }
             last_work = Instant::now();
             let sent_at = now_ms();
             for c in candidates {
-                if let Some(fair) = &mut state.fair {
-                    let tenant = c.tenant_name();
-                    fair.start(&c.task_id, tenant, sent_at);
-                }
-                if let Some(lane) = &mut state.deadlines {
-                    lane.started(&c.task_id);
+                if let Some(policy) = &mut state.select {
+                    policy.tell(Event::Started(&c), sent_at);
                 }
                 state.seq += 1;
                 state.rests.remove(&c.task_id);

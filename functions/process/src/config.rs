@@ -1,6 +1,6 @@
 //! Settings of the process function, from its environment.
 
-use crate::select::rest::RestPolicy;
+use crate::rest::RestPolicy;
 use lifo_core::Order;
 use lifo_lambda::config::{self, ConfigError, Source};
 use std::num::NonZeroU32;

@@ -2,8 +2,8 @@
 //! token.
 
 use crate::report::Finished;
+use crate::rest::RestPolicy;
 use crate::runner::{RunOutcome, TaskRunner};
-use crate::select::rest::RestPolicy;
 use lifo_core::error::Chain;
 use lifo_core::{Move, Step, Store, StoreError, Task, TaskStatus, Transition, now_ms};
 use std::sync::Arc;

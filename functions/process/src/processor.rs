@@ -231,7 +231,12 @@ impl<R: TaskRunner> Processor<R> {
             config: &self.config,
             assignment: &assignment,
             alarm: self.alarm.is_some(),
-            handover: wake.handover.as_ref(),
+            // A tail call's handover, if it was for this group.
+            handover: wake
+                .handover
+                .as_ref()
+                .filter(|h| h.group == assignment.group.map(|(g, _)| g))
+                .map(|h| &h.value),
             halt: &self.halt,
         }
         .run(
@@ -247,15 +252,9 @@ impl<R: TaskRunner> Processor<R> {
         let failure = state.failure.take();
         // The tasks it put back and did not claim again: the rest alarms'.
         let rest_ends = state.unclaimed_rest_ends();
-        report.fairness = state.fair.as_ref().map(|l| l.fairness());
-        // What the next invocation of the loop remembers of the share.
+        // What the next invocation of the loop starts from.
         let sent_at = now_ms();
-        let served = state
-            .fair
-            .as_mut()
-            .map(|l| l.handover(sent_at))
-            .unwrap_or_default();
-        let kept = std::mem::take(&mut state.kept);
+        let handover = std::mem::take(&mut state.handover);
         state.finish(&mut report);
         let outcome = outcome.and_then(|()| failure.map_or(Ok(()), Err));
         // A tail call only after claiming something (as in model/lifo.pml):
@@ -290,8 +289,7 @@ impl<R: TaskRunner> Processor<R> {
                 let wakeup = Wakeup {
                     group: assignment.group.map(|(g, _)| g),
                     previous_trace: lifo_lambda::xray::current().map(|t| t.root.to_string()),
-                    served,
-                    kept,
+                    handover: (!handover.is_empty()).then_some(serde_json::Value::Object(handover)),
                     ..Wakeup::new("process", "tail-call", sent_at)
                 };
                 self.tail.wake(&wakeup).await?;

@@ -3,7 +3,6 @@
 
 use crate::ProcessError;
 use lifo_lambda::Wakeup;
-use lifo_lambda::notify::Served;
 
 /// What woke an invocation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,22 +18,17 @@ pub struct Wakeups {
     /// The latest rest end a rest alarm among the wake-ups named (epoch
     /// ms): the invocation looks until then ([`lifo_lambda::alarm`]).
     pub wake_at: Option<u64>,
-    /// A tail call's fair-share ledger ([`crate::select::fair`]).
+    /// What a tail call's claim policy handed over
+    /// ([`crate::select::Handover`]).
     pub handover: Option<Handover>,
 }
 
-/// The fair share's ledger and kept candidates a tail call handed on.
+/// What a tail call's claim policy handed over, and for which group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handover {
-    /// When it was sent (epoch ms, the sender's clock): the starts are
-    /// counted back from it.
-    pub at: u64,
-    /// The shard group it was kept for (more than one processor).
+    /// The shard group it was for (more than one processor).
     pub group: Option<u32>,
-    pub served: Served,
-    /// The claimable candidates it had kept in view of the tenants that
-    /// were not flooding ([`lifo_lambda::Wakeup::kept`]).
-    pub kept: Vec<lifo_core::Candidate>,
+    pub value: crate::select::Handover,
 }
 
 impl Wakeups {
@@ -78,14 +72,15 @@ impl Wakeups {
         let mut handover = None;
         for r in &sns.records {
             let w = serde_json::from_str::<Wakeup>(&r.sns.message).ok();
+            // Only an object is a handover: anything else (another
+            // version's) is ignored.
             if handover.is_none()
-                && let Some(w) = w.as_ref().filter(|w| w.hands_over())
+                && let Some(w) = &w
+                && let Some(serde_json::Value::Object(value)) = &w.handover
             {
                 handover = Some(Handover {
-                    at: w.at,
                     group: w.group,
-                    served: w.served.clone(),
-                    kept: w.kept.clone(),
+                    value: value.clone(),
                 });
             }
             if previous_trace.is_none() {

@@ -136,9 +136,9 @@ struct Groups {
     previous_trace: Option<String>,
     /// Rest alarms: the latest rest end they named.
     wake_at: Option<u64>,
-    /// Tail calls: the fair share's ledger and kept candidates each handed
-    /// on, by the group it named, forwarded to that group's processor.
-    handovers: std::collections::BTreeMap<Option<u32>, Wakeup>,
+    /// Tail calls: what each handed over, by the group it named, forwarded
+    /// as it came to that group's processor.
+    handovers: std::collections::BTreeMap<Option<u32>, serde_json::Value>,
 }
 
 /// What invoked the trigger: the table stream, an SNS tail call, or the
@@ -279,8 +279,10 @@ impl Trigger {
                     if groups.previous_trace.is_none() {
                         groups.previous_trace = w.as_ref().and_then(|w| w.previous_trace.clone());
                     }
-                    if let Some(w) = w.as_ref().filter(|w| w.hands_over()) {
-                        groups.handovers.entry(w.group).or_insert_with(|| w.clone());
+                    if let Some(w) = &w
+                        && let Some(h) = &w.handover
+                    {
+                        groups.handovers.entry(w.group).or_insert_with(|| h.clone());
                     }
                     match w.and_then(|w| w.group) {
                         Some(g) => {
@@ -568,12 +570,10 @@ impl Trigger {
         if groups.handovers.is_empty() {
             return self.fanout.wake_all(&wakeup, &targets).await;
         }
-        // Each group's processor gets the ledger its tail call handed on.
+        // Each group's processor gets what its tail call handed over.
         for group in &targets {
-            let handover = groups.handovers.get(group);
             let wakeup = Wakeup {
-                served: handover.map(|w| w.served_from(at)).unwrap_or_default(),
-                kept: handover.map(|w| w.kept.clone()).unwrap_or_default(),
+                handover: groups.handovers.get(group).cloned(),
                 ..wakeup.clone()
             };
             self.fanout.wake(&wakeup, *group).await?;

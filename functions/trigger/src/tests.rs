@@ -452,36 +452,19 @@ async fn forwarded_to_group_1(message: String) -> Wakeup {
     sent[0].clone()
 }
 
-/// A tail call's fair-share ledger reaches the processor of its group,
-/// its starts as old as they are when the trigger forwards them.
+/// What a tail call handed over reaches the processor of its group as it
+/// was sent: the trigger neither reads nor changes it.
 #[tokio::test]
-async fn a_tail_calls_ledger_is_forwarded_to_its_group() {
-    let sent_at = lifo_core::now_ms();
-    let sent = forwarded_to_group_1(format!(
-        r#"{{"source":"process","reason":"tail-call","at":{sent_at},"group":1,"served":{{"flood":[0,900]}}}}"#
-    ))
-    .await;
-    let ago = &sent.served["flood"];
-    let hop = u64::from(ago[0]);
-    assert!(hop <= sent.at - sent_at, "{ago:?}");
-    assert_eq!(ago[1] - ago[0], 900);
-}
-
-/// A tail call's kept candidates reach the processor of its group as
-/// they were sent, even with no ledger beside them.
-#[tokio::test]
-async fn a_tail_calls_kept_candidates_are_forwarded_to_its_group() {
-    let sent = forwarded_to_group_1(
-        r#"{"source":"process","reason":"tail-call","at":1,"group":1,"kept":[{"taskId":"q-1","lifoShard":2,"claimableAt":5,"expiresAt":9,"tenant":"quiet"}]}"#
-            .to_owned(),
-    )
-    .await;
-    let ids: Vec<(&str, u32, Option<&str>)> = sent
-        .kept
-        .iter()
-        .map(|c| (c.task_id.as_str(), c.lifo_shard, c.tenant.as_deref()))
-        .collect();
-    assert_eq!(ids, [("q-1", 2, Some("quiet"))]);
+async fn a_tail_calls_handover_is_forwarded_to_its_group_as_it_came() {
+    let handover = json!({"someLayer": {"at": 1, "list": [{"id": "q-1"}], "n": [0, 900]}});
+    let message = json!({"source": "process", "reason": "tail-call", "at": 1, "group": 1, "handover": handover});
+    let sent = forwarded_to_group_1(message.to_string()).await;
+    assert_eq!(sent.handover, Some(handover));
+    // A tail call of the version before (its own fields) wakes the group
+    // with none.
+    let old = r#"{"source":"process","reason":"tail-call","at":1,"group":1,"served":{"a":[0]}}"#;
+    let sent = forwarded_to_group_1(old.to_owned()).await;
+    assert_eq!(sent.handover, None);
 }
 
 /// A rest alarm that went off: the processor is woken (the fixture's rest

@@ -5,7 +5,7 @@
 //! on a local table from `Store::started_since` (a scan, free there).
 
 use super::text::seconds;
-use lifo_local::report::percentile;
+use lifo_lab::report::percentile;
 use maud::{Markup, html};
 
 /// Minutes per bucket, and buckets in the hour.

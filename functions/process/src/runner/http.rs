@@ -115,7 +115,7 @@ fn shown(s: &str) -> String {
 /// The rest a `Retry-After` value asks for: delay-seconds (a fraction is
 /// accepted), or an HTTP date (a past date asks for none). `None` for a
 /// value that is neither, or negative: the queue's own rest applies. The
-/// floor and the cap are the rest policy's ([`crate::select::rest`]).
+/// floor and the cap are the rest policy's ([`crate::rest`]).
 pub fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let v = value.trim();
     if let Ok(s) = v.parse::<f64>() {

@@ -58,33 +58,30 @@ fn a_rest_alarms_wakeup_names_when_its_rests_end() {
 }
 
 #[test]
-fn a_tail_call_hands_on_the_fair_share_s_ledger() {
+fn a_tail_call_hands_over_what_its_claim_policy_left_and_nothing_else_counts() {
     let mut event: serde_json::Value =
         serde_json::from_str(include_str!("../../../../events/process-wakeup.json")).unwrap();
+    let record = event["Records"][0].clone();
     let mut wakeup = lifo_lambda::Wakeup::new("process", "tail-call", 1_000);
     wakeup.group = Some(1);
-    wakeup.served.insert("flood".into(), vec![10, 400, 9_000]);
-    let quiet = lifo_core::Candidate {
-        tenant: Some("quiet".into()),
-        ..lifo_core::Candidate::pending("q-1", 0, 800)
-    };
-    wakeup.kept.push(quiet.clone());
+    let value = serde_json::json!({"fairShare": {"at": 1000, "served": {"flood": [10, 400]}}});
+    wakeup.handover = Some(value.clone());
     event["Records"][0]["Sns"]["Message"] =
         serde_json::json!(serde_json::to_string(&wakeup).unwrap());
-    let got = Wakeups::parse(event).unwrap();
-    assert_eq!(
-        got.handover,
-        Some(crate::wakeups::Handover {
-            at: 1_000,
-            group: Some(1),
-            served: wakeup.served.clone(),
-            kept: vec![quiet],
-        })
-    );
-    // What travels: `served`, tenant to milliseconds before `at`.
-    let message = serde_json::to_value(&wakeup).unwrap();
-    assert_eq!(
-        message["served"],
-        serde_json::json!({"flood": [10, 400, 9000]})
-    );
+    let got = Wakeups::parse(event.clone()).unwrap();
+    let handover = got.handover.expect("a handover");
+    assert_eq!(handover.group, Some(1));
+    assert_eq!(serde_json::Value::Object(handover.value), value);
+    // The version before's fields, or a handover that is no object: a
+    // wake-up as any other, with none.
+    for message in [
+        r#"{"source":"process","reason":"tail-call","at":1,"group":1,"served":{"flood":[10]},"kept":[]}"#,
+        r#"{"source":"process","reason":"tail-call","at":1,"group":1,"handover":[1,2]}"#,
+    ] {
+        let mut e = event.clone();
+        e["Records"] = serde_json::json!([record.clone()]);
+        e["Records"][0]["Sns"]["Message"] = serde_json::json!(message);
+        let got = Wakeups::parse(e).unwrap();
+        assert_eq!((got.handover, got.groups), (None, vec![1]), "{message}");
+    }
 }

@@ -15,9 +15,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+mod corpus;
 mod events;
 mod logs;
 mod pause;
+pub(crate) mod select;
+mod stack;
 
 fn index_entry(id: &str, at: u64) -> HashMap<String, AttributeValue> {
     HashMap::from([
@@ -129,7 +132,7 @@ fn processor_with(
         idle_poll: Duration::from_millis(10),
         linger: Duration::ZERO,
         pause_poll: Duration::from_millis(20),
-        rest: crate::select::rest::RestPolicy::default(),
+        rest: crate::rest::RestPolicy::default(),
         rate_limit: None,
         processors: 1,
         max_attempts: 3,

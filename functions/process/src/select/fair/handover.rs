@@ -1,47 +1,75 @@
-//! The ledger's memory across a tail call: each tenant's starts in the last
-//! [`WINDOW`], carried in the tail call's wake-up (`served`), so the next
-//! invocation of the loop does not start with every tenant even and hand
-//! the flooding tenant the top again.
-//!
-//! Bounded: at most [`MAX_BYTES`] of JSON, the most served tenants first
-//! (they are what the next invocation must remember); an SNS message may
-//! be 256 KB. Times are milliseconds before the wake-up's `at`, so the
-//! next invocation reads them on its own clock.
-//!
-//! Beside the ledger, the candidates the heads kept in view of the tenants
-//! that were not flooding ([`kept`], `kept`): the next invocation's first
-//! read shows the newest only, and a quiet tenant's task the reads before
-//! had found under a flood's newer ones would be out of view until the
-//! flood's tasks above it were claimed, seconds later. At most
-//! [`MAX_KEPT_BYTES`].
+//! What the fair share hands to the next invocation of the tail-call loop
+//! ([`Handed`], under [`NAME`] in the opaque handover): each tenant's
+//! starts in the last [`WINDOW`] (`served`), so the next invocation does
+//! not hand the flooding tenant the top again, and the candidates in view
+//! of the tenants not flooding (`inView`), which its first read, newest
+//! first, would not show. Bounded ([`MAX_BYTES`], [`MAX_IN_VIEW_BYTES`]; an
+//! SNS message may be 256 KB); times count back from `at`, the sender's
+//! clock. One this code cannot read is ignored.
 
 use super::PAGE;
 use super::ledger::{Ledger, WINDOW};
-use crate::select::heads::ShardHeads;
+use super::tenants::{tenant_heads, tenant_of};
+use crate::select::heads::Heads;
+use crate::select::{Handover, Ids};
 use lifo_core::Candidate;
-use lifo_lambda::notify::Served;
-use std::collections::HashSet;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
-/// Most bytes the handover adds to a wake-up (≈ 5,000 starts).
+/// The fair share's name in a handover.
+pub const NAME: &str = "fairShare";
+
+/// Most bytes of starts handed over (≈ 5,000 starts).
 pub const MAX_BYTES: usize = 32 * 1024;
 
-/// Most bytes of kept candidates a tail call hands on (≈ 100 to 150
-/// index entries: a tenant name, a task id and four numbers each).
-pub const MAX_KEPT_BYTES: usize = 16 * 1024;
+/// Most bytes of candidates in view handed over (≈ 100 to 150 index
+/// entries).
+pub const MAX_IN_VIEW_BYTES: usize = 16 * 1024;
 
-/// The candidates in `heads` (none in `exclude`, none expired at `now_ms`)
-/// of the tenants that are not flooding, for the next invocation to keep
-/// in view: up to [`PAGE`] per tenant, in the claim order, the tenants
-/// with the fewest waiting first, within [`MAX_KEPT_BYTES`] of JSON. A
-/// flooding tenant's are left out: its newest are what the first read
-/// shows.
-pub fn kept(
-    heads: &ShardHeads,
-    exclude: &HashSet<String>,
-    ledger: &Ledger,
-    now_ms: u64,
-) -> Vec<Candidate> {
-    let seen = heads.tenant_heads(exclude);
+/// Each tenant's starts, in ms before the handover's `at`, newest first.
+pub type Served = BTreeMap<String, Vec<u32>>;
+
+/// The fair share's part of a handover.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Handed {
+    /// When it was handed over (epoch ms, the sender's clock).
+    pub at: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub served: Served,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_view: Vec<Candidate>,
+}
+
+impl Handed {
+    /// The fair share's part of `handover`, if it holds one this code reads.
+    pub fn from_handover(handover: &Handover) -> Option<Self> {
+        let value = handover.get(NAME)?;
+        match serde_json::from_value(value.clone()) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                tracing::warn!(event = "process.handover_ignored", error = %e);
+                None
+            }
+        }
+    }
+
+    /// Adds it to `out`, unless it holds nothing.
+    pub fn into_handover(self, out: &mut Handover) {
+        if self.served.is_empty() && self.in_view.is_empty() {
+            return;
+        }
+        if let Ok(v) = serde_json::to_value(self) {
+            out.insert(NAME.to_owned(), v);
+        }
+    }
+}
+
+/// The candidates in `heads` (none in `exclude` or expired at `now_ms`) of
+/// the tenants not flooding: up to [`PAGE`] each in the claim order, the
+/// fewest waiting first, within [`MAX_IN_VIEW_BYTES`] of JSON.
+pub fn in_view(heads: &Heads, exclude: &Ids, ledger: &Ledger, now_ms: u64) -> Vec<Candidate> {
+    let seen = tenant_heads(heads, exclude);
     let waiting = seen.iter().map(|(t, h)| (t.clone(), h.waiting)).collect();
     let flooding = ledger.flooding(&waiting);
     let mut tenants: Vec<(usize, &str)> = seen
@@ -56,13 +84,13 @@ pub fn kept(
     for (_, tenant) in tenants {
         let theirs = all
             .iter()
-            .filter(|c| c.tenant_name() == tenant && !exclude.contains(&c.task_id))
+            .filter(|c| tenant_of(c) == tenant && !exclude.contains(&c.task_id))
             .filter(|c| c.expires_at > now_ms / 1000)
             .take(PAGE);
         for c in theirs {
             // Its JSON and a comma.
             let cost = serde_json::to_string(c).map_or(usize::MAX, |j| j.len() + 1);
-            if bytes + cost > MAX_KEPT_BYTES {
+            if bytes + cost > MAX_IN_VIEW_BYTES {
                 return out;
             }
             bytes += cost;
@@ -73,10 +101,9 @@ pub fn kept(
 }
 
 impl Ledger {
-    /// The starts of the last [`WINDOW`] at `now_ms` (epoch ms), as
-    /// milliseconds before it, newest first, per tenant; within
-    /// [`MAX_BYTES`].
-    pub fn handover(&mut self, now_ms: u64) -> Served {
+    /// Each tenant's starts of the last [`WINDOW`] at `now_ms` (ms before
+    /// it, newest first), the most served first, within [`MAX_BYTES`].
+    pub fn served(&mut self, now_ms: u64) -> Served {
         self.forget(now_ms);
         let mut tenants: Vec<(&String, _)> = self.starts.iter().collect();
         tenants.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
@@ -99,9 +126,8 @@ impl Ledger {
         out
     }
 
-    /// Takes over the starts a tail call handed on at `at_ms` (epoch ms,
-    /// the wake-up's `at`); those older than [`WINDOW`] are dropped at the
-    /// next round.
+    /// Takes over the starts handed over at `at_ms` (the sender's clock),
+    /// before anything this invocation booked.
     pub fn take_over(&mut self, served: &Served, at_ms: u64) {
         let window = WINDOW.as_millis() as u64;
         for (tenant, ago) in served {
@@ -112,7 +138,6 @@ impl Ledger {
                 .map(|a| at_ms.saturating_sub(u64::from(*a)))
                 .collect();
             before.sort_unstable();
-            // Before anything this invocation booked.
             for t in before.into_iter().rev() {
                 times.push_front(t);
             }
@@ -125,116 +150,110 @@ impl Ledger {
 mod tests {
     use super::super::ledger::tests::{NOW, ran};
     use super::*;
+    use crate::select::heads::HeadsPolicy;
+    use lifo_core::Order;
     use lifo_core::priority::Priority;
+
+    fn heads_of(entries: Vec<Candidate>) -> Heads {
+        let mut h = Heads::new(Order::Lifo, vec![0], HeadsPolicy::new(1, 5));
+        h.replace(vec![(entries, false)], NOW);
+        h
+    }
 
     #[test]
     fn the_next_invocation_remembers_who_was_served_and_when() {
         let mut first = Ledger::new(None);
         ran(&mut first, "flood", 40, NOW - 3_000);
         ran(&mut first, "quiet", 2, NOW - 1_000);
-        // Too old to count: not handed on.
         ran(&mut first, "old", 5, NOW - 11_000);
-        let served = first.handover(NOW);
-        assert_eq!(served.len(), 2);
-        assert_eq!(served["flood"], vec![3_000; 40]);
-        assert_eq!(served["quiet"], vec![1_000; 2]);
-        // The wake-up travels as JSON.
-        let json = serde_json::to_string(&served).unwrap_or_default();
-        let back: Served = serde_json::from_str(&json).unwrap_or_default();
-        // Read 150 ms later by the next invocation (its clock: `at` is the
-        // sender's): flood is still at the top, quiet's task goes first.
+        let handed = Handed {
+            at: NOW,
+            served: first.served(NOW),
+            in_view: Vec::new(),
+        };
+        assert_eq!(handed.served.len(), 2, "too old to count: not handed over");
+        assert_eq!(handed.served["flood"], vec![3_000; 40]);
+        let mut out = Handover::new();
+        handed.clone().into_handover(&mut out);
+        // Through JSON, as a wake-up carries it.
+        let json = serde_json::to_string(&out).unwrap_or_default();
+        let back: Handover = serde_json::from_str(&json).unwrap_or_default();
+        let got = Handed::from_handover(&back).unwrap_or_default();
+        assert_eq!(got, handed);
+        // Read 150 ms later by the next invocation: flood is still at the
+        // top, so quiet's task goes first.
         let mut next = Ledger::new(None);
-        next.take_over(&back, NOW);
+        next.take_over(&got.served, got.at);
         let s = next.shares(["flood", "quiet"], NOW + 150);
         let heads = [
             ("flood", Priority::Normal.key(NOW + 140)),
             ("quiet", Priority::Normal.key(NOW + 100)),
         ];
         assert_eq!(s.pick(heads), Some("quiet"));
-        // Without the memory, the newest (flood's) would.
         let s = Ledger::new(None).shares(["flood", "quiet"], NOW + 150);
         assert_eq!(s.pick(heads), Some("flood"));
     }
 
     #[test]
-    fn the_quiet_tenants_candidates_are_handed_on_the_flood_s_are_not() {
-        use crate::select::heads::HeadsPolicy;
-        use lifo_core::Order;
-        let now = lifo_core::now_ms();
+    fn a_handover_of_another_shape_or_of_nothing_is_none() {
+        let mut other = Handover::new();
+        other.insert(NAME.to_owned(), serde_json::json!({"served": 5}));
+        assert_eq!(Handed::from_handover(&other), None);
+        assert_eq!(Handed::from_handover(&Handover::new()), None);
+        let mut empty = Handover::new();
+        Handed::default().into_handover(&mut empty);
+        assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn the_quiet_tenants_candidates_are_handed_over_the_flood_s_are_not() {
         let t = |id: &str, tenant: &str, at: u64| Candidate {
             tenant: Some(tenant.into()),
-            expires_at: now / 1000 + 20,
+            expires_at: NOW / 1000 + 20,
             ..Candidate::pending(id, 0, Priority::Normal.key(at))
         };
         let mut entries: Vec<Candidate> = (0..30)
-            .map(|i| t(&format!("f{i}"), "flood", now - i * 10))
+            .map(|i| t(&format!("f{i}"), "flood", NOW - i * 10))
             .collect();
-        entries.push(t("a1", "a", now - 900));
-        entries.push(t("a2", "a", now - 400));
-        entries.push(t("a3", "a", now - 600));
-        entries.push(t("b1", "b", now - 700));
-        entries.push(t("b-running", "b", now - 100));
+        entries.push(t("a1", "a", NOW - 900));
+        entries.push(t("a2", "a", NOW - 400));
+        entries.push(t("a3", "a", NOW - 600));
+        entries.push(t("b1", "b", NOW - 700));
+        entries.push(t("b-running", "b", NOW - 100));
         entries.push(Candidate {
-            expires_at: now / 1000,
-            ..t("b-expired", "b", now - 800)
+            expires_at: NOW / 1000,
+            ..t("b-expired", "b", NOW - 800)
         });
         entries.sort_by_key(|c| std::cmp::Reverse(c.claimable_at));
-        let mut heads = ShardHeads::new(
-            Order::Lifo,
-            vec![0],
-            super::super::policy(HeadsPolicy::new(1, 5)),
-        );
-        heads.replace(vec![(entries, false)], std::time::Instant::now());
-        let exclude: HashSet<String> = ["b-running".to_owned()].into();
-        let got: Vec<String> = kept(&heads, &exclude, &Ledger::new(None), now)
-            .into_iter()
-            .map(|c| c.task_id)
-            .collect();
-        // b (two waiting, one expired) before a (three), each newest
-        // first; not the flood's 30, the running one or the expired one.
+        let exclude = Ids::from(["b-running".to_owned()]);
+        let got = in_view(&heads_of(entries), &exclude, &Ledger::new(None), NOW);
+        let got: Vec<&str> = got.iter().map(|c| c.task_id.as_str()).collect();
+        // b (two waiting, one expired) before a (three), each newest first.
         assert_eq!(got, ["b1", "a2", "a3", "a1"]);
-        // With no tenant flooding, every tenant's are handed on, up to a
-        // page each.
-        let mut even = ShardHeads::new(
-            Order::Lifo,
-            vec![0],
-            super::super::policy(HeadsPolicy::new(1, 5)),
-        );
+        // No tenant flooding: every tenant's.
         let few: Vec<Candidate> = (0..3)
-            .map(|i| t(&format!("f{i}"), "flood", now - i * 10))
-            .chain([t("a1", "a", now - 900)])
+            .map(|i| t(&format!("f{i}"), "flood", NOW - i * 10))
+            .chain([t("a1", "a", NOW - 900)])
             .collect();
-        even.replace(vec![(few, false)], std::time::Instant::now());
-        assert_eq!(kept(&even, &exclude, &Ledger::new(None), now).len(), 4);
+        assert_eq!(
+            in_view(&heads_of(few), &exclude, &Ledger::new(None), NOW).len(),
+            4
+        );
     }
 
     #[test]
-    fn the_kept_candidates_stay_within_their_bytes() {
-        use crate::select::heads::HeadsPolicy;
-        use lifo_core::Order;
-        let now = lifo_core::now_ms();
+    fn what_is_handed_over_stays_within_its_bytes() {
         let entries: Vec<Candidate> = (0..400)
             .map(|i| Candidate {
                 tenant: Some(format!("tenant-{i:03}")),
-                expires_at: now / 1000 + 20,
-                // A task id as long as a UUID.
-                ..Candidate::pending(&format!("{i:036}"), 0, Priority::Normal.key(now - i))
+                expires_at: NOW / 1000 + 20,
+                ..Candidate::pending(&format!("{i:036}"), 0, Priority::Normal.key(NOW - i))
             })
             .collect();
-        let mut heads = ShardHeads::new(
-            Order::Lifo,
-            vec![0],
-            super::super::policy(HeadsPolicy::new(1, 5)),
-        );
-        heads.replace(vec![(entries, false)], std::time::Instant::now());
-        let got = kept(&heads, &HashSet::new(), &Ledger::new(None), now);
+        let got = in_view(&heads_of(entries), &Ids::new(), &Ledger::new(None), NOW);
         let json = serde_json::to_string(&got).unwrap_or_default();
-        assert!(json.len() <= MAX_KEPT_BYTES, "{}", json.len());
+        assert!(json.len() <= MAX_IN_VIEW_BYTES, "{}", json.len());
         assert!(got.len() > 100 && got.len() < 400, "{}", got.len());
-    }
-
-    #[test]
-    fn the_handover_stays_within_its_bytes_keeping_the_most_served() {
         let mut l = Ledger::new(None);
         ran(&mut l, "flood", 3_000, NOW - 500);
         for t in 0..2_000 {
@@ -245,7 +264,7 @@ mod tests {
                 NOW - 200,
             );
         }
-        let served = l.handover(NOW);
+        let served = l.served(NOW);
         let json = serde_json::to_string(&served).unwrap_or_default();
         assert!(json.len() <= MAX_BYTES, "{}", json.len());
         assert_eq!(served["flood"].len(), 3_000);

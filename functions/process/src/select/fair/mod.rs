@@ -1,223 +1,180 @@
-//! A fair share per tenant: when several tenants have work, the tenants
-//! served less lately than the most served one go first, newest first
-//! within each, while a tenant floods the others that keep up go first
-//! too, oldest first within each, and a tenant past its share of the rate
-//! limit goes last; a tenant alone gets everything.
+//! A fair share per tenant, as a layer: when several tenants have work,
+//! each free slot goes to one waiting tenant ([`Shares::pick`]), which
+//! gives its newest task. A tenant served less in the last [`WINDOW`] than
+//! the most served one goes first (the one that waited longest first), so
+//! a flooding tenant gets what the others leave and no slot idles; while a
+//! tenant floods, one with few waiting keeps up and gives its oldest
+//! ([`keeping_up`]); past its share of the rate limit a tenant goes last,
+//! and at its cap ([`Cap`]) it gets no slot. Priorities come first. Tasks
+//! without a tenant pick as the inner selection does.
 //!
-//! The mechanism is a per-tenant order while claiming, not a change of the
-//! index: a task's `tenant` is projected into the claimable index, so the
-//! processor sees it on each candidate at no extra read. Each free slot
-//! goes to one waiting tenant ([`Shares::pick`]), which gives its newest
-//! task (its oldest if it keeps up):
-//! - a tenant served less in the last [`WINDOW`] than the most served one
-//!   (under its share) goes before one at the top, so the tenant that
-//!   floods the queue gets what the others leave free, and no slot idles
-//!   while anyone has work;
-//! - among the tenants under the top, the one that has waited longest
-//!   (since its newest task was written, or since its last start if that
-//!   came later) goes first: across them, as near to first come, first
-//!   served as newest first within each allows. Their p95 age at start is
-//!   what the share is judged by, and ordering them by service instead let
-//!   an unlucky task be passed over again and again;
-//! - while some tenant floods ([`Ledger::flooding`]), a tenant with at
-//!   most [`FEW_WAITING`] waiting in view that is not flooding keeps up
-//!   ([`keeping_up`]): it goes with the tenants under the top whatever it
-//!   was served, gives its oldest task first, and is ranked among them by
-//!   that task's age. Its work is not piling up, so newest first within it
-//!   would only make its oldest task wait behind its own newer ones and
-//!   behind the flood's;
-//! - with a rate limit, a tenant past `ceil(per_second / active)` starts
-//!   in the last second goes last (active: running, or waiting in the
-//!   heads);
-//! - priorities come first: all this orders the tenants within a priority;
-//! - with the opt-in cap ([`Cap`], `TENANT_MAX_IN_FLIGHT`), a tenant at its
-//!   cap gets no slot, free or not.
-//!
-//! Service is counted in starts, not slot-time: runs of one downstream take
-//! about as long whoever's task they run. Tasks without a tenant share one
-//! (the empty name). The ledger of starts is handed from one invocation of
-//! the tail-call loop to the next ([`handover`]).
-//!
-//! The LIFO guarantee that remains: within a tenant that does not keep up
-//! (every tenant, while none floods), exactly what the heads give
-//! ([`super::heads`]); across the tenants of a priority, a newer task is
-//! passed over only for a tenant under the top or one that keeps up, or
-//! because its own tenant is past its share of the rate or at its cap.
-//! What it costs, once tasks with a tenant are seen (a queue without tenants pays nothing): the
-//! tenant's name in each index entry, and reads of up to [`PAGE`] entries
-//! per shard ([`policy`]).
+//! Once a read shows a tenant, the reads change ([`tenanted`]): pages of
+//! [`PAGE`], each reaching back to the read before ([`reach`]), each
+//! tenant's candidates carried from read to read ([`tenants::carry`]), and
+//! a fresh read before a slot goes to a tenant not favoured ([`FRESH`]).
+//! An invocation's first read goes [`FIRST_READ_PAGE`] deep, and service
+//! is handed to the next invocation ([`handover`]).
 
 mod handover;
 mod ledger;
+mod reach;
+mod tenants;
 
-pub use handover::{MAX_BYTES as MAX_HANDOVER_BYTES, MAX_KEPT_BYTES, kept};
-pub use ledger::{Cap, FEW_WAITING, Fairness, Ledger, Shares, WINDOW, keeping_up};
+pub use handover::{Handed, MAX_BYTES, MAX_IN_VIEW_BYTES, Served};
+pub use ledger::{Cap, FEW_WAITING, Fairness, Ledger, Shares, WINDOW, flooding, keeping_up};
+pub use reach::{LATE_WINDOW, LateReach, MAX_MARGIN, Reach};
+pub use tenants::{TenantHead, any_tenant, tenant_heads, tenant_of};
 
-use super::heads::{HeadsPolicy, LateReach, ShardHeads};
-use lifo_core::{Candidate, now_ms};
-use std::collections::{HashMap, HashSet};
+use super::heads::{Due, Heads, HeadsPolicy};
+use super::{Ask, Event, Handover, Ids, Purpose, Read, Select, Setup, Tally};
+use lifo_core::Candidate;
+use std::collections::HashMap;
 use std::time::Duration;
 
-/// Candidates per shard per read with the fair share on. An index entry
-/// with a tenant name is about 170 bytes: 20 fit in one 4 KB read (0.5 read
-/// units). A tenant's task deeper than this under other tenants' newer
-/// tasks stays in view from the reads before ([`HeadsPolicy::keep_per_tenant`]).
+/// Entries per shard per read once tenants are seen (20 entries with a
+/// tenant name fit in 0.5 read units), and candidates of one tenant
+/// carried from read to read at most.
 pub const PAGE: usize = 20;
 
-/// With the fair share on, heads that served a claim are read again once
-/// this old (without it, 100 ms): a slot for a favoured tenant is served
-/// from the heads in hand, and one for the tenant at the top waits for
-/// heads [`FRESH`] enough.
+/// Heads that served a claim are read again once this old.
 pub const MIN_AGE: Duration = Duration::from_millis(250);
 
-/// With the fair share on, heads older than this are read again before a
-/// free slot goes to a tenant at the top (or past its share of the rate):
-/// a task that a tenant under its share wrote a moment ago is seen before
-/// the slot goes to the tenant that floods. A slot for a favoured tenant
-/// ([`Shares::favoured`]) is served from the heads in hand, as without
-/// the share: a task written since would wait behind the one it takes.
+/// Heads older than this are read again before a slot goes to a tenant
+/// not favoured: another tenant's newest task is seen first.
 pub const FRESH: Duration = Duration::from_millis(50);
 
-/// With the fair share on, each read reaches back to the read before,
-/// less this margin (the read's own flight, and a write's between the time
-/// it stamps on a task and the task's entry in the index): tasks written
-/// between two reads are all seen, however many arrived. A page of the
-/// newest alone leaves a quiet tenant's task unseen under a flood that
-/// writes more than a page between two reads (at 20:1, two flooding
-/// tenants write 27 tasks a second, a page of 20 in 0.7 s), and what the
-/// heads never saw they cannot keep: it waited for its expiry.
+/// Each read reaches back to the read before, less this margin.
 pub const REACH_BACK: Duration = Duration::from_millis(200);
 
-/// With the fair share on, once a second a read reaches six seconds back
-/// ([`LateReach`]): a task that showed up in the index up to five seconds
-/// after the time it was stamped with is seen within about a second,
-/// however many newer tasks a flood wrote on top of it. A task shows up late
-/// because a create request's tasks share the time it began and are written
-/// chunk after chunk, and because an index propagates after its table:
-/// "within a second" normally, later under load (the local stack's lag is
-/// capped at five). It costs what six seconds of arrivals take to read
-/// beyond a page, once a second.
+/// Once a second a read reaches six seconds back, so a task the index shows
+/// late is still seen: a create request's chunks share the time it began,
+/// and an index propagates after its table (within a second, later under
+/// load).
 pub const LATE_REACH: LateReach = LateReach {
     every: Duration::from_secs(1),
     reach: Duration::from_secs(6),
 };
 
-/// The heads' policy once tasks with a tenant are seen: reads of up to
-/// [`PAGE`] entries per shard, and further back to the read before
-/// ([`REACH_BACK`]), each tenant's candidates kept from read to read, again
-/// after [`MIN_AGE`]. A queue whose tasks have no tenant keeps `base` and
-/// pays nothing for the fair share.
-pub fn policy(base: HeadsPolicy) -> HeadsPolicy {
-    HeadsPolicy {
-        page: base.page.max(PAGE),
-        keep_per_tenant: PAGE,
-        min_age: MIN_AGE,
-        reach_back: Some(REACH_BACK),
-        late_reach: Some(LATE_REACH),
-        ..base
-    }
-}
-
-/// The heads' policy with the share on before a read has shown a tenant:
-/// `base`, each read reaching back to the one before ([`REACH_BACK`]), so
-/// that the first read to show tenants has seen everything written since
-/// the read before it (a read of a page alone would leave what a burst
-/// buried under it unseen, and the share's reads that follow reach back
-/// only to it). It costs a page more only when more than a page arrived
-/// between two reads.
-pub fn untenanted(base: HeadsPolicy) -> HeadsPolicy {
-    HeadsPolicy {
-        reach_back: Some(REACH_BACK),
-        late_reach: Some(LATE_REACH),
-        ..base
-    }
-}
-
-/// Entries per shard of an invocation's first read with the share on:
-/// what a backlog holds under another tenant's newer tasks (kept in view
-/// by the invocation before, up to [`PAGE`] per tenant, or there before
-/// the invocation began) is seen once, then kept from read to read. It
-/// costs what it reads: 0.5 read units on a short queue, about 2.5 under
-/// a backlog, once per invocation.
+/// Entries per shard of an invocation's first read.
 pub const FIRST_READ_PAGE: usize = 100;
 
-/// `current`, [`FIRST_READ_PAGE`] deep, for an invocation's first read.
-pub fn first_read(current: HeadsPolicy) -> HeadsPolicy {
+/// The heads' policy once tasks with a tenant are seen.
+pub fn tenanted(base: HeadsPolicy) -> HeadsPolicy {
     HeadsPolicy {
-        page: FIRST_READ_PAGE,
-        ..current
+        page: base.page.max(PAGE),
+        min_age: MIN_AGE,
+        ..base
     }
 }
 
-/// What a waiting tenant gives the next slot it gets: the index key the
-/// share ranks it by, and, if it keeps up in LIFO order, the task (its
-/// oldest of its first's priority); else its first in the claim order (in
-/// FIFO order, its oldest already).
+/// The fair share around an inner selection.
+pub struct FairShare {
+    inner: Box<dyn Select>,
+    ledger: Ledger,
+    /// The heads' policy the stack began with.
+    base: HeadsPolicy,
+    /// The share's reads are on (a read showed a tenant, or a handover).
+    tenanted: bool,
+    /// The first read is to come: it goes [`FIRST_READ_PAGE`] deep.
+    first_read: bool,
+    reach: Reach,
+}
+
+impl FairShare {
+    /// The share for `setup` at `now`, with what the invocation before
+    /// handed over.
+    pub fn new(
+        inner: Box<dyn Select>,
+        setup: &Setup<'_>,
+        handed: Option<Handed>,
+        now: u64,
+    ) -> Self {
+        let cap = setup
+            .tenant_max_in_flight
+            .map(|n| Cap::new(n, setup.capacity, setup.per_second));
+        let mut share = Self {
+            ledger: Ledger::new(setup.per_second)
+                .in_order(inner.heads().order())
+                .with_cap(cap),
+            base: inner.heads().policy(),
+            tenanted: false,
+            first_read: true,
+            reach: Reach::new(REACH_BACK, LATE_REACH),
+            inner,
+        };
+        let mut policy = share.base;
+        if let Some(h) = handed {
+            share.ledger.take_over(&h.served, h.at);
+            share.tenanted = true;
+            policy = tenanted(share.base);
+            share.reach.remember(h.in_view.iter(), now);
+            share.inner.heads_mut().put_back(h.in_view);
+        }
+        policy.page = FIRST_READ_PAGE;
+        share.inner.heads_mut().set_policy(policy);
+        share
+    }
+
+    /// Whether the heads are [`FRESH`] old at `now` and a slot of `ask`
+    /// would go to a tenant not favoured (decided on copies).
+    fn needs_fresh_heads(&self, ask: &Ask<'_>, now: u64) -> bool {
+        let heads = self.inner.heads();
+        if heads.age(now).is_none_or(|age| age < FRESH) {
+            return false;
+        }
+        let (mut heads, mut ledger) = (heads.clone(), self.ledger.clone());
+        take(&mut heads, ask, &mut |_| true, &mut ledger, now).1
+    }
+
+    /// After a read of the heads: the share's reads once one `showed` a
+    /// tenant; after the first, pages of the usual depth.
+    fn after_read(&mut self, showed: bool) {
+        if !self.tenanted && showed {
+            self.tenanted = true;
+            self.first_read = false;
+            self.inner.heads_mut().set_policy(tenanted(self.base));
+        } else if self.first_read && self.inner.heads().reads() == 1 {
+            self.first_read = false;
+            let policy = match self.tenanted {
+                true => tenanted(self.base),
+                false => self.base,
+            };
+            self.inner.heads_mut().set_policy(policy);
+        }
+    }
+}
+
+/// What a tenant gives its next slot: the key it ranks by, and its oldest
+/// task if it gives that.
 struct Gives {
     key: i64,
     id: Option<String>,
 }
 
-fn gives(
-    heads: &ShardHeads,
-    shares: &Shares,
-    tenant: &str,
-    taken: &HashSet<String>,
-) -> Option<Gives> {
+fn gives(heads: &Heads, shares: &Shares, tenant: &str, taken: &Ids) -> Option<Gives> {
     if shares.gives_oldest(tenant) {
-        heads.tenant_last(tenant, taken).map(|c| Gives {
+        tenants::tenant_last(heads, tenant, taken).map(|c| Gives {
             key: c.claimable_at,
             id: Some(c.task_id.clone()),
         })
     } else {
-        heads
-            .tenant_first(tenant, taken)
-            .map(|key| Gives { key, id: None })
+        tenants::tenant_first(heads, tenant, taken).map(|key| Gives { key, id: None })
     }
 }
 
-/// Whether `heads` must be read again before [`take`]: they are older than
-/// [`FRESH`] at `now`, and would give a slot to a tenant that is not
-/// favoured. Decided on copies: nothing is taken.
-pub fn needs_fresh_heads(
-    heads: &ShardHeads,
-    want: usize,
-    exclude: &HashSet<String>,
-    ledger: &Ledger,
-    now: std::time::Instant,
-) -> bool {
-    if heads.age(now).is_none_or(|age| age < FRESH) {
-        return false;
-    }
-    let (mut heads, mut ledger) = (heads.clone(), ledger.clone());
-    take_marked(&mut heads, want, exclude, &mut ledger).1
-}
-
-/// Up to `want` candidates of `heads` by the fair share: each free slot
-/// goes to the waiting tenant that [`Shares::pick`] names, and takes that
-/// tenant's first candidate in the claim order (its newest; its oldest of
-/// that priority if it keeps up). The tenants' candidates are found once;
-/// after each slot, only the served tenant's is looked up again.
-pub fn take(
-    heads: &mut ShardHeads,
-    want: usize,
-    exclude: &HashSet<String>,
+/// Up to `ask.want` candidates of `pool` (the inner selection, or a copy of
+/// its heads) by the share at `now`, and whether a slot went to a tenant
+/// not favoured.
+fn take(
+    pool: &mut dyn Select,
+    ask: &Ask<'_>,
+    admit: &mut dyn FnMut(&Candidate) -> bool,
     ledger: &mut Ledger,
-) -> Vec<Candidate> {
-    take_marked(heads, want, exclude, ledger).0
-}
-
-/// As [`take`], and whether a slot went to a tenant that is not favoured.
-fn take_marked(
-    heads: &mut ShardHeads,
-    want: usize,
-    exclude: &HashSet<String>,
-    ledger: &mut Ledger,
+    now: u64,
 ) -> (Vec<Candidate>, bool) {
-    let now = now_ms();
     let mut to_unfavoured = false;
-    let mut taken = exclude.clone();
-    let seen = heads.tenant_heads(&taken);
+    let mut taken = ask.exclude.clone();
+    let seen = tenant_heads(pool.heads(), &taken);
     let waiting: HashMap<String, usize> =
         seen.iter().map(|(t, h)| (t.clone(), h.waiting)).collect();
     let flooding = ledger.flooding(&waiting);
@@ -233,23 +190,30 @@ fn take_marked(
         .with_keeping_up(keeping);
     let mut next: HashMap<String, Gives> = seen
         .into_keys()
-        .filter_map(|t| Some((t.clone(), gives(heads, &shares, &t, &taken)?)))
+        .filter_map(|t| Some((t.clone(), gives(pool.heads(), &shares, &t, &taken)?)))
         .collect();
-    let mut out: Vec<Candidate> = Vec::with_capacity(want);
-    while out.len() < want {
+    let mut out: Vec<Candidate> = Vec::with_capacity(ask.want);
+    while out.len() < ask.want {
         let picked = shares.pick(next.iter().map(|(t, g)| (t.as_str(), g.key)));
         let Some((tenant, id)) = picked.map(|t| (t.to_owned(), next[t].id.clone())) else {
             break;
         };
-        let mut got = heads.take_by(1, &taken, |c| match &id {
-            Some(id) => c.task_id == *id,
-            None => c.tenant_name() == tenant,
-        });
+        let one = |taken| Ask::new(1, taken);
+        let mut got = pool.pick(
+            &one(&taken),
+            &mut |c| {
+                admit(c)
+                    && match &id {
+                        Some(id) => c.task_id == *id,
+                        None => tenant_of(c) == tenant,
+                    }
+            },
+            now,
+        );
         if got.is_empty() && id.is_some() {
-            // Its oldest sits behind a cut-short shard's end, which the
-            // merge does not pass while that shard's newer candidates are
-            // used up: its first, rather than no slot at all.
-            got = heads.take_by(1, &taken, |c| c.tenant_name() == tenant);
+            // Its oldest sits past a cut-short shard's end: its first.
+            let theirs = &mut |c: &Candidate| admit(c) && tenant_of(c) == tenant;
+            got = pool.pick(&one(&taken), theirs, now);
         }
         match got.into_iter().next() {
             Some(c) => {
@@ -257,12 +221,12 @@ fn take_marked(
                 shares.book(&tenant);
                 taken.insert(c.task_id.clone());
                 out.push(c);
-                match gives(heads, &shares, &tenant, &taken) {
+                match gives(pool.heads(), &shares, &tenant, &taken) {
                     Some(g) => next.insert(tenant, g),
                     None => next.remove(&tenant),
                 };
             }
-            // Its candidate sits behind a cut-short shard's end.
+            // Its candidate sits past a cut-short shard's end.
             None => {
                 next.remove(&tenant);
             }
@@ -271,110 +235,114 @@ fn take_marked(
     (out, to_unfavoured)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::ledger::tests::ran;
-    use super::*;
-    use lifo_core::Order;
-    use lifo_core::priority::Priority;
-    use std::time::Instant;
-
-    fn entry(id: &str, tenant: &str, at_ms: u64) -> Candidate {
-        Candidate {
-            tenant: Some(tenant.into()),
-            ..Candidate::pending(id, 0, Priority::Normal.key(at_ms))
+impl Select for FairShare {
+    fn next_read(&mut self, ask: &Ask<'_>, now: u64) -> Option<Read> {
+        let mut read = self.inner.next_read(ask, now);
+        if read.is_none()
+            && ask.reads == 0
+            && any_tenant(self.inner.heads())
+            && self.needs_fresh_heads(ask, now)
+        {
+            read = self.inner.heads().read_of(Due::All);
         }
+        if let Some(r) = &mut read
+            && matches!(r.purpose, Purpose::Heads { .. })
+        {
+            r.since_ms = self.reach.since(self.inner.heads().read_at(), now);
+        }
+        read
     }
 
-    fn heads(entries: Vec<Candidate>, read_at: Instant) -> ShardHeads {
-        let mut h = ShardHeads::new(Order::Lifo, vec![0], policy(HeadsPolicy::new(1, 5)));
-        h.replace(vec![(entries, true)], read_at);
-        h
+    fn pick(
+        &mut self,
+        ask: &Ask<'_>,
+        admit: &mut dyn FnMut(&Candidate) -> bool,
+        now: u64,
+    ) -> Vec<Candidate> {
+        if !any_tenant(self.inner.heads()) {
+            return self.inner.pick(ask, admit, now);
+        }
+        take(&mut *self.inner, ask, admit, &mut self.ledger, now).0
     }
 
-    /// A flood of 20 (newest `now - 50`) in shard 0, cut short or not,
-    /// and in `quiet_shard` a quiet tenant's two (`quiet_at`, and 2 s old)
-    /// and one of another's: the flood floods, the other two keep up.
-    fn flood_and_two_keeping_up(order: Order, quiet_at: u64, cut_short: bool) -> ShardHeads {
-        let now = now_ms();
-        let sorted = |mut items: Vec<Candidate>| {
-            items.sort_by_key(|c| c.claimable_at);
-            if order.newest_first() {
-                items.reverse();
+    fn tell(&mut self, event: Event<'_>, now: u64) {
+        match event {
+            Event::Read { read, heads, .. } if matches!(read.purpose, Purpose::Heads { .. }) => {
+                let entries = || heads.iter().flat_map(|(items, _)| items);
+                let showed = entries().any(|c| c.tenant.is_some());
+                if read.purpose == (Purpose::Heads { whole: true }) {
+                    self.reach.learn(heads, self.inner.heads().read_at(), now);
+                    let before = self.tenanted.then(|| self.inner.heads().each().to_vec());
+                    self.inner.tell(event, now);
+                    if let Some(before) = before {
+                        tenants::carry(self.inner.heads_mut(), before, PAGE, now);
+                    }
+                    self.reach.read_taken(now);
+                } else {
+                    self.reach.remember(entries(), now);
+                    self.inner.tell(event, now);
+                }
+                self.after_read(showed);
             }
-            items
-        };
-        let flood: Vec<Candidate> = (0..20)
-            .map(|i| entry(&format!("f{i:02}"), "flood", now - 50 - i))
-            .collect();
-        let quiet = vec![
-            entry("q-new", "quiet", quiet_at),
-            entry("q-old", "quiet", now - 2_000),
-            entry("r", "other", now - 300),
-        ];
-        let mut h = ShardHeads::new(order, vec![0, 1], policy(HeadsPolicy::new(2, 5)));
-        h.replace(
-            vec![(sorted(flood), !cut_short), (sorted(quiet), true)],
-            Instant::now(),
-        );
-        h
-    }
-
-    #[test]
-    fn a_tenant_that_keeps_up_gives_its_oldest_in_either_order() {
-        let none = HashSet::new();
-        for order in [Order::Lifo, Order::Fifo] {
-            let mut h = flood_and_two_keeping_up(order, now_ms() - 100, false);
-            let mut ledger = Ledger::new(None).in_order(order);
-            let got = take(&mut h, 1, &none, &mut ledger);
-            assert_eq!(got[0].task_id, "q-old", "{order:?}");
+            Event::Started(c) => {
+                self.ledger.start(&c.task_id, tenant_of(c), now);
+                self.inner.tell(event, now);
+            }
+            Event::Ended { task_id, .. } => {
+                self.ledger.end(task_id);
+                self.inner.tell(event, now);
+            }
+            _ => self.inner.tell(event, now),
         }
     }
 
-    #[test]
-    fn a_tenant_whose_oldest_is_out_of_reach_gives_its_first() {
-        // Shard 0 is cut short: the merge cannot pass its flood to q-old
-        // (older than all of it), but q-new (newer) it reaches.
-        let mut h = flood_and_two_keeping_up(Order::Lifo, now_ms() - 10, true);
-        let got = take(&mut h, 1, &HashSet::new(), &mut Ledger::new(None));
-        assert_eq!(got[0].task_id, "q-new");
+    /// Not a flooding tenant's candidate.
+    fn allows(&self, exclude: &Ids) -> Box<dyn Fn(&Candidate) -> bool + '_> {
+        let inner = self.inner.allows(exclude);
+        let heads = self.inner.heads();
+        // Found only once asked: most refills start nothing out of order.
+        let flooding = std::cell::OnceCell::new();
+        let exclude = exclude.clone();
+        Box::new(move |c| {
+            inner(c)
+                && !flooding
+                    .get_or_init(|| match any_tenant(heads) {
+                        true => {
+                            let seen = tenant_heads(heads, &exclude);
+                            let waiting = seen.into_iter().map(|(t, h)| (t, h.waiting)).collect();
+                            self.ledger.flooding(&waiting)
+                        }
+                        false => Default::default(),
+                    })
+                    .contains(tenant_of(c))
+        })
     }
 
-    #[test]
-    fn a_slot_for_the_tenant_at_the_top_waits_for_fresh_heads_a_favoured_one_does_not() {
-        let now = now_ms();
-        let mut ledger = Ledger::new(None);
-        ran(&mut ledger, "flood", 30, now - 2_000);
-        ran(&mut ledger, "quiet", 1, now - 2_000);
-        let none = HashSet::new();
-        let read_at = Instant::now();
-        // Only the flood waits: its slot wants heads at most FRESH old.
-        let h = heads(vec![entry("f1", "flood", now - 10)], read_at);
-        assert!(needs_fresh_heads(&h, 1, &none, &ledger, read_at + FRESH));
-        assert!(!needs_fresh_heads(
-            &h,
-            1,
-            &none,
-            &ledger,
-            read_at + FRESH / 2
-        ));
-        // A quiet task waits: the slot goes to it from the heads in hand.
-        let h = heads(
-            vec![
-                entry("f1", "flood", now - 10),
-                entry("q1", "quiet", now - 500),
-            ],
-            read_at,
-        );
-        assert!(!needs_fresh_heads(&h, 1, &none, &ledger, read_at + FRESH));
-        // Two slots: the second goes to the flood, so read first.
-        assert!(needs_fresh_heads(&h, 2, &none, &ledger, read_at + FRESH));
-        // Deciding took nothing.
-        let mut h = h;
-        let got: Vec<String> = take(&mut h, 2, &none, &mut ledger)
-            .into_iter()
-            .map(|c| c.task_id)
-            .collect();
-        assert_eq!(got, ["q1", "f1"]);
+    fn heads(&self) -> &Heads {
+        self.inner.heads()
+    }
+
+    fn heads_mut(&mut self) -> &mut Heads {
+        self.inner.heads_mut()
+    }
+
+    fn hand_over(&mut self, exclude: &Ids, now: u64, out: &mut Handover) {
+        let in_view = handover::in_view(self.inner.heads(), exclude, &self.ledger, now);
+        let served = self.ledger.served(now);
+        Handed {
+            at: now,
+            served,
+            in_view,
+        }
+        .into_handover(out);
+        self.inner.hand_over(exclude, now, out);
+    }
+
+    fn tally(&self, out: &mut Tally) {
+        out.fairness = Some(self.ledger.fairness());
+        self.inner.tally(out);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,24 @@
+//! The lab: what the `lifo` command's `simulate` and `bench` run on top of
+//! the product, and nothing the product needs. It depends on the product
+//! (the functions, the local stack); nothing of the product depends on it.
+//!
+//! - [`simulate`]: one workload through the local stack and the real
+//!   handlers; [`warm_up`]: each run's DynamoDB Local warmed first;
+//!   [`report`]: what a run shows;
+//! - [`simulate_command`]: `lifo simulate` (a run, `--compare`, the loads
+//!   of [`loads`], the mixes of [`mixes`], plotted by [`plot`]);
+//!   [`ideal`]: the ideal scheduler the fair share is judged by;
+//! - [`bench`]: `lifo bench`, one file per part ([`latency`]: a delay in
+//!   front of DynamoDB Local); `lifo-bench-scheduler` (src/bin) for the
+//!   scheduler's shard counts.
+
+pub mod bench;
+pub mod ideal;
+pub mod latency;
+pub mod loads;
+pub mod mixes;
+pub mod plot;
+pub mod report;
+pub mod simulate;
+pub mod simulate_command;
+pub mod warm_up;
