@@ -17,7 +17,7 @@ use crate::finish::FinishPolicy;
 use crate::halt::Halt;
 use crate::handle::{self, ClaimContext, Handled};
 use crate::report::{Finished, ProcessReport, StopReason, tally};
-use crate::runner::TaskRunner;
+use crate::runner::{Limited, Slots, TaskRunner};
 use crate::select::{self, Event, Handover, Select, Setup, Tally};
 use lifo_core::{Store, StoreError, now_ms};
 use lifo_lambda::alarm::MAX_REST_SLEEP;
@@ -229,7 +229,11 @@ pub(crate) struct Assignment {
     /// `None`: the only processor (no group lease).
     pub(crate) group: Option<(u32, u64)>,
     pub(crate) shards: Vec<u32>,
+    /// Its share of `RunnerMaxConcurrency`.
     pub(crate) capacity: usize,
+    /// How many of them may run now: the runner-side limit, told each
+    /// run's latency and outcome.
+    pub(crate) slots: Arc<Slots>,
     pub(crate) limiter: Option<Arc<governor::DefaultDirectRateLimiter>>,
     /// This invocation, as its claims and its group lease name it
     /// (`claimedBy`).
@@ -381,6 +385,7 @@ impl<R: TaskRunner> Claiming<'_, R> {
         if let Some(select) = &mut state.select {
             select.hand_over(&exclude, now_ms(), &mut state.handover);
         }
+        self.assignment.slots.hand_over(&mut state.handover);
         outcome
     }
 
@@ -394,11 +399,14 @@ impl<R: TaskRunner> Claiming<'_, R> {
         (stop_claiming_at, lease_until): (Instant, u64),
     ) -> Result<(), StoreError> {
         let assignment = self.assignment;
-        let capacity = assignment.capacity;
         let limiter = assignment.limiter.as_deref();
         let ctx = ClaimContext {
             store: self.store.clone(),
-            runner: Arc::clone(self.runner),
+            // Each run timed and told to the slots.
+            runner: Arc::new(Limited::new(
+                Arc::clone(self.runner),
+                Arc::clone(&assignment.slots),
+            )),
             policy: FinishPolicy {
                 max_attempts: self.config.max_attempts,
                 rest: self.config.rest,
@@ -452,7 +460,7 @@ impl<R: TaskRunner> Claiming<'_, R> {
                     }
                 }
             }
-            let free = capacity - running.len().min(capacity);
+            let free = assignment.slots.free(running.len());
             if free == 0 {
                 wait_for_one(state, report, running, stop_claiming_at, None).await;
                 continue;

@@ -1,6 +1,7 @@
 //! Settings of the process function, from its environment.
 
 use crate::rest::RestPolicy;
+use crate::runner::Concurrency;
 use lifo_core::Order;
 use lifo_lambda::config::{self, ConfigError, Source};
 use std::num::NonZeroU32;
@@ -62,6 +63,10 @@ pub struct ProcessConfig {
     /// nor more than the same fraction of the rate limit, even when slots
     /// are free ([`crate::select::fair::Cap`]). Needs the fair share.
     pub tenant_max_in_flight: Option<NonZeroU32>,
+    /// Runs in flight (`RUNNER_CONCURRENCY`): always `RunnerMaxConcurrency`
+    /// (`fixed`), or the adaptive limit under it (`adaptive`,
+    /// [`crate::runner::limit`]).
+    pub concurrency: Concurrency,
     /// The settings changed to work together ([`Clamp`]).
     pub clamps: Vec<Clamp>,
 }
@@ -90,6 +95,7 @@ impl ProcessConfig {
             order: Order::Lifo,
             fair_share: true,
             tenant_max_in_flight: None,
+            concurrency: Concurrency::Fixed,
             clamps: Vec::new(),
         }
     }
@@ -176,6 +182,7 @@ impl ProcessConfig {
             order: config::value(src, "SELECTION_ORDER", d.order)?,
             fair_share,
             tenant_max_in_flight,
+            concurrency: config::value(src, "RUNNER_CONCURRENCY", d.concurrency)?,
             clamps,
             ..d
         })
@@ -331,6 +338,18 @@ mod tests {
         );
         let fifo = ProcessConfig::from_source(&env(&[("SELECTION_ORDER", "fifo")])).unwrap();
         assert_eq!(fifo.order, Order::Fifo);
+    }
+
+    #[test]
+    fn runner_concurrency_is_fixed_or_adaptive_and_a_bad_value_is_named() {
+        let on = ProcessConfig::from_source(&env(&[("RUNNER_CONCURRENCY", "adaptive")])).unwrap();
+        assert_eq!(on.concurrency, Concurrency::Adaptive);
+        let err = ProcessConfig::from_source(&env(&[("RUNNER_CONCURRENCY", "auto")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "environment variable RUNNER_CONCURRENCY=\"auto\" is invalid: \
+             expected fixed or adaptive, got \"auto\""
+        );
     }
 
     #[test]

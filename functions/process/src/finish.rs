@@ -52,10 +52,10 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
     // When a task put back may be claimed again (0: at once).
     let (t, reason, finished, retry_at) = match &outcome {
         RunOutcome::Success => (Transition::Succeed, "", Finished::Succeeded, 0),
-        RunOutcome::Failure(r) if task.attempts >= max_attempts => {
+        RunOutcome::Failure(r) | RunOutcome::TimedOut(r) if task.attempts >= max_attempts => {
             (Transition::Fail, r.as_str(), Finished::Failed, 0)
         }
-        RunOutcome::Failure(r) => {
+        RunOutcome::Failure(r) | RunOutcome::TimedOut(r) => {
             let at = policy
                 .rest
                 .after_failure(task.attempts, now, task.expires_at);

@@ -8,7 +8,8 @@ use crate::config::ProcessConfig;
 use crate::halt::Halt;
 use crate::handle::Handled;
 use crate::report::{ProcessReport, StopReason};
-use crate::runner::TaskRunner;
+use crate::runner::limit::Handed;
+use crate::runner::{Slots, TaskRunner};
 use crate::{ProcessError, Wakeups};
 use lifo_core::groups;
 use lifo_core::{Store, StoreError, now_ms};
@@ -33,6 +34,10 @@ pub struct Processor<R> {
     /// group, kept by the sandbox across invocations (a warm Lambda keeps
     /// its bucket).
     pub(crate) limiters: Mutex<HashMap<u32, Arc<governor::DefaultDirectRateLimiter>>>,
+    /// The adaptive limit each shard group ended its last invocation with
+    /// in this sandbox: where an invocation that no tail call handed a
+    /// limit to starts.
+    pub(crate) limits: Mutex<HashMap<u32, Handed>>,
     /// How its host stops it in order ([`Halt`]).
     pub(crate) halt: Halt,
 }
@@ -50,6 +55,7 @@ impl<R: TaskRunner> Processor<R> {
             runner,
             config,
             limiters: Mutex::new(HashMap::new()),
+            limits: Mutex::new(HashMap::new()),
             halt: Halt::default(),
         }
     }
@@ -98,6 +104,25 @@ impl<R: TaskRunner> Processor<R> {
         Some(Arc::clone(limiter))
     }
 
+    /// Group `group`'s slots of `capacity`: the limit a tail call handed
+    /// over for it, else the one this sandbox last ended it with.
+    fn slots(&self, wake: &Wakeups, group: Option<u32>, capacity: usize) -> Arc<Slots> {
+        let handed = wake
+            .handover
+            .as_ref()
+            .filter(|h| h.group == group)
+            .and_then(|h| Slots::handed(Some(&h.value)))
+            .or_else(|| {
+                let kept = self.limits.lock().ok()?;
+                kept.get(&group.unwrap_or(0)).copied()
+            });
+        Arc::new(Slots::new(
+            self.config.concurrency,
+            capacity,
+            handed.as_ref(),
+        ))
+    }
+
     /// Takes a shard group (the ones `wake` names first, then any), or, for
     /// the only processor, all shards. `None`: every group is held.
     async fn assign(
@@ -113,6 +138,7 @@ impl<R: TaskRunner> Processor<R> {
                 group: None,
                 shards: (0..self.config.shard_count.max(1)).collect(),
                 capacity,
+                slots: self.slots(wake, None, capacity),
                 limiter: self.limiter(0),
                 claimed_by: claimed_by.into(),
             }));
@@ -125,10 +151,12 @@ impl<R: TaskRunner> Processor<R> {
                 .take_group(g, lease_until, now_ms(), claimed_by)
                 .await?
             {
+                let capacity = groups::share(capacity as u32, g, p) as usize;
                 return Ok(Some(Assignment {
                     group: Some((g, token)),
                     shards: groups::shards_of(g, p, self.config.shard_count),
-                    capacity: groups::share(capacity as u32, g, p) as usize,
+                    capacity,
+                    slots: self.slots(wake, Some(g), capacity),
                     limiter: self.limiter(g),
                     claimed_by: claimed_by.into(),
                 }));
@@ -209,6 +237,8 @@ impl<R: TaskRunner> Processor<R> {
             group = assignment.group.map(|(g, _)| g),
             shards = assignment.shards.len(),
             capacity = assignment.capacity,
+            concurrency = %self.config.concurrency,
+            downstreamLimit = assignment.slots.limit(),
             budgetMs = (stop_claiming_at - started).as_millis() as u64
         );
         // Paused: claim nothing, and no tail call (resume wakes the queue).
@@ -249,6 +279,11 @@ impl<R: TaskRunner> Processor<R> {
         .await;
         // Whatever happened, finish what was claimed.
         drain(&mut state, &mut report, &mut running).await;
+        let slots = &assignment.slots;
+        report.downstream(slots.limit(), slots.seen());
+        if let (Some(handed), Ok(mut kept)) = (slots.state(), self.limits.lock()) {
+            kept.insert(report.group.unwrap_or(0), handed);
+        }
         let failure = state.failure.take();
         // The tasks it put back and did not claim again: the rest alarms'.
         let rest_ends = state.unclaimed_rest_ends();
@@ -332,6 +367,9 @@ impl<R: TaskRunner> Processor<R> {
             restAlarmsFailed = report.rest_alarms_failed,
             floodingStarts = report.fairness.map(|f| f.flooding_starts),
             quietTenantsOldestAgeMs = report.fairness.and_then(|f| f.quiet_oldest_age_ms),
+            downstreamLimit = report.downstream_limit,
+            runsRefused = report.runs_refused,
+            limitHalvings = report.limit_halvings,
             elapsedMs = report.elapsed_ms,
             error = result.as_ref().err().map(|e| lifo_core::error::chain(e)),
         );

@@ -77,13 +77,41 @@ pub struct ProcessReport {
     /// Age at start (ms) of each claimed task, for the AgeAtStartMs metric.
     #[serde(skip)]
     pub ages_ms: Vec<u64>,
+    /// Runs that may be in flight at the end: `RunnerMaxConcurrency` (this
+    /// invocation's share of it), or the adaptive limit under it.
+    pub downstream_limit: usize,
+    /// Runs the downstream refused (429, 503, a throttle) or that timed out.
+    pub runs_refused: usize,
+    /// Times the adaptive limit halved on one.
+    pub limit_halvings: usize,
+    /// Latency (ms) of each run, for the DownstreamLatencyMs metric.
+    #[serde(skip)]
+    pub downstream_latencies_ms: Vec<u64>,
 }
 
 impl ProcessReport {
+    /// Books what the invocation's slots saw, ending at `limit`.
+    pub(crate) fn downstream(&mut self, limit: usize, seen: crate::runner::slots::SlotsSeen) {
+        self.downstream_limit = limit;
+        self.runs_refused = seen.refused;
+        self.limit_halvings = seen.halvings;
+        self.downstream_latencies_ms = seen.latencies_ms;
+    }
+
     /// The invocation's metrics (EMF).
     pub fn metrics(&self) -> lifo_lambda::metrics::Metrics {
         use lifo_lambda::metrics::Unit;
         let ages: Vec<f64> = self.ages_ms.iter().map(|a| *a as f64).collect();
+        let latencies: Vec<f64> = self
+            .downstream_latencies_ms
+            .iter()
+            .map(|a| *a as f64)
+            .collect();
+        // An invocation that ran nothing says nothing of the downstream.
+        let limit: Vec<f64> = (!latencies.is_empty())
+            .then_some(self.downstream_limit as f64)
+            .into_iter()
+            .collect();
         // Fairness as SQS shows it for fair queues: how long the tenants
         // that are not flooding wait, and how much the flooding ones get.
         let fair = self.fairness.filter(|f| f.starts > 0);
@@ -124,6 +152,11 @@ impl ProcessReport {
                 fair.map_or(0, |f| f.flooding_starts),
             )
             .values("QuietTenantsOldestAgeMs", Unit::Milliseconds, &quiet_oldest)
+            // The downstream as the runs saw it: the limit the invocation
+            // ended with, each run's latency, the refusals and timeouts.
+            .values("DownstreamLimit", Unit::Count, &limit)
+            .values("DownstreamLatencyMs", Unit::Milliseconds, &latencies)
+            .count("RunsRefused", self.runs_refused)
     }
 }
 

@@ -175,7 +175,7 @@ impl HttpRunner {
                 ));
             }
             Err(e) if e.is_timeout() => {
-                return RunOutcome::Failure(format!("timed out after {:?}", self.timeout));
+                return RunOutcome::TimedOut(format!("timed out after {:?}", self.timeout));
             }
             Err(e) => {
                 return RunOutcome::Failure(shown(&format!(

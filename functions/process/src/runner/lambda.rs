@@ -199,7 +199,7 @@ fn answered(function_error: Option<&str>, body: &[u8]) -> RunOutcome {
         };
         let (error_type, message) = (field("errorType"), field("errorMessage"));
         if error_type == "Sandbox.Timedout" || message.contains("Task timed out after") {
-            return RunOutcome::Failure(format!("worker timed out: {}", snippet(&message)));
+            return RunOutcome::TimedOut(format!("worker timed out: {}", snippet(&message)));
         }
         if error_type.is_empty() && message.is_empty() {
             return RunOutcome::Failure(format!(
@@ -345,7 +345,7 @@ impl TaskRunner for LambdaRunner {
                 e.raw().headers().get("location"),
             ),
             Err(e @ SdkError::ResponseError(_)) => self.unread(&e),
-            Err(SdkError::TimeoutError(_)) => RunOutcome::Failure(format!(
+            Err(SdkError::TimeoutError(_)) => RunOutcome::TimedOut(format!(
                 "no answer from the worker within {:?}",
                 self.timeout
             )),

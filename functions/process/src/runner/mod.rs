@@ -8,11 +8,14 @@
 
 pub mod http;
 pub mod lambda;
+pub mod limit;
 pub mod simulated;
+pub mod slots;
 
 pub use http::HttpRunner;
 pub use lambda::{LambdaRunner, WorkerRequest};
 pub use simulated::SimulatedRunner;
+pub use slots::{Concurrency, Limited, Slots};
 
 use lifo_core::Task;
 use lifo_lambda::config::{self, ConfigError, Source};
@@ -33,6 +36,9 @@ pub enum RunOutcome {
     /// As [`RunOutcome::RetryLater`], resting as long as the downstream
     /// asked (`Retry-After`).
     RetryAfter(String, Duration),
+    /// No answer in time: a failed run (the downstream may have run it),
+    /// and to the adaptive limit a sign of overload, as a refusal is.
+    TimedOut(String),
 }
 
 impl RunOutcome {
@@ -42,7 +48,18 @@ impl RunOutcome {
         match self {
             RunOutcome::Success => None,
             RunOutcome::RetryLater(_) | RunOutcome::RetryAfter(..) => Some("throttle"),
-            RunOutcome::Failure(_) => Some("error"),
+            RunOutcome::Failure(_) | RunOutcome::TimedOut(_) => Some("error"),
+        }
+    }
+
+    /// Why it did not succeed (empty for a success).
+    pub fn reason(&self) -> &str {
+        match self {
+            RunOutcome::Success => "",
+            RunOutcome::Failure(r)
+            | RunOutcome::RetryLater(r)
+            | RunOutcome::RetryAfter(r, _)
+            | RunOutcome::TimedOut(r) => r,
         }
     }
 }

@@ -136,3 +136,26 @@ fn the_flooding_share_is_two_counts_and_clamps_are_counted() {
     assert_eq!(emf["SettingsClamped"], 2.0);
     assert!(emf.get("FloodingTenantsShareOfStarts").is_none(), "{emf}");
 }
+
+/// The downstream as the runs saw it: the limit the invocation ended with
+/// and each run's latency; an invocation that ran nothing sends neither.
+#[test]
+fn the_downstreams_limit_and_latency_are_metrics_when_something_ran() {
+    let report = crate::ProcessReport {
+        downstream_limit: 4,
+        runs_refused: 1,
+        downstream_latencies_ms: vec![120, 80],
+        ..crate::ProcessReport::default()
+    };
+    let emf = report.metrics().to_emf("LifoQueue", "stack", 1);
+    assert_eq!(emf["DownstreamLimit"], 4.0);
+    assert_eq!(emf["DownstreamLatencyMs"], serde_json::json!([120.0, 80.0]));
+    assert_eq!(emf["RunsRefused"], 1.0);
+    let idle = crate::ProcessReport {
+        downstream_limit: 4,
+        ..crate::ProcessReport::default()
+    };
+    let emf = idle.metrics().to_emf("LifoQueue", "stack", 1);
+    assert!(emf.get("DownstreamLimit").is_none(), "{emf}");
+    assert!(emf.get("DownstreamLatencyMs").is_none(), "{emf}");
+}

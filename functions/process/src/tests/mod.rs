@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 mod corpus;
 mod events;
+mod limit;
 mod logs;
 mod pause;
 pub(crate) mod select;
@@ -140,6 +141,7 @@ fn processor_with(
         order: lifo_core::Order::Lifo,
         fair_share: true,
         tenant_max_in_flight: None,
+        concurrency: crate::runner::Concurrency::Fixed,
         clamps: Vec::new(),
     };
     let runner = Arc::new(SimulatedRunner::new(2, Duration::from_millis(5), 0.0, 0.0));

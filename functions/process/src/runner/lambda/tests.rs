@@ -120,14 +120,14 @@ async fn a_function_error_is_a_failed_run_with_its_type_and_message() {
 }
 
 #[tokio::test]
-async fn a_timed_out_worker_is_a_failed_run() {
+async fn a_timed_out_worker_is_a_timed_out_run() {
     assert_eq!(
         run(&answer(
             Some("Unhandled"),
             r#"{"errorType": "Sandbox.Timedout", "errorMessage": "RequestId: r Error: Task timed out after 3.00 seconds"}"#
         ))
         .await,
-        RunOutcome::Failure(
+        RunOutcome::TimedOut(
             "worker timed out: RequestId: r Error: Task timed out after 3.00 seconds".into()
         )
     );
