@@ -224,6 +224,10 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
         .load()
         .await;
     let runner = Arc::new(AnyRunner::from_source(&lifo_lambda::config::Env, &aws)?);
+    let concurrency = stack.template.parameter_default("RunnerConcurrency")?;
+    let concurrency: process::runner::Concurrency = concurrency
+        .parse()
+        .map_err(|e| anyhow::anyhow!("template parameter RunnerConcurrency: {e}"))?;
     let processor = Arc::new(stack.processor(
         store.clone(),
         runner,
@@ -236,6 +240,7 @@ pub async fn up(options: UpOptions) -> anyhow::Result<()> {
             },
             tenant_max_in_flight: options.tenant_max_in_flight,
             order: options.order,
+            concurrency,
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         },
     ));

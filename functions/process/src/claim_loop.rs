@@ -385,7 +385,6 @@ impl<R: TaskRunner> Claiming<'_, R> {
         if let Some(select) = &mut state.select {
             select.hand_over(&exclude, now_ms(), &mut state.handover);
         }
-        self.assignment.slots.hand_over(&mut state.handover);
         outcome
     }
 

@@ -289,7 +289,9 @@ impl<R: TaskRunner> Processor<R> {
         let rest_ends = state.unclaimed_rest_ends();
         // What the next invocation of the loop starts from.
         let sent_at = now_ms();
-        let handover = std::mem::take(&mut state.handover);
+        let mut handover = std::mem::take(&mut state.handover);
+        // The limit as the last run left it (after the drain).
+        assignment.slots.hand_over(&mut handover);
         state.finish(&mut report);
         let outcome = outcome.and_then(|()| failure.map_or(Ok(()), Err));
         // A tail call only after claiming something (as in model/lifo.pml):

@@ -3,31 +3,39 @@
 //! adaptive limit").
 //!
 //! A gradient limit in rounds. A round is as many ended runs as the limit
-//! (about one latency's worth of runs). At a round's end:
-//! - its mean latency against the unloaded latency (the lowest round mean
-//!   of the last [`BASELINE_ROUNDS`]) says whether the downstream queues
-//!   runs. Above [`TOLERANCE`] times it, the limit falls to what the
-//!   latency implies the downstream serves at once (Little's law: runs in
-//!   flight × unloaded / latency), at most halving a round;
+//! (about one latency's worth), all started at the limit as it is now. At
+//! a round's end (but the first after a change, which only settles: its
+//! runs queued behind the old limit's):
+//! - its mean latency against the unloaded latency (the fastest run of the
+//!   last [`BASELINE_ROUNDS`] to twice that many rounds: past its
+//!   capacity a downstream queues runs, so the runs that found a slot free
+//!   show the unloaded latency) says whether the downstream queues runs.
+//!   Above [`TOLERANCE`] times it, the limit falls to what the latency
+//!   implies the downstream serves at once (Little's law: runs in flight ×
+//!   unloaded / latency), at most halving a round;
 //! - else, when the runs in flight reached half the limit (the limit, not
-//!   the demand, held them back), it rises by its square root;
+//!   the demand, held them back), it rises: by its square root up to
+//!   [`QUEUE_FORMING`] times the unloaded latency, by one above;
 //!
 //! and at once, on a refusal (HTTP 429 or 503, Lambda's throttle, a
-//! timeout), it halves. Refusals and latencies of runs that started before
-//! the last halving measured the old limit: they are not counted again.
-//! Time is an argument (ms on any monotonic clock), never read here.
+//! timeout), it halves. Runs that started before the last change measured
+//! the old limit: their latencies and refusals are not counted. Time is an
+//! argument (ms on any monotonic clock), never read here.
 
 use serde::{Deserialize, Serialize};
 
 /// A round's latency above this many times the unloaded latency means the
 /// downstream queues runs inside itself.
 pub const TOLERANCE: f64 = 1.5;
+/// Up to this many times the unloaded latency, no queue is forming: the
+/// limit rises by its square root; above, by one.
+pub const QUEUE_FORMING: f64 = 1.1;
 /// Latency differences under this are the host's noise, not a queue
 /// (a downstream that answers in 0 ms would otherwise look queued at 1 ms).
 pub const NOISE_MS: f64 = 10.0;
-/// The unloaded latency is the lowest round mean of the last this many
-/// rounds: a downstream whose own latency grew (a cold cache) is believed
-/// after that many rounds.
+/// The unloaded latency is the fastest run of the last this many rounds
+/// to twice that many: a downstream whose own latency grew (a cold cache)
+/// is believed within that many rounds.
 pub const BASELINE_ROUNDS: u32 = 30;
 
 /// One run that ended, as the limit is told it.
@@ -68,8 +76,8 @@ pub enum Change {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Round {
     samples: usize,
+    fastest_ms: Option<f64>,
     latency_sum_ms: f64,
-    in_flight_sum: usize,
     peak_in_flight: usize,
 }
 
@@ -79,12 +87,17 @@ pub struct Gradient {
     limit: f64,
     ceiling: usize,
     unloaded_ms: Option<f64>,
-    /// Rounds since the unloaded latency was last set.
+    /// Rounds since the unloaded latency's window began.
     unloaded_age: u32,
+    /// The fastest run since the window began: the next unloaded latency.
+    next_unloaded_ms: Option<f64>,
     round: Round,
-    /// When it last halved: refusals of runs started before were sent at
-    /// the old limit.
-    halved_at: Option<u64>,
+    /// When the limit last changed: runs started before measured the old
+    /// one.
+    changed_at: Option<u64>,
+    /// The round after a change only settles: its runs queued behind the
+    /// old limit's, so their latency is still the old one's.
+    settling: bool,
 }
 
 /// What a tail call hands over of a limit (the handover's `limit` key).
@@ -96,6 +109,8 @@ pub struct Handed {
     pub unloaded_ms: Option<f64>,
     #[serde(default)]
     pub unloaded_age: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_unloaded_ms: Option<f64>,
 }
 
 impl Gradient {
@@ -109,8 +124,10 @@ impl Gradient {
             ceiling,
             unloaded_ms: None,
             unloaded_age: 0,
+            next_unloaded_ms: None,
             round: Round::default(),
-            halved_at: None,
+            changed_at: None,
+            settling: false,
         }
     }
 
@@ -121,7 +138,9 @@ impl Gradient {
         if handed.limit.is_finite() {
             g.limit = handed.limit.clamp(1.0, g.ceiling as f64);
         }
-        g.unloaded_ms = handed.unloaded_ms.filter(|u| u.is_finite() && *u >= 0.0);
+        let valid = |u: &f64| u.is_finite() && *u >= 0.0;
+        g.unloaded_ms = handed.unloaded_ms.filter(valid);
+        g.next_unloaded_ms = handed.next_unloaded_ms.filter(valid);
         g.unloaded_age = handed.unloaded_age.min(BASELINE_ROUNDS);
         g
     }
@@ -131,6 +150,7 @@ impl Gradient {
             limit: self.limit,
             unloaded_ms: self.unloaded_ms,
             unloaded_age: self.unloaded_age,
+            next_unloaded_ms: self.next_unloaded_ms,
         }
     }
 
@@ -145,50 +165,65 @@ impl Gradient {
 
     /// Takes in a run that ended; how the limit changed, if it did.
     pub fn tell(&mut self, s: Sample) -> Option<Change> {
-        if self.halved_at.is_some_and(|at| s.started_ms < at) {
+        if self.changed_at.is_some_and(|at| s.started_ms < at) {
             return None;
         }
         let from = self.limit();
         if s.refused {
             self.limit = (self.limit / 2.0).max(1.0);
-            self.halved_at = Some(s.ended_ms);
             self.round = Round::default();
-            return Some(Change::Halved {
-                from,
-                to: self.limit(),
-            });
+            let to = self.limit();
+            self.changed_at = Some(s.ended_ms);
+            self.settling = true;
+            return Some(Change::Halved { from, to });
         }
+        let ms = s.latency_ms() as f64;
         let r = &mut self.round;
         r.samples += 1;
-        r.latency_sum_ms += s.latency_ms() as f64;
-        r.in_flight_sum += s.in_flight;
+        r.latency_sum_ms += ms;
+        r.fastest_ms = Some(r.fastest_ms.map_or(ms, |f| f.min(ms)));
         r.peak_in_flight = r.peak_in_flight.max(s.in_flight);
         if r.samples < from {
             return None;
         }
         let round = std::mem::take(&mut self.round);
-        self.end_round(&round, from)
+        let change = self.end_round(&round, from);
+        if change.is_some() {
+            self.changed_at = Some(s.ended_ms);
+            self.settling = true;
+        }
+        change
+    }
+
+    /// The unloaded latency after a round whose fastest run took
+    /// `fastest` ms: the fastest of the window, the window renewed every
+    /// [`BASELINE_ROUNDS`].
+    fn unloaded_after(&mut self, fastest: f64) -> f64 {
+        let lowest = |a: Option<f64>| a.map_or(fastest, |a| a.min(fastest));
+        self.next_unloaded_ms = Some(lowest(self.next_unloaded_ms));
+        self.unloaded_ms = Some(lowest(self.unloaded_ms));
+        self.unloaded_age += 1;
+        if self.unloaded_age >= BASELINE_ROUNDS {
+            self.unloaded_ms = self.next_unloaded_ms.take();
+            self.unloaded_age = 0;
+        }
+        self.unloaded_ms.unwrap_or(fastest)
     }
 
     fn end_round(&mut self, round: &Round, from: usize) -> Option<Change> {
         let n = round.samples as f64;
         let latency = round.latency_sum_ms / n;
-        let unloaded = match self.unloaded_ms {
-            Some(u) if latency >= u && self.unloaded_age < BASELINE_ROUNDS => {
-                self.unloaded_age += 1;
-                u
-            }
-            _ => {
-                self.unloaded_ms = Some(latency);
-                self.unloaded_age = 0;
-                latency
-            }
-        };
+        let unloaded = self.unloaded_after(round.fastest_ms.unwrap_or(latency));
+        if std::mem::take(&mut self.settling) {
+            return None;
+        }
         if latency > TOLERANCE * unloaded + NOISE_MS {
             // What the downstream serves at once (Little's law), never
             // less than half the limit in one round (one slow round may be
             // an outlier) nor more than it.
-            let in_flight = round.in_flight_sum as f64 / n;
+            // Saturated, the runs in flight are the limit; the count at
+            // each start undercounts a refill.
+            let in_flight = round.peak_in_flight.min(from) as f64;
             let serves = in_flight * unloaded / latency;
             self.limit = serves.clamp(self.limit / 2.0, self.limit).max(1.0);
             let to = self.limit();
@@ -203,7 +238,13 @@ impl Gradient {
             // The demand held runs back, not the limit: nothing learned.
             return None;
         }
-        self.limit = (self.limit + self.limit.sqrt()).min(self.ceiling as f64);
+        // No queue yet: by its square root; a queue forming: by one.
+        let step = if latency <= QUEUE_FORMING * unloaded + NOISE_MS {
+            self.limit.sqrt()
+        } else {
+            1.0
+        };
+        self.limit = (self.limit + step).min(self.ceiling as f64);
         let to = self.limit();
         (to > from).then_some(Change::Rose { from, to })
     }
@@ -214,19 +255,20 @@ mod tests {
     use super::*;
 
     /// Ends a round of `g.limit()` runs, each `latency` ms with `in_flight`
-    /// in flight, from `*now`; what changed at its end.
+    /// in flight, started 1 ms apart from `*now`; what changed at its end.
+    /// `*now` moves past the round's last end.
     fn round(g: &mut Gradient, now: &mut u64, latency: u64, in_flight: usize) -> Option<Change> {
-        let n = g.limit();
         let mut last = None;
-        for _ in 0..n {
+        let n = g.limit() as u64;
+        for i in 0..n {
             last = g.tell(Sample {
-                started_ms: *now,
-                ended_ms: *now + latency,
+                started_ms: *now + i,
+                ended_ms: *now + i + latency,
                 refused: false,
                 in_flight,
             });
-            *now += latency / n as u64 + 1;
         }
+        *now += n + latency + 1;
         last
     }
 
@@ -247,17 +289,19 @@ mod tests {
                 limit: 4.0,
                 unloaded_ms: None,
                 unloaded_age: 0,
+                next_unloaded_ms: None,
             },
         );
         let mut now = 0;
         let mut seen = Vec::new();
-        for _ in 0..8 {
+        for _ in 0..12 {
             let l = g.limit();
             round(&mut g, &mut now, 1000, l);
             seen.push(g.limit());
         }
-        // 4 → 6 → 8.45 → 11.35 → 14.72 → 18.56 → 20 (the ceiling).
-        assert_eq!(seen, [6, 8, 11, 14, 18, 20, 20, 20]);
+        // 4 → 6 → 8.45 → 11.35 → 14.72 → 18.56 → 20 (the ceiling), each
+        // rise followed by a round that only settles.
+        assert_eq!(seen, [6, 6, 8, 8, 11, 11, 14, 14, 18, 18, 20, 20]);
         assert_eq!(g.unloaded_ms(), Some(1000.0));
     }
 
@@ -277,18 +321,28 @@ mod tests {
             }),
             "at most halving a round"
         );
-        // 5 in flight take 1.25 s: within the tolerance, and it rises.
+        // The round after a change settles.
+        assert_eq!(round(&mut g, &mut now, 1250, 5), None);
+        // 5 in flight take 1.25 s: within the tolerance, a queue forming:
+        // it rises by one.
         assert_eq!(
             round(&mut g, &mut now, 1250, 5),
-            Some(Change::Rose { from: 5, to: 7 })
+            Some(Change::Rose { from: 5, to: 6 })
         );
-        // 7 take 1.75 s: 7 × 1000 / 1750 = 4.
+        assert_eq!(round(&mut g, &mut now, 1000, 6), None);
+        // No queue: by its square root.
         assert_eq!(
-            round(&mut g, &mut now, 1750, 7),
+            round(&mut g, &mut now, 1050, 6),
+            Some(Change::Rose { from: 6, to: 8 })
+        );
+        assert_eq!(round(&mut g, &mut now, 2000, 8), None);
+        // 8 take 2 s: 8 × 1000 / 2000 = 4.
+        assert_eq!(
+            round(&mut g, &mut now, 2000, 8),
             Some(Change::Fell {
-                from: 7,
+                from: 8,
                 to: 4,
-                latency_ms: 1750.0,
+                latency_ms: 2000.0,
                 unloaded_ms: 1000.0
             })
         );
@@ -346,6 +400,7 @@ mod tests {
                 limit: 10.0,
                 unloaded_ms: Some(1000.0),
                 unloaded_age: 0,
+                next_unloaded_ms: None,
             },
         );
         let mut now = 0;
@@ -358,25 +413,81 @@ mod tests {
     }
 
     #[test]
-    fn a_downstream_slower_for_good_is_believed_after_the_baseline_rounds() {
+    fn the_unloaded_latency_is_the_fastest_run_of_a_window_renewed_every_baseline_rounds() {
         let mut g = Gradient::resume(
             8,
             &Handed {
                 limit: 8.0,
                 unloaded_ms: Some(1000.0),
-                unloaded_age: BASELINE_ROUNDS - 1,
+                unloaded_age: BASELINE_ROUNDS - 2,
+                next_unloaded_ms: Some(1200.0),
             },
         );
         let mut now = 0;
-        // 1.4 s: within the tolerance; the old baseline's last round.
+        // 1.4 s: within the tolerance of the window's 1 s.
         assert_eq!(round(&mut g, &mut now, 1400, 8), None);
         assert_eq!(g.unloaded_ms(), Some(1000.0));
-        // Its age is up: this round's latency is the unloaded one now.
+        // The window is over: the fastest run of the next one (1.2 s).
         round(&mut g, &mut now, 1400, 8);
-        assert_eq!(g.unloaded_ms(), Some(1400.0));
-        // A faster round is always the baseline.
+        assert_eq!(g.unloaded_ms(), Some(1200.0));
+        round(&mut g, &mut now, 1400, 8);
+        assert_eq!(g.unloaded_ms(), Some(1200.0));
+        // A faster run is the unloaded latency at once.
         round(&mut g, &mut now, 900, 8);
         assert_eq!(g.unloaded_ms(), Some(900.0));
+    }
+
+    #[test]
+    fn runs_that_found_a_slot_free_show_the_unloaded_latency() {
+        // Started at 20 against a downstream of 10: in the first round,
+        // half the runs take 1 s and half wait for them; then all take 2 s.
+        let mut g = Gradient::new(20);
+        for i in 0..20 {
+            let latency = if i < 10 { 1000 } else { 2000 };
+            g.tell(Sample {
+                started_ms: i,
+                ended_ms: i + latency,
+                refused: false,
+                in_flight: 20,
+            });
+        }
+        assert_eq!((g.limit(), g.unloaded_ms()), (20, Some(1000.0)));
+        let mut now = 3000;
+        assert_eq!(
+            round(&mut g, &mut now, 2000, 20),
+            Some(Change::Fell {
+                from: 20,
+                to: 10,
+                latency_ms: 2000.0,
+                unloaded_ms: 1000.0
+            })
+        );
+    }
+
+    #[test]
+    fn runs_started_before_a_change_do_not_count_in_the_next_round() {
+        let mut g = Gradient::new(4);
+        let mut now = 0;
+        round(&mut g, &mut now, 1000, 4);
+        round(&mut g, &mut now, 3000, 4);
+        assert_eq!(g.limit(), 2);
+        // Slow runs sent at the old limit end after the fall: not counted.
+        for _ in 0..4 {
+            assert_eq!(
+                g.tell(Sample {
+                    started_ms: 1500,
+                    ended_ms: now + 5000,
+                    refused: false,
+                    in_flight: 4
+                }),
+                None
+            );
+        }
+        assert_eq!(round(&mut g, &mut now, 1000, 2), None, "it settles");
+        assert_eq!(
+            round(&mut g, &mut now, 1000, 2),
+            Some(Change::Rose { from: 2, to: 3 })
+        );
     }
 
     #[test]
@@ -403,6 +514,7 @@ mod tests {
             limit: f64::NAN,
             unloaded_ms: Some(-1.0),
             unloaded_age: 99,
+            next_unloaded_ms: Some(f64::INFINITY),
         };
         let g = Gradient::resume(6, &nan);
         assert_eq!((g.limit(), g.unloaded_ms()), (6, None));

@@ -6,6 +6,7 @@
 //! [`TaskRunner`] and call [`crate::serve`]). [`simulated::SimulatedRunner`]
 //! is the reference demo's legacy system.
 
+pub mod downstream;
 pub mod http;
 pub mod lambda;
 pub mod limit;

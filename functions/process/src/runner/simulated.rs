@@ -1,6 +1,8 @@
 //! The reference demo's legacy system: a fixed number of tasks at once,
-//! each taking a fixed time, failing or answering "busy" at set rates.
+//! each taking a fixed time, failing or answering "busy" at set rates; or,
+//! given a [`Downstream`], one that queues runs past its capacity.
 
+use super::downstream::Downstream;
 use super::{RunOutcome, TaskRunner};
 use lifo_core::Task;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,6 +20,10 @@ pub struct SimulatedRunner {
     pub busy_rate: f64,
     /// Each run takes `latency × (1 ± jitter)` (0: exactly `latency`).
     pub jitter: f64,
+    /// When set, runs go through it (its capacity, queue and timeout)
+    /// instead of being answered "busy" past `max_concurrency`, which is
+    /// then only what the processor claims at most.
+    pub downstream: Option<std::sync::Arc<Downstream>>,
     in_flight: AtomicUsize,
 }
 
@@ -34,8 +40,16 @@ impl SimulatedRunner {
             failure_rate,
             busy_rate,
             jitter: 0.0,
+            downstream: None,
             in_flight: AtomicUsize::new(0),
         }
+    }
+
+    /// Runs go through `downstream` ([`Downstream`]): queued past its
+    /// capacity, refused past its queue, given up after its timeout.
+    pub fn with_downstream(mut self, downstream: std::sync::Arc<Downstream>) -> Self {
+        self.downstream = Some(downstream);
+        self
     }
 
     /// Runs take `latency × (1 ± jitter)`, uniform (a real downstream's
@@ -59,10 +73,17 @@ impl TaskRunner for SimulatedRunner {
     }
 
     fn max_duration(&self) -> Duration {
-        self.latency.mul_f64(1.0 + self.jitter)
+        match &self.downstream {
+            Some(d) => d.timeout(),
+            None => self.latency.mul_f64(1.0 + self.jitter),
+        }
     }
 
     async fn run(&self, _task: &Task) -> RunOutcome {
+        if let Some(d) = &self.downstream {
+            let spread = 1.0 + self.jitter * (2.0 * fastrand::f64() - 1.0);
+            return d.run(self.latency.mul_f64(spread)).await;
+        }
         let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
         let _slot = Slot(&self.in_flight);
         if before >= self.max_concurrency {

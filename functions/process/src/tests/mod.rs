@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+mod adaptive;
 mod corpus;
 mod events;
 mod limit;
