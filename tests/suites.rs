@@ -16,6 +16,7 @@ mod index_lag;
 mod layout;
 mod leases;
 mod light_load;
+mod limits;
 mod operate;
 mod payload;
 mod pipeline;

@@ -298,6 +298,21 @@ pub fn stats(s: &Stats, now: u64, table: &str) -> String {
             let _ = writeln!(out, "{d:<10} {n:>9}");
         }
     }
+    if let Some(d) = &s.downstream {
+        let unloaded = if d.unloaded_ms > 0 {
+            format!(", unloaded latency {:.2} s", d.unloaded_ms as f64 / 1000.0)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "\nDOWNSTREAM LIMIT {} of {} runs in flight (adaptive; group {}, {:.0} s ago{unloaded})",
+            d.limit,
+            d.ceiling,
+            d.group,
+            now.saturating_sub(d.at) as f64 / 1000.0
+        );
+    }
     if s.control.paused {
         let since = s.control.changed_at.map_or(String::new(), |at| {
             format!(" for {:.0} s", now.saturating_sub(at) as f64 / 1000.0)

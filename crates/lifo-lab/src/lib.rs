@@ -4,7 +4,8 @@
 //!
 //! - [`simulate`]: one workload through the local stack and the real
 //!   handlers; [`warm_up`]: each run's DynamoDB Local warmed first;
-//!   [`report`]: what a run shows;
+//!   [`report`]: what a run shows; [`phases`]: phase by phase, against a
+//!   downstream whose capacity follows a schedule;
 //! - [`simulate_command`]: `lifo simulate` (a run, `--compare`, the loads
 //!   of [`loads`], the mixes of [`mixes`], plotted by [`plot`]);
 //!   [`ideal`]: the ideal scheduler the fair share is judged by;
@@ -17,6 +18,7 @@ pub mod ideal;
 pub mod latency;
 pub mod loads;
 pub mod mixes;
+pub mod phases;
 pub mod plot;
 pub mod report;
 pub mod simulate;

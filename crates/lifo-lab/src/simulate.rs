@@ -13,6 +13,7 @@ use lifo_local::{LocalStack, Pipeline, PipelineOptions};
 use lifo_ops::create::{CreateConfig, Creator, MAX_TASKS_PER_REQUEST};
 use process::ProcessConfig;
 use process::runner::SimulatedRunner;
+use process::runner::downstream::{Downstream, Run, Schedule};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,6 +65,23 @@ pub struct Workload {
     /// this many at once (up to 1,000, all stamped when the request
     /// begins); 1: each tick's arrivals as they come.
     pub create_batch: usize,
+    /// process's `RUNNER_CONCURRENCY`: `concurrency` always, or the
+    /// adaptive limit under it.
+    pub runner_concurrency: process::runner::Concurrency,
+    /// A downstream that queues past its capacity (which follows a
+    /// schedule) instead of answering "busy" past `concurrency`, which is
+    /// then only process's `RunnerMaxConcurrency`.
+    pub downstream: Option<DownstreamSpec>,
+}
+
+/// A downstream that behaves like one ([`Downstream`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DownstreamSpec {
+    pub schedule: Schedule,
+    /// Runs waiting inside it at most; past that, 429.
+    pub queue: usize,
+    /// Each run is given up (timed out) after this.
+    pub timeout: Duration,
 }
 
 /// [`Workload::warm_up`] unless told otherwise. A cold run was slow for
@@ -99,12 +117,19 @@ impl Workload {
             template: None,
             index_lag: lifo_local::index_lag::IndexLagMode::Aws,
             create_batch: 1,
+            runner_concurrency: process::runner::Concurrency::Fixed,
+            downstream: None,
         }
     }
 
-    /// Tasks per second the downstream can serve.
+    /// Tasks per second the downstream can serve (at first, when its
+    /// capacity follows a schedule).
     pub fn capacity_per_second(&self) -> f64 {
-        self.concurrency as f64 / self.latency.as_secs_f64().max(1e-3)
+        let at_once = self
+            .downstream
+            .as_ref()
+            .map_or(self.concurrency, |d| d.schedule.at(Duration::ZERO));
+        at_once as f64 / self.latency.as_secs_f64().max(1e-3)
     }
 
     /// Arrival rate / capacity (2.0 = twice what the downstream can serve).
@@ -196,6 +221,9 @@ pub struct Outcome {
     /// scheduler can start a task before its write is done, and a task is
     /// stamped (`readyAt`) when its request begins.
     pub written_ms: HashMap<String, u64>,
+    /// Every run as the downstream saw it (ms since the arrivals began),
+    /// with [`Workload::downstream`].
+    pub downstream_runs: Vec<Run>,
 }
 
 /// The pipeline's counters at the end of a run.
@@ -292,10 +320,16 @@ pub async fn run_specs(
         Creator::new(store.clone(), create_config)
     };
     let trigger = Arc::new(stack.trigger(store.clone(), workload.shards, max_ttl));
-    let runner = Arc::new(
-        SimulatedRunner::new(workload.concurrency, workload.latency, 0.0, 0.0)
-            .with_jitter(workload.latency_jitter),
-    );
+    let downstream = workload
+        .downstream
+        .as_ref()
+        .map(|d| Arc::new(Downstream::new(d.schedule.clone(), d.queue, d.timeout)));
+    let mut runner = SimulatedRunner::new(workload.concurrency, workload.latency, 0.0, 0.0)
+        .with_jitter(workload.latency_jitter);
+    if let Some(d) = &downstream {
+        runner = runner.with_downstream(Arc::clone(d));
+    }
+    let runner = Arc::new(runner);
     let processor = Arc::new(stack.processor(
         store.clone(),
         runner,
@@ -310,6 +344,7 @@ pub async fn run_specs(
             order,
             fair_share: workload.fair_share,
             tenant_max_in_flight: workload.tenant_max_in_flight,
+            concurrency: workload.runner_concurrency,
             ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
         },
     ));
@@ -329,6 +364,9 @@ pub async fn run_specs(
     let probe = stack.store();
     let started = Instant::now();
     let epoch_ms = now_ms();
+    if let Some(d) = &downstream {
+        d.start_now();
+    }
     let driven = drive(
         workload,
         arrivals,
@@ -345,7 +383,7 @@ pub async fn run_specs(
     pipeline.stop().await;
     let (created, observer, written_ms) = driven?;
     let report = Report::build(&created, &observer, store.meter(), now_ms());
-    Ok(outcome(
+    let mut outcome = outcome(
         workload,
         order,
         &created,
@@ -356,7 +394,9 @@ pub async fn run_specs(
         epoch_ms,
         started.elapsed(),
         written_ms,
-    ))
+    );
+    outcome.downstream_runs = downstream.map(|d| d.runs()).unwrap_or_default();
+    Ok(outcome)
 }
 
 /// Creates the arrivals on time, then waits for the drain. Returns the
@@ -522,6 +562,7 @@ fn outcome(
             .filter_map(|id| observer.get(id).cloned())
             .collect(),
         written_ms,
+        downstream_runs: Vec::new(),
     }
 }
 

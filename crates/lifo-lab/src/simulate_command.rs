@@ -110,11 +110,44 @@ pub struct SimulateArgs {
     /// moment's arrivals as they come.
     #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
     pub create_batch: usize,
+    /// process's RunnerConcurrency: `fixed` (always --capacity runs) or
+    /// `adaptive` (a limit found from the downstream's latency and
+    /// refusals, at most --capacity); the template's default when not
+    /// given.
+    #[arg(long)]
+    pub concurrency: Option<process::runner::Concurrency>,
+    /// A downstream that queues runs past its capacity instead of answering
+    /// "busy" past --capacity (which is then only process's
+    /// RunnerMaxConcurrency): its runs at once, and when that changes, e.g.
+    /// `10,4@30s,10@60s` (10, then 4 from 30 s, then 10 from 60 s; times
+    /// as 30s, 1500ms or 2m).
+    #[arg(long, value_name = "SCHEDULE", value_parser = parse_schedule)]
+    pub downstream_capacity: Option<process::runner::downstream::Schedule>,
+    /// With --downstream-capacity: runs waiting inside it at most; past
+    /// that it answers 429.
+    #[arg(long, default_value_t = 10, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=10_000))]
+    pub downstream_queue: usize,
+    /// With --downstream-capacity: each run is given up after this many
+    /// milliseconds (a timeout, as the http and lambda runners set one).
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=240_000))]
+    pub run_timeout_ms: u64,
+}
+
+/// `--downstream-capacity`'s schedule, its error naming the entry.
+fn parse_schedule(text: &str) -> Result<process::runner::downstream::Schedule, String> {
+    process::runner::downstream::Schedule::parse(text)
 }
 
 impl SimulateArgs {
     pub fn workload(&self, shards: u32) -> anyhow::Result<Workload> {
         let template = lifo_local::Template::load_or_workspace(self.template.as_deref())?;
+        let runner_concurrency = match self.concurrency {
+            Some(c) => c,
+            None => template
+                .parameter_default("RunnerConcurrency")?
+                .parse()
+                .map_err(|e| anyhow::anyhow!("template parameter RunnerConcurrency: {e}"))?,
+        };
         let budget = match self.budget {
             Some(b) => b,
             None => template
@@ -147,6 +180,15 @@ impl SimulateArgs {
                 .then(|| std::sync::Arc::new(template)),
             index_lag: self.index_lag,
             create_batch: self.create_batch,
+            runner_concurrency,
+            downstream: self
+                .downstream_capacity
+                .clone()
+                .map(|schedule| simulate::DownstreamSpec {
+                    schedule,
+                    queue: self.downstream_queue,
+                    timeout: Duration::from_millis(self.run_timeout_ms),
+                }),
         })
     }
 
@@ -335,6 +377,9 @@ pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow:
         return Ok(v.to_string());
     }
     let mut out = table(&outcomes);
+    if args.downstream_capacity.is_some() {
+        let _ = write!(out, "\n{}", crate::phases::table(&outcomes));
+    }
     let _ = writeln!(out, "\n{UNITS_NOTE}");
     let _ = writeln!(
         out,

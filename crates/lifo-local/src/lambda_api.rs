@@ -11,7 +11,9 @@
 //!   (or `Handled`) and `{"errorType", "errorMessage"}`; a timeout is one of
 //!   these too (`Sandbox.Timedout`, "Task timed out after N seconds");
 //! - Lambda's own refusals, as a non-2xx status with `x-amzn-ErrorType`:
-//!   429 `TooManyRequestsException` (throttled), 502
+//!   429 `TooManyRequestsException` (throttled: by the handler's answer, or,
+//!   as AWS does, when a function with reserved concurrency
+//!   ([`LambdaApi::reserve`]) already runs that many invocations), 502
 //!   `ResourceNotReadyException`, 500 `ServiceException`, 404
 //!   `ResourceNotFoundException` (no such function).
 
@@ -64,6 +66,40 @@ where
 struct Functions {
     by_name: Mutex<HashMap<String, Handler>>,
     invocations: AtomicUsize,
+    /// Reserved concurrency by function, and invocations running.
+    reserved: Mutex<HashMap<String, usize>>,
+    running: Mutex<HashMap<String, usize>>,
+    throttled: AtomicUsize,
+}
+
+/// An invocation counted against its function's reserved concurrency
+/// while it runs.
+struct Running<'a>(&'a Functions, String);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.0.running.lock()
+            && let Some(n) = running.get_mut(&self.1)
+        {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+impl Functions {
+    /// Counts an invocation of `name` as running, unless its reserved
+    /// concurrency is used up (then Lambda throttles it).
+    fn enter(&self, name: &str) -> Option<Running<'_>> {
+        let reserved = self.reserved.lock().ok()?.get(name).copied();
+        let mut running = self.running.lock().ok()?;
+        let n = running.entry(name.to_owned()).or_insert(0);
+        if reserved.is_some_and(|r| *n >= r) {
+            self.throttled.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        *n += 1;
+        Some(Running(self, name.to_owned()))
+    }
 }
 
 /// A running Invoke API on 127.0.0.1 (a free port). Stops when dropped.
@@ -103,6 +139,34 @@ impl LambdaApi {
     pub fn invocations(&self) -> usize {
         self.functions.invocations.load(Ordering::Relaxed)
     }
+
+    /// Sets `name`'s reserved concurrency (PutFunctionConcurrency): an
+    /// invocation past that many running is throttled, 429
+    /// `TooManyRequestsException` (`ReservedFunctionConcurrentInvocationLimitExceeded`),
+    /// as AWS does. `None`: unreserved (never throttled here).
+    pub fn reserve(&self, name: &str, concurrency: Option<usize>) {
+        if let Ok(mut map) = self.functions.reserved.lock() {
+            match concurrency {
+                Some(n) => map.insert(name.to_owned(), n),
+                None => map.remove(name),
+            };
+        }
+    }
+
+    /// Invocations throttled at a reserved concurrency so far.
+    pub fn throttled(&self) -> usize {
+        self.functions.throttled.load(Ordering::Relaxed)
+    }
+}
+
+/// Lambda's throttle at a reserved concurrency.
+fn throttled() -> Response<Full<Bytes>> {
+    reply(
+        StatusCode::TOO_MANY_REQUESTS,
+        &[("x-amzn-ErrorType", "TooManyRequestsException".to_owned())],
+        json!({"Reason": "ReservedFunctionConcurrentInvocationLimitExceeded",
+               "Type": "User", "message": "Rate Exceeded."}),
+    )
 }
 
 /// `my-fn`, from `my-fn`, `arn:aws:lambda:r:a:function:my-fn[:qualifier]`
@@ -184,6 +248,9 @@ async fn serve(functions: &Functions, req: Request<Incoming>) -> Response<Full<B
             }
         }
     };
+    let Some(_running) = functions.enter(&name) else {
+        return throttled();
+    };
     let executed = ("X-Amz-Executed-Version", "$LATEST".to_owned());
     match handler(event).await {
         Reply::Ok(v) => reply(StatusCode::OK, &[executed], v),
@@ -208,12 +275,7 @@ async fn serve(functions: &Functions, req: Request<Incoming>) -> Response<Full<B
             json!({"errorType": "Sandbox.Timedout",
                    "errorMessage": format!("RequestId: local Error: Task timed out after {seconds}.00 seconds")}),
         ),
-        Reply::Throttled => reply(
-            StatusCode::TOO_MANY_REQUESTS,
-            &[("x-amzn-ErrorType", "TooManyRequestsException".to_owned())],
-            json!({"Reason": "ReservedFunctionConcurrentInvocationLimitExceeded",
-                   "Type": "User", "message": "Rate Exceeded."}),
-        ),
+        Reply::Throttled => throttled(),
         Reply::Refused { status, code } => {
             refusal(status, &code, "refused by the local Lambda API")
         }

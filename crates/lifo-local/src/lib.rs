@@ -8,6 +8,7 @@ pub mod aws;
 pub mod contention;
 pub mod empty_maps;
 pub mod filter;
+pub mod http_downstream;
 pub mod iam;
 pub mod index_lag;
 pub mod invoke;

@@ -50,6 +50,9 @@ pub struct ShardStats {
 pub struct Stats {
     /// Paused or running (the control item).
     pub control: lifo_core::store::QueueControl,
+    /// The adaptive limit the last invocation that ran something ended
+    /// with (`RunnerConcurrency: adaptive`; none with a fixed limit).
+    pub downstream: Option<lifo_core::store::DownstreamLimit>,
     pub shards: Vec<ShardStats>,
     /// (due date, SCHEDULED tasks), dates with at least one.
     pub scheduled: Vec<(String, usize)>,
@@ -61,13 +64,15 @@ pub struct Stats {
 /// The queue's stats; scheduled tasks due from `past_days` ago to `days`
 /// ahead (one COUNT query per date and due shard, nothing more).
 pub async fn collect(q: &Queue, now: u64, past_days: u32, days: u32) -> Result<Stats, OpsError> {
-    let (control, shards, scheduled) = futures::try_join!(
+    let (control, downstream, shards, scheduled) = futures::try_join!(
         async { Ok::<_, OpsError>(q.store.control(true).await?) },
+        async { Ok::<_, OpsError>(q.store.downstream_limit().await?) },
         shard_stats(q, now),
         scheduled(q, now, past_days, days),
     )?;
     Ok(Stats {
         control,
+        downstream,
         shards,
         scheduled,
         past_days,
@@ -191,6 +196,13 @@ impl Stats {
         json!({
             "paused": self.control.paused,
             "pausedReason": self.control.reason.as_deref().filter(|_| self.control.paused),
+            "downstreamLimit": self.downstream.map(|d| json!({
+                "limit": d.limit,
+                "ceiling": d.ceiling,
+                "unloadedMs": d.unloaded_ms,
+                "group": d.group,
+                "ageMs": now.saturating_sub(d.at),
+            })),
             "shards": self.shards.iter().map(|s| json!({
                 "shard": s.shard,
                 "pending": s.pending,

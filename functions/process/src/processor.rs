@@ -279,11 +279,7 @@ impl<R: TaskRunner> Processor<R> {
         .await;
         // Whatever happened, finish what was claimed.
         drain(&mut state, &mut report, &mut running).await;
-        let slots = &assignment.slots;
-        report.downstream(slots.limit(), slots.seen());
-        if let (Some(handed), Ok(mut kept)) = (slots.state(), self.limits.lock()) {
-            kept.insert(report.group.unwrap_or(0), handed);
-        }
+        self.keep_limit(&assignment, &mut report).await;
         let failure = state.failure.take();
         // The tasks it put back and did not claim again: the rest alarms'.
         let rest_ends = state.unclaimed_rest_ends();
@@ -376,6 +372,35 @@ impl<R: TaskRunner> Processor<R> {
             error = result.as_ref().err().map(|e| lifo_core::error::chain(e)),
         );
         result.map(|()| report)
+    }
+
+    /// Books what the slots saw; with the adaptive limit, keeps it for
+    /// this sandbox's next invocation of the group and, once it ran
+    /// something, records it for `lifo stats` (one write; a failure is
+    /// only logged).
+    async fn keep_limit(&self, assignment: &Assignment, report: &mut ProcessReport) {
+        let slots = &assignment.slots;
+        report.downstream(slots.limit(), slots.seen());
+        let Some(handed) = slots.state() else {
+            return;
+        };
+        let group = report.group.unwrap_or(0);
+        if let Ok(mut kept) = self.limits.lock() {
+            kept.insert(group, handed);
+        }
+        if report.downstream_latencies_ms.is_empty() {
+            return;
+        }
+        let last = lifo_core::store::DownstreamLimit {
+            limit: report.downstream_limit as u64,
+            ceiling: assignment.capacity as u64,
+            unloaded_ms: handed.unloaded_ms.map_or(0, |u| u.round() as u64),
+            group,
+            at: now_ms(),
+        };
+        if let Err(e) = self.store.record_limit(&last).await {
+            tracing::warn!(event = "process.limit_record_failed", error = %lifo_core::error::Chain(&e));
+        }
     }
 
     /// Sets the rest alarms for `rest_ends` (epoch ms, earliest first), the

@@ -79,6 +79,39 @@ pub fn nudge(now_ms: u64) -> Expr {
     }
 }
 
+/// The downstream item (`#downstream`): the adaptive limit an invocation
+/// of `group` ended with, under `ceiling`, its unloaded latency (ms, 0
+/// unknown), at `now_ms`; what `lifo stats` shows. Its own item, not the
+/// control item: a write to that one wakes the processor.
+pub fn downstream_limit(
+    group: u32,
+    limit: u64,
+    ceiling: u64,
+    unloaded_ms: u64,
+    now_ms: u64,
+) -> Expr {
+    Expr {
+        main: "SET #limit = :limit, #ceiling = :ceiling, #unloadedMs = :unloaded, \
+               #group = :group, #at = :now"
+            .to_owned(),
+        condition: String::new(),
+        names: BTreeMap::from([
+            ("#limit", "limit"),
+            ("#ceiling", "ceiling"),
+            ("#unloadedMs", "unloadedMs"),
+            ("#group", "group"),
+            ("#at", "at"),
+        ]),
+        values: BTreeMap::from([
+            (":limit", n(limit)),
+            (":ceiling", n(ceiling)),
+            (":unloaded", n(unloaded_ms)),
+            (":group", n(group)),
+            (":now", n(now_ms)),
+        ]),
+    }
+}
+
 /// The key item (`#key-<supersedeKey>`) names `latest` as the key's newest
 /// task, created at `created` (epoch ms): only if it still names `prev`
 /// (or, with none, does not exist yet), so two creates of one key at once
@@ -177,6 +210,25 @@ mod tests {
         let e = nudge(NOW);
         assert_eq!(e.main, "SET #nudgedAt = :now");
         assert_eq!(values(&e), ":now=N:1764547200123");
+    }
+
+    #[test]
+    fn the_downstream_item_holds_the_last_limit_unconditionally() {
+        let e = downstream_limit(1, 4, 20, 1000, NOW);
+        assert_eq!(
+            e.main,
+            "SET #limit = :limit, #ceiling = :ceiling, #unloadedMs = :unloaded, \
+             #group = :group, #at = :now"
+        );
+        assert_eq!(e.condition, "");
+        assert_eq!(
+            names(&e),
+            "#at=at #ceiling=ceiling #group=group #limit=limit #unloadedMs=unloadedMs"
+        );
+        assert_eq!(
+            values(&e),
+            ":ceiling=N:20 :group=N:1 :limit=N:4 :now=N:1764547200123 :unloaded=N:1000"
+        );
     }
 
     #[test]

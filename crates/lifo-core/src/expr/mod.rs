@@ -440,6 +440,7 @@ mod tests {
             ("extend payload".into(), extend_payload(1)),
             ("pause".into(), set_paused(true, "r", NOW)),
             ("nudge".into(), nudge(NOW)),
+            ("downstream limit".into(), downstream_limit(0, 1, 2, 3, NOW)),
             ("take group".into(), take_group(NOW, NOW, "o")),
             ("mark superseded".into(), mark_superseded("b", "k")),
             ("point key".into(), point_key("b", 2, None, 1)),

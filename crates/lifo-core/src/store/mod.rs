@@ -30,7 +30,9 @@ pub mod supersede;
 mod transition;
 mod write;
 
-pub use control::{CONTROL_ID, QueueControl, is_control_id, is_queue_item};
+pub use control::{
+    CONTROL_ID, DOWNSTREAM_ID, DownstreamLimit, QueueControl, is_control_id, is_queue_item,
+};
 pub use error::{CancelError, StoreError};
 pub use failed::{Failed, FailedQuery};
 pub use meter::{CapacityMeter, Op, Spent};

@@ -121,7 +121,7 @@ pub struct Downstream {
     schedule: Schedule,
     queue: usize,
     timeout: Duration,
-    origin: Instant,
+    origin: Mutex<Instant>,
     state: Mutex<State>,
     freed: Notify,
     runs: Mutex<Vec<Run>>,
@@ -133,7 +133,7 @@ impl Downstream {
             schedule,
             queue,
             timeout,
-            origin: Instant::now(),
+            origin: Mutex::new(Instant::now()),
             state: Mutex::new(State::default()),
             freed: Notify::new(),
             runs: Mutex::new(Vec::new()),
@@ -153,12 +153,24 @@ impl Downstream {
         self.runs.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
+    /// Starts its schedule (and its runs' times) over from now: a run
+    /// that warms up first begins the schedule when its load does.
+    pub fn start_now(&self) {
+        if let Ok(mut o) = self.origin.lock() {
+            *o = Instant::now();
+        }
+    }
+
+    fn origin(&self) -> Instant {
+        self.origin.lock().map_or_else(|_| Instant::now(), |o| *o)
+    }
+
     fn capacity_now(&self) -> usize {
-        self.schedule.at(self.origin.elapsed())
+        self.schedule.at(self.origin().elapsed())
     }
 
     fn ms(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.origin).as_millis()).unwrap_or(u64::MAX)
+        u64::try_from(at.saturating_duration_since(self.origin()).as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Serves a run that takes `service` once it has a slot.
@@ -244,11 +256,12 @@ impl Turn<'_> {
                 d.freed.notify_waiters();
                 return;
             }
-            match d.schedule.next_change(d.origin.elapsed()) {
+            let origin = d.origin();
+            match d.schedule.next_change(origin.elapsed()) {
                 Some(at) => {
                     tokio::select! {
                         _ = freed => {}
-                        _ = tokio::time::sleep_until(d.origin + at) => {}
+                        _ = tokio::time::sleep_until(origin + at) => {}
                     }
                 }
                 None => freed.await,

@@ -12,7 +12,8 @@
 //!   show the unloaded latency) says whether the downstream queues runs.
 //!   Above [`TOLERANCE`] times it, the limit falls to what the latency
 //!   implies the downstream serves at once (Little's law: runs in flight ×
-//!   unloaded / latency), at most halving a round;
+//!   unloaded / latency) and a queue of its square root, at most halving a
+//!   round;
 //! - else, when the runs in flight reached half the limit (the limit, not
 //!   the demand, held them back), it rises: by its square root up to
 //!   [`QUEUE_FORMING`] times the unloaded latency, by one above;
@@ -225,7 +226,10 @@ impl Gradient {
             // each start undercounts a refill.
             let in_flight = round.peak_in_flight.min(from) as f64;
             let serves = in_flight * unloaded / latency;
-            self.limit = serves.clamp(self.limit / 2.0, self.limit).max(1.0);
+            // And a queue of its square root in front of it, so that a
+            // slot freed while the next claim is on its way does not idle.
+            let target = serves + serves.sqrt();
+            self.limit = target.clamp(self.limit / 2.0, self.limit).max(1.0);
             let to = self.limit();
             return (to < from).then_some(Change::Fell {
                 from,
@@ -310,39 +314,51 @@ mod tests {
         let mut g = Gradient::new(10);
         let mut now = 0;
         assert_eq!(round(&mut g, &mut now, 1000, 10), None, "at the ceiling");
-        // 10 in flight take 2.5 s: the downstream serves 4 at once.
+        // 10 in flight take 2.5 s: the downstream serves 4 at once; 4 and
+        // a queue of 2.
         assert_eq!(
             round(&mut g, &mut now, 2500, 10),
             Some(Change::Fell {
                 from: 10,
-                to: 5,
+                to: 6,
                 latency_ms: 2500.0,
                 unloaded_ms: 1000.0
-            }),
-            "at most halving a round"
+            })
         );
         // The round after a change settles.
-        assert_eq!(round(&mut g, &mut now, 1250, 5), None);
-        // 5 in flight take 1.25 s: within the tolerance, a queue forming:
+        assert_eq!(round(&mut g, &mut now, 1500, 6), None);
+        // 6 in flight take 1.5 s: within the tolerance, a queue forming:
         // it rises by one.
         assert_eq!(
-            round(&mut g, &mut now, 1250, 5),
-            Some(Change::Rose { from: 5, to: 6 })
+            round(&mut g, &mut now, 1500, 6),
+            Some(Change::Rose { from: 6, to: 7 })
         );
-        assert_eq!(round(&mut g, &mut now, 1000, 6), None);
+        assert_eq!(round(&mut g, &mut now, 1000, 7), None);
         // No queue: by its square root.
         assert_eq!(
-            round(&mut g, &mut now, 1050, 6),
-            Some(Change::Rose { from: 6, to: 8 })
+            round(&mut g, &mut now, 1050, 7),
+            Some(Change::Rose { from: 7, to: 9 })
         );
-        assert_eq!(round(&mut g, &mut now, 2000, 8), None);
-        // 8 take 2 s: 8 × 1000 / 2000 = 4.
+        assert_eq!(round(&mut g, &mut now, 2250, 9), None);
+        // 9 take 2.25 s: 9 × 1000 / 2250 = 4, and 2 queued; at most halving
+        // (9.65 / 2 = 4.8).
         assert_eq!(
-            round(&mut g, &mut now, 2000, 8),
+            round(&mut g, &mut now, 2250, 9),
             Some(Change::Fell {
-                from: 8,
-                to: 4,
-                latency_ms: 2000.0,
+                from: 9,
+                to: 6,
+                latency_ms: 2250.0,
+                unloaded_ms: 1000.0
+            })
+        );
+        // Far past its capacity: half a round at most.
+        assert_eq!(round(&mut g, &mut now, 9000, 6), None);
+        assert_eq!(
+            round(&mut g, &mut now, 9000, 6),
+            Some(Change::Fell {
+                from: 6,
+                to: 3,
+                latency_ms: 9000.0,
                 unloaded_ms: 1000.0
             })
         );
@@ -457,7 +473,7 @@ mod tests {
             round(&mut g, &mut now, 2000, 20),
             Some(Change::Fell {
                 from: 20,
-                to: 10,
+                to: 13,
                 latency_ms: 2000.0,
                 unloaded_ms: 1000.0
             })
@@ -486,7 +502,7 @@ mod tests {
         assert_eq!(round(&mut g, &mut now, 1000, 2), None, "it settles");
         assert_eq!(
             round(&mut g, &mut now, 1000, 2),
-            Some(Change::Rose { from: 2, to: 3 })
+            Some(Change::Rose { from: 2, to: 4 })
         );
     }
 
