@@ -19,8 +19,9 @@
 //!   [`QUEUE_FORMING`] times the unloaded latency, by one above;
 //!
 //! and at once, on a refusal (HTTP 429 or 503, Lambda's throttle, a
-//! timeout), it halves. Runs that started before the last change measured
-//! the old limit: their latencies and refusals are not counted. Time is an
+//! timeout), it halves, at most once a latency (the last round's). Runs
+//! that started before the last change measured the old limit: their
+//! latencies and refusals are not counted. Time is an
 //! argument (ms on any monotonic clock), never read here.
 
 use serde::{Deserialize, Serialize};
@@ -99,6 +100,12 @@ pub struct Gradient {
     /// The round after a change only settles: its runs queued behind the
     /// old limit's, so their latency is still the old one's.
     settling: bool,
+    /// The last round's mean latency (ms).
+    latency_ms: Option<f64>,
+    /// Refusals of runs started before this are not counted: after a
+    /// halving, runs sent at once still meet the old limit's queue for
+    /// about one latency (as TCP halves once a round trip).
+    refusals_from: Option<u64>,
 }
 
 /// What a tail call hands over of a limit (the handover's `limit` key).
@@ -129,6 +136,8 @@ impl Gradient {
             round: Round::default(),
             changed_at: None,
             settling: false,
+            latency_ms: None,
+            refusals_from: None,
         }
     }
 
@@ -171,10 +180,15 @@ impl Gradient {
         }
         let from = self.limit();
         if s.refused {
+            if self.refusals_from.is_some_and(|at| s.started_ms < at) {
+                return None;
+            }
             self.limit = (self.limit / 2.0).max(1.0);
             self.round = Round::default();
             let to = self.limit();
             self.changed_at = Some(s.ended_ms);
+            let latency = self.latency_ms.unwrap_or(0.0).round() as u64;
+            self.refusals_from = Some(s.ended_ms + latency);
             self.settling = true;
             return Some(Change::Halved { from, to });
         }
@@ -214,6 +228,7 @@ impl Gradient {
     fn end_round(&mut self, round: &Round, from: usize) -> Option<Change> {
         let n = round.samples as f64;
         let latency = round.latency_sum_ms / n;
+        self.latency_ms = Some(latency);
         let unloaded = self.unloaded_after(round.fastest_ms.unwrap_or(latency));
         if std::mem::take(&mut self.settling) {
             return None;
@@ -390,6 +405,24 @@ mod tests {
         assert_eq!(
             refusal(&mut g, 300, 400),
             Some(Change::Halved { from: 4, to: 2 })
+        );
+    }
+
+    #[test]
+    fn it_halves_at_most_once_a_latency() {
+        let mut g = Gradient::new(16);
+        let mut now = 0;
+        round(&mut g, &mut now, 1000, 16);
+        assert_eq!(
+            refusal(&mut g, now, now + 1),
+            Some(Change::Halved { from: 16, to: 8 })
+        );
+        // Sent after the halving, but within a latency of it: the old
+        // limit's queue refused it.
+        assert_eq!(refusal(&mut g, now + 500, now + 501), None);
+        assert_eq!(
+            refusal(&mut g, now + 1001, now + 1002),
+            Some(Change::Halved { from: 8, to: 4 })
         );
     }
 
