@@ -117,3 +117,77 @@ async fn the_lambda_runners_limit_falls_at_the_workers_reserved_concurrency_and_
     assert!(low <= 2, "{limits:?}");
     assert!(late >= 6, "{limits:?}");
 }
+
+/// An adaptive processor that met refusals records its last limit in the
+/// `#downstream` item through the stack's processor, and `lifo stats` (its
+/// JSON, as the API serves it) shows it; a fixed one records nothing.
+#[tokio::test]
+async fn stats_show_the_last_adaptive_limit() {
+    let h = lifo_tests::Harness::start(1).await;
+    let out = h
+        .plain_creator()
+        .handle(serde_json::json!({"count": 6}))
+        .await
+        .unwrap();
+    assert_eq!(out.created.len(), 6);
+    let settings = lifo_ops::Settings {
+        shards: 1,
+        due_shards: 1,
+        max_ttl_seconds: lifo_tests::MAX_TTL,
+        task_ttl_seconds: 3600,
+        retention_seconds: 0,
+    };
+    let queue = lifo_ops::Queue::new(h.store.clone(), settings);
+    let fixed = h.processor_custom(
+        process::runner::SimulatedRunner::new(8, Duration::ZERO, 0.0, 1.0),
+        3,
+    );
+    let deadline = std::time::SystemTime::now() + Duration::from_secs(30);
+    fixed
+        .handle(&process::Wakeups::one(), deadline)
+        .await
+        .unwrap();
+    let now = lifo_core::now_ms();
+    let stats = lifo_ops::stats::collect(&queue, now, 0, 0).await.unwrap();
+    assert_eq!(stats.downstream, None);
+    assert!(stats.json(now)["downstreamLimit"].is_null());
+
+    // New tasks (the first rest), every run refused: the limit halves
+    // from 8.
+    h.plain_creator()
+        .handle(serde_json::json!({"count": 6}))
+        .await
+        .unwrap();
+    let adaptive = h.stack.processor(
+        h.store.clone(),
+        Arc::new(process::runner::SimulatedRunner::new(
+            8,
+            Duration::ZERO,
+            0.0,
+            1.0,
+        )),
+        process::ProcessConfig {
+            concurrency: Concurrency::Adaptive,
+            rest: process::rest::RestPolicy {
+                base: Duration::ZERO,
+            },
+            ..fixed.config().clone()
+        },
+    );
+    let report = adaptive
+        .handle(&process::Wakeups::one(), deadline)
+        .await
+        .unwrap();
+    assert!(report.limit_halvings > 0, "{report:?}");
+    let now = lifo_core::now_ms();
+    let stats = lifo_ops::stats::collect(&queue, now, 0, 0).await.unwrap();
+    let last = stats.downstream.expect("the last limit");
+    assert_eq!(
+        (last.limit, last.ceiling, last.group),
+        (report.downstream_limit as u64, 8, 0)
+    );
+    assert_eq!(
+        stats.json(now)["downstreamLimit"]["limit"],
+        report.downstream_limit as u64
+    );
+}

@@ -354,3 +354,38 @@ pub fn stats(s: &Stats, now: u64, table: &str) -> String {
     );
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `lifo stats` names the last adaptive limit, its ceiling and when;
+    /// with a fixed limit (no `#downstream` item) it says nothing of it.
+    #[test]
+    fn stats_show_the_last_adaptive_limit() {
+        let mut s = Stats {
+            control: Default::default(),
+            downstream: None,
+            shards: Vec::new(),
+            scheduled: Vec::new(),
+            past_days: 0,
+            days: 0,
+        };
+        assert!(!stats(&s, 10_000, "Q").contains("DOWNSTREAM"));
+        s.downstream = Some(lifo_core::store::DownstreamLimit {
+            limit: 4,
+            ceiling: 20,
+            unloaded_ms: 1000,
+            group: 0,
+            at: 4_000,
+        });
+        assert!(
+            stats(&s, 10_000, "Q").contains(
+                "DOWNSTREAM LIMIT 4 of 20 runs in flight (adaptive; group 0, 6 s ago, \
+                 unloaded latency 1.00 s)"
+            ),
+            "{}",
+            stats(&s, 10_000, "Q")
+        );
+    }
+}

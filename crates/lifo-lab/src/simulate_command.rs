@@ -503,6 +503,38 @@ mod tests {
         );
     }
 
+    /// A scheduled downstream and the limit reach the workload; a bad
+    /// schedule is refused naming the flag and the entry.
+    #[test]
+    fn the_downstreams_schedule_and_the_limit_are_the_workloads() {
+        let w = args(&[
+            "--downstream-capacity",
+            "10,4@30s,10@60s",
+            "--concurrency",
+            "adaptive",
+        ])
+        .workload(1)
+        .unwrap();
+        assert_eq!(w.runner_concurrency, process::runner::Concurrency::Adaptive);
+        let d = w.downstream.unwrap();
+        assert_eq!((d.queue, d.timeout), (10, Duration::from_secs(30)));
+        assert_eq!(d.schedule.at(Duration::from_secs(45)), 4);
+        let w = args(&[]).workload(1).unwrap();
+        assert_eq!(
+            (w.runner_concurrency, w.downstream),
+            (process::runner::Concurrency::Fixed, None)
+        );
+        let all = ["simulate", "--downstream-capacity", "10,4@30"];
+        let err = Simulate::try_parse_from(all).err().unwrap().to_string();
+        assert!(
+            err.contains("--downstream-capacity")
+                && err.contains(
+                    "entry 2 (\"4@30\"): the time must be a number with a unit: 30s, 1500ms or 2m"
+                ),
+            "{err}"
+        );
+    }
+
     /// `lifo simulate --template FILE` (issue 51): the run's settings and
     /// stack come from the copy, not from the template `lifo` was built
     /// beside.
