@@ -1,5 +1,6 @@
 use super::*;
 use crate::order::{Candidate, Order};
+use crate::store::QueueOps;
 
 const T0: u64 = 1_800_000_000_000;
 

@@ -32,7 +32,7 @@ impl Store {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<Vec<(Vec<Candidate>, bool)>, StoreError> {
-        Queue::claimable_heads(self, order, shards, page, now_ms, horizon_ms).await
+        heads(self, order, shards, page, (now_ms, horizon_ms), None).await
     }
 
     /// As [`Store::claimable_heads`], and with `since_ms`, newest first:
@@ -52,8 +52,27 @@ impl Store {
         horizon_ms: u64,
         since_ms: Option<u64>,
     ) -> Result<Vec<(Vec<Candidate>, bool)>, StoreError> {
-        Queue::claimable_heads_since(self, order, shards, page, now_ms, horizon_ms, since_ms).await
+        heads(self, order, shards, page, (now_ms, horizon_ms), since_ms).await
     }
+}
+
+/// [`Store::claimable_heads_since`] over any [`Queue`]: each shard's head,
+/// in parallel.
+pub(super) async fn heads<Q: Queue + ?Sized>(
+    q: &Q,
+    order: Order,
+    shards: &[u32],
+    page: usize,
+    times: (u64, u64),
+    since_ms: Option<u64>,
+) -> Result<Vec<(Vec<Candidate>, bool)>, StoreError> {
+    let since_ms = since_ms.filter(|_| order.newest_first());
+    futures::future::try_join_all(
+        shards
+            .iter()
+            .map(|shard| shard_head(q, order, *shard, page, times, since_ms)),
+    )
+    .await
 }
 
 /// One shard's head (see [`Store::claimable_heads_since`]) over any

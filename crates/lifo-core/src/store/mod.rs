@@ -9,7 +9,8 @@
 //! queries and the stats' reads), `error.rs` (errors and resends),
 //! `meter.rs` (the capacity meter), [`billing`] (AWS's billing rules), and
 //! [`queue`], the seam these calls make up (`dynamodb.rs` implements it for
-//! the store; [`crate::memory`] is its in-memory reference model).
+//! the store; [`crate::memory`] is its in-memory reference model), with
+//! [`ops`], what the queue does over any implementation of it.
 //!
 //! Every request asks for `ReturnConsumedCapacity = INDEXES` and adds what it
 //! spent to a [`CapacityMeter`], so the cost per task is measured, not guessed.
@@ -25,6 +26,7 @@ mod groups;
 pub mod item;
 mod meter;
 mod operate;
+pub mod ops;
 pub mod payload;
 pub mod queue;
 mod read;
@@ -39,6 +41,7 @@ pub use error::{CancelError, StoreError};
 pub use failed::{Failed, FailedQuery};
 pub use meter::{CapacityMeter, Op, Spent};
 pub use operate::{OperateError, RedriveSettings};
+pub use ops::QueueOps;
 pub use payload::PayloadPolicy;
 pub use queue::{IndexPage, IndexRead, Queue};
 pub use shed::{REAP_MAX_PER_SHARD, REAP_PAGE, Reaped, sheddable};

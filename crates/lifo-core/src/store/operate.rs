@@ -83,7 +83,7 @@ impl Store {
         task_id: &str,
         settings: RedriveSettings<'_>,
     ) -> Result<Task, OperateError> {
-        Queue::redrive(self, task_id, settings).await
+        redrive(self, task_id, settings).await
     }
 
     /// Deletes a task, unless it is running under a live lease. Returns the

@@ -5,15 +5,18 @@
 //! results and item states (tests/differential.rs).
 //!
 //! The required methods are storage: a write, a read of one item, one page
-//! of a claimable index query. What the queue does over several of them
-//! (the claim read of each shard's head, the reaper, shedding, a redrive
-//! read then written) is provided once, here, over those, so both
-//! implementations run the same reads in the same order.
+//! of a claimable index query. What the queue does over several of them is
+//! provided once over those, so both implementations run the same reads in
+//! the same order: here (ending a superseded claim, a shard's newest and
+//! oldest, its depth), and in [`super::ops::QueueOps`] (the claim read of
+//! each shard's head, the reaper, shedding, a redrive: each written beside
+//! the store's own method of that name, in `claim.rs`, `shed.rs` and
+//! `operate.rs`).
 
-use super::{Item, Keyed, QueueControl, Reaped, RedriveSettings, StoreError};
+use super::{Item, Keyed, QueueControl, StoreError};
 use crate::expr::{self, Move, Step};
 use crate::model::{Task, TaskStatus};
-use crate::order::{Candidate, Order};
+use crate::order::Candidate;
 use crate::priority::{self, Priority};
 use std::future::Future;
 
@@ -201,17 +204,6 @@ pub trait Queue: Send + Sync {
         async { Ok(()) }
     }
 
-    /// Sheds the task of index entry `c` at `now_ms`: `true` when this call
-    /// shed it, `false` when it no longer could be (claimed, redriven,
-    /// already shed, deleted).
-    fn shed(
-        &self,
-        c: &Candidate,
-        now_ms: u64,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        super::shed::shed(self, c, now_ms)
-    }
-
     /// Ends a claim that a newer task of its key marked: TAKEN → SUPERSEDED
     /// on `token`; `false` when the task moved meanwhile.
     fn end_superseded(
@@ -236,34 +228,6 @@ pub trait Queue: Send + Sync {
                 Err(e) => Err(e),
             }
         }
-    }
-
-    /// The head of each of `shards` in `order` ([`super::claim`]).
-    fn claimable_heads(
-        &self,
-        order: Order,
-        shards: &[u32],
-        page: usize,
-        now_ms: u64,
-        horizon_ms: u64,
-    ) -> impl Future<Output = Result<Vec<(Vec<Candidate>, bool)>, StoreError>> + Send {
-        self.claimable_heads_since(order, shards, page, now_ms, horizon_ms, None)
-    }
-
-    /// [`Queue::claimable_heads`], reading on to `since_ms` ([`super::claim`]).
-    fn claimable_heads_since(
-        &self,
-        order: Order,
-        shards: &[u32],
-        page: usize,
-        now_ms: u64,
-        horizon_ms: u64,
-        since_ms: Option<u64>,
-    ) -> impl Future<Output = Result<Vec<(Vec<Candidate>, bool)>, StoreError>> + Send {
-        let since_ms = since_ms.filter(|_| order.newest_first());
-        futures::future::try_join_all(shards.iter().map(move |shard| {
-            super::claim::shard_head(self, order, *shard, page, (now_ms, horizon_ms), since_ms)
-        }))
     }
 
     /// The index key's time (epoch ms) of the newest (or, with `oldest`,
@@ -311,26 +275,5 @@ pub trait Queue: Send + Sync {
             now_ms,
             horizon_ms,
         })
-    }
-
-    /// The reaper ([`super::shed`]): sheds the expired entries at the
-    /// oldest end of each of `shards`, starting no new page after `until`.
-    fn reap(
-        &self,
-        shards: &[u32],
-        now_ms: u64,
-        horizon_ms: u64,
-        until: std::time::Instant,
-    ) -> impl Future<Output = Result<Reaped, StoreError>> + Send {
-        super::shed::reap(self, shards, now_ms, horizon_ms, until)
-    }
-
-    /// Runs a failed task, or one shed by expiry, again ([`super::operate`]).
-    fn redrive(
-        &self,
-        task_id: &str,
-        settings: RedriveSettings<'_>,
-    ) -> impl Future<Output = Result<Task, super::OperateError>> + Send {
-        super::operate::redrive(self, task_id, settings)
     }
 }

@@ -80,7 +80,7 @@ impl Store {
     /// call shed it, `Ok(false)` when it was no longer sheddable (claimed,
     /// redriven, already shed, deleted).
     pub async fn shed(&self, c: &Candidate, now_ms: u64) -> Result<bool, StoreError> {
-        Queue::shed(self, c, now_ms).await
+        shed(self, c, now_ms).await
     }
 
     /// The reaper: sheds the expired entries at the oldest end of each of
@@ -93,7 +93,7 @@ impl Store {
         horizon_ms: u64,
         until: std::time::Instant,
     ) -> Result<Reaped, StoreError> {
-        Queue::reap(self, shards, now_ms, horizon_ms, until).await
+        reap(self, shards, now_ms, horizon_ms, until).await
     }
 }
 
@@ -136,7 +136,7 @@ pub(super) async fn shed_all<Q: Queue + ?Sized>(
     now_ms: u64,
 ) -> Result<(usize, usize), StoreError> {
     let results: Vec<Result<bool, StoreError>> = futures::stream::iter(entries)
-        .map(|c| async move { q.shed(&c, now_ms).await })
+        .map(|c| async move { shed(q, &c, now_ms).await })
         .buffer_unordered(SHED_PARALLEL)
         .collect()
         .await;
