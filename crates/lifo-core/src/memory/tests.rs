@@ -1,6 +1,7 @@
 use super::*;
 use crate::order::{Candidate, Order};
 use crate::store::QueueOps;
+use std::collections::BTreeMap;
 
 const T0: u64 = 1_800_000_000_000;
 
@@ -224,4 +225,82 @@ async fn a_group_lease_is_taken_when_free_and_given_back_by_its_holder() {
         m.take_group(0, T0 + 400, T0 + 102, "c").await.unwrap(),
         Some(3)
     );
+}
+
+proptest::proptest! {
+    /// Whatever the writes, a lagging index shows each task as one of its
+    /// states of the last `max_ms` (never one replaced before that, never a
+    /// later one), and once no write is newer than `max_ms` it shows what a
+    /// current index shows.
+    #[test]
+    fn a_lagging_index_is_a_current_one_of_at_most_its_lag_ago(
+        seed in 0u64..1_000,
+        max_ms in 1u64..2_000,
+        steps in proptest::collection::vec((0u8..8, 0u8..4, 1u64..400), 1..80),
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            let current = Memory::new(Lag::Off);
+            let lagging = Memory::new(Lag::Seeded { seed, max_ms });
+            // Each task's projections, with the time each was written.
+            let mut written: BTreeMap<String, Vec<(u64, Option<Candidate>)>> = BTreeMap::new();
+            let mut now = T0;
+            async fn seen(m: &Memory, at: u64) -> Vec<Candidate> {
+                let whole = IndexRead::OldEnd {
+                    shard: 0,
+                    priority: crate::Priority::Normal,
+                    horizon_ms: at - 3_600_000,
+                };
+                m.index_page(whole, true, None, None).await.unwrap().entries
+            }
+            for (i, (what, id, wait)) in steps.into_iter().enumerate() {
+                now += wait;
+                let id = format!("t{id}");
+                let t = current.get_item(&id).await.unwrap();
+                for m in [&current, &lagging] {
+                    match (what, &t) {
+                        (0..=2, _) => {
+                            let fresh = task(&id, now - i as u64);
+                            m.put_new(&[fresh]).await.unwrap();
+                        }
+                        (3..=5, Some(t)) => {
+                            let c = Entry::of(t).map(|e| e.candidate);
+                            if let Some(c) = c {
+                                let (mv, step) = claim(&c, now);
+                                let _ = m.apply(&id, &mv, t.task_status, &step).await;
+                            }
+                        }
+                        (_, Some(t)) if t.task_status == TaskStatus::Taken => {
+                            let step = Step { now_ms: now, token: t.token, attempts: t.attempts };
+                            let _ = m.record(&id, &Move::Succeed { history: &[] }, TaskStatus::Taken, &step).await;
+                        }
+                        _ => {}
+                    }
+                }
+                let after = current.get_item(&id).await.unwrap();
+                written.entry(id).or_default().push((now, after.as_ref().and_then(Entry::of).map(|e| e.candidate)));
+                // The read names no time: it reads at the model's clock,
+                // which a step that wrote nothing left behind.
+                lagging.nudge(now).await.unwrap();
+                // Every entry shown was its task's projection at some write
+                // of the last `max_ms`, or the last one before them.
+                for shown in seen(&lagging, now).await {
+                    let history = &written[&shown.task_id];
+                    let recent = history.iter().rposition(|(at, _)| *at + max_ms <= now).unwrap_or(0);
+                    proptest::prop_assert!(
+                        history[recent..].iter().any(|(_, p)| p.as_ref() == Some(&shown)),
+                        "{shown:?} is none of {:?}", &history[recent..]
+                    );
+                }
+            }
+            // A read of the whole band names no time: it reads at the
+            // model's clock, which the nudge moves on.
+            let settled = now + max_ms;
+            for m in [&current, &lagging] {
+                m.nudge(settled).await.unwrap();
+            }
+            proptest::prop_assert_eq!(seen(&lagging, settled).await, seen(&current, settled).await);
+            Ok(())
+        })?;
+    }
 }
