@@ -23,7 +23,7 @@ use crate::model::{Task, TaskStatus};
 use crate::state;
 use crate::store::{IndexPage, IndexRead, Item, Keyed, Queue, QueueControl, StoreError, item};
 use index::Index;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -61,6 +61,8 @@ struct State {
     clock: u64,
     items: Snapshot,
     index: Index,
+    /// Tasks written or deleted since [`Memory::take_written`] last asked.
+    written: BTreeSet<String>,
 }
 
 impl State {
@@ -74,6 +76,7 @@ impl State {
     fn put(&mut self, task: &Task) -> Result<(), StoreError> {
         let stored = item::from_item(item::to_item(task)?)?;
         self.index.write(&task.task_id, Some(&stored), self.clock);
+        self.written.insert(task.task_id.clone());
         self.items.tasks.insert(task.task_id.clone(), stored);
         Ok(())
     }
@@ -126,6 +129,7 @@ impl Memory {
                 clock: 0,
                 items: Snapshot::default(),
                 index: Index::new(lag),
+                written: BTreeSet::new(),
             }),
             shed_by_reads: AtomicU64::new(0),
         }
@@ -142,6 +146,23 @@ impl Memory {
     /// Every item, as it is now.
     pub fn snapshot(&self) -> Snapshot {
         self.state().items.clone()
+    }
+
+    /// One task as it is now (the model's own read: no clock moves).
+    pub fn task(&self, task_id: &str) -> Option<Task> {
+        self.state().items.tasks.get(task_id).cloned()
+    }
+
+    /// One group's lease item as it is now.
+    pub fn group(&self, group: u32) -> Option<GroupItem> {
+        self.state().items.groups.get(&group).cloned()
+    }
+
+    /// The tasks written or deleted since the last call (each write, even
+    /// one that left the item as it was): what a step changed, for a
+    /// caller that compares them.
+    pub fn take_written(&self) -> BTreeSet<String> {
+        std::mem::take(&mut self.state().written)
     }
 
     /// The model's clock: the latest time an operation named.
@@ -167,6 +188,7 @@ impl Memory {
         for id in &tasks {
             st.items.tasks.remove(id);
             st.index.write(id, None, at);
+            st.written.insert(id.clone());
         }
         let keys: Vec<String> = st
             .items
