@@ -8,6 +8,7 @@
 //! No Lambda plumbing (`lifo-lambda`), no claim policy (`process`'s
 //! `select`), no operator's operation (`lifo-ops`).
 
+pub mod clock;
 pub mod error;
 pub mod exact;
 pub mod expr;
