@@ -304,3 +304,43 @@ proptest::proptest! {
         })?;
     }
 }
+
+/// At the last millisecond of a lease the task is still running for the
+/// moves' conditions (`leaseUntil < :now` is a lapsed lease): a redrive
+/// then is refused as running, not sent and refused as "changed meanwhile".
+#[tokio::test]
+async fn a_redrive_in_the_last_millisecond_of_a_lease_is_refused_as_running() {
+    let m = Memory::new(Lag::Off);
+    m.put_new(&[Task::new_pending(
+        "a".into(),
+        crate::Payload::new(),
+        T0,
+        1,
+        1,
+    )])
+    .await
+    .unwrap();
+    let c = m
+        .index_page(read(T0), false, None, None)
+        .await
+        .unwrap()
+        .entries[0]
+        .clone();
+    let (mv, step) = claim(&c, T0 + 1);
+    m.apply("a", &mv, TaskStatus::Pending, &step).await.unwrap();
+    let lease_end = T0 + 1 + 1_000;
+    let settings = |now_ms| crate::store::RedriveSettings {
+        now_ms,
+        default_ttl_seconds: 60,
+        retention_seconds: 60,
+        reason: "again",
+    };
+    match m.redrive("a", settings(lease_end)).await {
+        Err(crate::store::OperateError::NotAllowed { status, .. }) => {
+            assert_eq!(status, TaskStatus::Taken)
+        }
+        other => panic!("{other:?}"),
+    }
+    let t = m.redrive("a", settings(lease_end + 1)).await.unwrap();
+    assert_eq!(t.task_status, TaskStatus::Pending, "a millisecond later");
+}
