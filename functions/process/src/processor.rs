@@ -10,14 +10,15 @@ use crate::handle::Handled;
 use crate::report::{ProcessReport, StopReason};
 use crate::runner::TaskRunner;
 use crate::{ProcessError, Wakeups};
+use lifo_core::clock::SharedClock;
 use lifo_core::groups;
-use lifo_core::{Store, StoreError, now_ms};
+use lifo_core::{Store, StoreError};
 use lifo_lambda::alarm::RestAlarm;
 use lifo_lambda::{Notifier, Wakeup};
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinSet;
 
 /// The process function's handler.
@@ -35,6 +36,8 @@ pub struct Processor<R> {
     pub(crate) limiters: Mutex<HashMap<u32, Arc<governor::DefaultDirectRateLimiter>>>,
     /// How its host stops it in order ([`Halt`]).
     pub(crate) halt: Halt,
+    /// Where it reads the time ([`lifo_core::clock`]).
+    pub(crate) clock: SharedClock,
 }
 
 impl<R: TaskRunner> Processor<R> {
@@ -51,7 +54,15 @@ impl<R: TaskRunner> Processor<R> {
             config,
             limiters: Mutex::new(HashMap::new()),
             halt: Halt::default(),
+            clock: lifo_core::clock::system(),
         }
+    }
+
+    /// Reading the time from `clock` (a simulation's virtual time): the
+    /// deadline is then measured against it too.
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// With the rest alarm (`REST_WAKE_QUEUE_URL`).
@@ -122,7 +133,7 @@ impl<R: TaskRunner> Processor<R> {
         for g in order {
             if let Some(token) = self
                 .store
-                .take_group(g, lease_until, now_ms(), claimed_by)
+                .take_group(g, lease_until, self.clock.now_ms(), claimed_by)
                 .await?
             {
                 return Ok(Some(Assignment {
@@ -139,7 +150,7 @@ impl<R: TaskRunner> Processor<R> {
 
     /// Whether any of `shards` holds a claimable task now.
     pub(crate) async fn any_claimable(&self, shards: &[u32]) -> Result<bool, StoreError> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let heads = self
             .store
             .claimable_heads(self.config.order, shards, 1, now, self.horizon(now))
@@ -154,9 +165,9 @@ impl<R: TaskRunner> Processor<R> {
         wake: &Wakeups,
         deadline: SystemTime,
     ) -> Result<ProcessReport, ProcessError> {
-        let started = Instant::now();
+        let started = self.clock.instant();
         let until_deadline = deadline
-            .duration_since(SystemTime::now())
+            .duration_since(UNIX_EPOCH + Duration::from_millis(self.clock.now_ms()))
             .unwrap_or_default();
         let last_useful = until_deadline
             .saturating_sub(self.config.deadline_margin)
@@ -220,9 +231,9 @@ impl<R: TaskRunner> Processor<R> {
             );
         }
         let mut running: JoinSet<Handled> = JoinSet::new();
-        let mut state = LoopState::new();
+        let mut state = LoopState::new(self.clock.clone());
         // Woken by a rest alarm: its rests end by `wake_at`; look until then.
-        if let Some(at) = wake.wake_at.filter(|at| *at > now_ms()) {
+        if let Some(at) = wake.wake_at.filter(|at| *at > self.clock.now_ms()) {
             state.look_until = Some(at);
         }
         let outcome = Claiming {
@@ -238,6 +249,7 @@ impl<R: TaskRunner> Processor<R> {
                 .filter(|h| h.group == assignment.group.map(|(g, _)| g))
                 .map(|h| &h.value),
             halt: &self.halt,
+            clock: &self.clock,
         }
         .run(
             &mut report,
@@ -253,7 +265,7 @@ impl<R: TaskRunner> Processor<R> {
         // The tasks it put back and did not claim again: the rest alarms'.
         let rest_ends = state.unclaimed_rest_ends();
         // What the next invocation of the loop starts from.
-        let sent_at = now_ms();
+        let sent_at = self.clock.now_ms();
         let handover = std::mem::take(&mut state.handover);
         state.finish(&mut report);
         let outcome = outcome.and_then(|()| failure.map_or(Ok(()), Err));
@@ -352,7 +364,7 @@ impl<R: TaskRunner> Processor<R> {
         let Some(alarm) = &self.alarm else {
             return;
         };
-        let now = now_ms();
+        let now = self.clock.now_ms();
         // Each cluster's alarm comes at its first end (at once for an end
         // already past) and names its last.
         let alarms: Vec<(u64, Wakeup)> = lifo_lambda::alarm::clusters(rest_ends.iter().copied())
