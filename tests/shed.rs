@@ -198,8 +198,10 @@ async fn reads_stay_flat_over_a_backlog_no_sweep_has_reached() {
         per_success[0].max(per_success[1]),
     );
     assert!(hi <= 1.40, "{per_success:?}");
+    // Within 1.2× or two reads of each other (a query is 0.05 read units
+    // per success of 10 tasks, and a slower machine refills more often).
     assert!(
-        hi <= lo * 1.2 + 1e-9,
+        hi <= (lo * 1.2).max(lo + 0.1) + 1e-9,
         "flat in the backlog: {per_success:?}"
     );
 }

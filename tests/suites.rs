@@ -7,6 +7,7 @@
 mod architecture;
 mod billing;
 mod contention;
+mod differential;
 mod downstream;
 mod failures;
 mod groups;

@@ -72,17 +72,20 @@ fn simulate_compare_runs_every_order_on_the_same_arrivals_and_plots_them() {
         p95(&rows[0]),
         p95(&rows[1])
     );
-    // Starts that skipped a newer waiting task: few for LIFO, most for
-    // FIFO. The check allows 250 ms for a write to become visible, but the
-    // heads a start comes from may be up to 1 s old by design (2 shards:
-    // read again every 3 claims once 100 ms old, docs/design.md): 3 to 5
-    // of about 55 starts here (the binary of 6139186 too), 7 of 41 on a
-    // slower day under make test's load, and 9 of 35 on a slower one still
-    // (2026-11-27): the bound is 35%, FIFO's least 50%.
+    // Starts that skipped a newer waiting task: most for FIFO, at most
+    // half as many for LIFO. LIFO's are not none: the check allows 250 ms
+    // for a write to become visible, but the heads a start comes from may be
+    // up to 1 s old by design (docs/design.md), and more of them are under
+    // a loaded machine, so the bound is relative to FIFO's.
     let inversions =
         |r: &serde_json::Value| n(r, "lifoInversions") as f64 / n(r, "processed") as f64;
-    assert!(inversions(&rows[0]) <= 0.35, "{}", rows[0]);
     assert!(inversions(&rows[1]) >= 0.5, "{}", rows[1]);
+    assert!(
+        inversions(&rows[0]) <= inversions(&rows[1]) / 2.0,
+        "{}\n{}",
+        rows[0],
+        rows[1]
+    );
     // Adaptive passes newer tasks over only for those near their deadline.
     assert!(inversions(&rows[2]) < inversions(&rows[1]), "{}", rows[2]);
     let svg_text = std::fs::read_to_string(&svg).unwrap();

@@ -333,9 +333,11 @@ impl Task {
         self.delete_at = self.expires_at.saturating_add(retention_seconds);
         self
     }
-    /// True while a claim's lease is running at `now_ms`.
+    /// True while a claim's lease is running at `now_ms`: up to and with
+    /// its last millisecond, as the moves' conditions read it (a lease has
+    /// lapsed once `leaseUntil < now`).
     pub fn lease_is_live(&self, now_ms: u64) -> bool {
-        self.lease_until.is_some_and(|l| l > now_ms)
+        self.lease_until.is_some_and(|l| l >= now_ms)
     }
 
     /// True once `expiresAt` has passed: such a task is never claimed.

@@ -19,11 +19,12 @@ use crate::handle::{self, ClaimContext, Handled};
 use crate::report::{Finished, ProcessReport, StopReason, tally};
 use crate::runner::{Limited, Slots, TaskRunner};
 use crate::select::{self, Event, Handover, Select, Setup, Tally};
-use lifo_core::{Store, StoreError, now_ms};
+use lifo_core::clock::{Instant, SharedClock};
+use lifo_core::{Store, StoreError};
 use lifo_lambda::alarm::MAX_REST_SLEEP;
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::task::JoinSet;
 
 /// How long after a rest's end an invocation waiting for it reads again
@@ -61,10 +62,12 @@ pub(crate) struct LoopState {
     pub look_until: Option<u64>,
     /// What the policy hands to the next invocation, once the loop ended.
     pub handover: Handover,
+    /// Where the loop reads the time.
+    pub clock: SharedClock,
 }
 
 impl LoopState {
-    pub fn new() -> Self {
+    pub fn new(clock: SharedClock) -> Self {
         Self {
             skip: HashSet::new(),
             in_flight: HashSet::new(),
@@ -75,6 +78,7 @@ impl LoopState {
             rests: std::collections::HashMap::new(),
             look_until: None,
             handover: Handover::new(),
+            clock,
         }
     }
 
@@ -103,7 +107,7 @@ impl LoopState {
     fn tell<'a>(&mut self, events: impl Iterator<Item = Event<'a>>) {
         if let Some(policy) = &mut self.select {
             for e in events {
-                policy.tell(e, now_ms());
+                policy.tell(e, self.clock.now_ms());
             }
         }
     }
@@ -132,7 +136,7 @@ impl LoopState {
                 task_id: handled.task_id(),
                 ran,
             };
-            select.tell(event, now_ms());
+            select.tell(event, self.clock.now_ms());
         }
         match handled {
             Handled::Ran {
@@ -205,9 +209,9 @@ pub(crate) async fn wait_for_one(
     poll: Option<Duration>,
 ) {
     let limit = poll.map_or(stop_claiming_at, |p| {
-        (Instant::now() + p).min(stop_claiming_at)
+        (state.clock.instant() + p).min(stop_claiming_at)
     });
-    if let Ok(Some(done)) = tokio::time::timeout_at(limit.into(), running.join_next()).await {
+    if let Ok(Some(done)) = tokio::time::timeout_at(limit, running.join_next()).await {
         state.absorb(report, done);
     }
 }
@@ -253,6 +257,8 @@ pub(crate) struct Claiming<'a, R> {
     pub handover: Option<&'a Handover>,
     /// Its host's stop: once stopped, nothing more is claimed.
     pub halt: &'a Halt,
+    /// Where the loop reads the time.
+    pub clock: &'a SharedClock,
 }
 
 /// Takes a start from `limiter` for each of `candidates` in turn: those
@@ -260,12 +266,13 @@ pub(crate) struct Claiming<'a, R> {
 fn grant(
     limiter: Option<&governor::DefaultDirectRateLimiter>,
     candidates: &mut Vec<lifo_core::Candidate>,
+    now: Instant,
 ) -> (Vec<lifo_core::Candidate>, Option<Instant>) {
     let mut granted = 0;
     while granted < candidates.len() {
         match take_start(limiter) {
             Ok(()) => granted += 1,
-            Err(wait) => return (candidates.split_off(granted), Some(Instant::now() + wait)),
+            Err(wait) => return (candidates.split_off(granted), Some(now + wait)),
         }
     }
     (Vec::new(), None)
@@ -334,7 +341,7 @@ impl<R: TaskRunner> Claiming<'_, R> {
             return false;
         }
         if last_work.elapsed() < self.config.linger {
-            let left = stop_claiming_at.saturating_duration_since(Instant::now());
+            let left = stop_claiming_at.saturating_duration_since(self.clock.instant());
             self.nap(self.config.idle_poll.min(left)).await;
             return false;
         }
@@ -342,16 +349,16 @@ impl<R: TaskRunner> Claiming<'_, R> {
         // alarm's precision; without an alarm, within the budget): sleep
         // until its rest ends, reading again each second so new work is not
         // held back. A later rest end is the alarm's, set at the end.
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let longest = if self.alarm {
             MAX_REST_SLEEP
         } else {
-            stop_claiming_at.saturating_duration_since(Instant::now())
+            stop_claiming_at.saturating_duration_since(self.clock.instant())
         };
         let wait = state
             .next_rest_end(now)
             .map(|at| Duration::from_millis(at - now + REST_END_MARGIN_MS))
-            .filter(|w| *w <= longest && Instant::now() + *w < stop_claiming_at);
+            .filter(|w| *w <= longest && self.clock.instant() + *w < stop_claiming_at);
         let Some(wait) = wait else {
             report.stop = StopReason::Empty;
             return true;
@@ -375,7 +382,7 @@ impl<R: TaskRunner> Claiming<'_, R> {
         stop_claiming_at: Instant,
         lease_until: u64,
     ) -> Result<(), StoreError> {
-        state.select = Some(self.policy(now_ms()));
+        state.select = Some(self.policy(self.clock.now_ms()));
         let outcome = self
             .claim(report, state, running, (stop_claiming_at, lease_until))
             .await;
@@ -383,7 +390,7 @@ impl<R: TaskRunner> Claiming<'_, R> {
         let mut exclude = state.exclude();
         exclude.extend(state.claimed.iter().map(|(_, id)| id.clone()));
         if let Some(select) = &mut state.select {
-            select.hand_over(&exclude, now_ms(), &mut state.handover);
+            select.hand_over(&exclude, self.clock.now_ms(), &mut state.handover);
         }
         outcome
     }
@@ -413,10 +420,12 @@ impl<R: TaskRunner> Claiming<'_, R> {
             lease_until,
             claimed_by: Arc::clone(&assignment.claimed_by),
             halt: self.halt.clone(),
+            clock: self.clock.clone(),
         };
-        let mut control_read = Instant::now();
+        let clock = Arc::clone(self.clock);
+        let mut control_read = self.clock.instant();
         // When there last was work: a candidate found, or a task running.
-        let mut last_work = Instant::now();
+        let mut last_work = self.clock.instant();
         // The rate limit's bucket ran dry: no start before this.
         let mut next_start_at: Option<Instant> = None;
         loop {
@@ -437,12 +446,12 @@ impl<R: TaskRunner> Claiming<'_, R> {
             if state.failure.is_some() {
                 return Ok(());
             }
-            if Instant::now() >= stop_claiming_at {
+            if self.clock.instant() >= stop_claiming_at {
                 report.stop = StopReason::Budget;
                 return Ok(());
             }
             if control_read.elapsed() >= self.config.pause_poll {
-                control_read = Instant::now();
+                control_read = self.clock.instant();
                 match self.store.control(false).await {
                     Ok(c) if c.paused => {
                         tracing::info!(
@@ -470,13 +479,13 @@ impl<R: TaskRunner> Claiming<'_, R> {
             // light load) would be lost. When the bucket ran dry, wait for
             // it (or for a running task to end) before reading again.
             if let Some(wait) = next_start_at
-                .and_then(|at| at.checked_duration_since(Instant::now()))
+                .and_then(|at| at.checked_duration_since(self.clock.instant()))
                 .filter(|w| !w.is_zero())
             {
                 wait_for_one(state, report, running, stop_claiming_at, Some(wait)).await;
                 continue;
             }
-            let now = now_ms();
+            let now = self.clock.now_ms();
             let exclude = state.exclude();
             let horizon = now.saturating_sub(self.config.max_ttl_seconds * 1000);
             let Some(policy) = state.select.as_mut() else {
@@ -487,16 +496,16 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 self.store,
                 (free, &exclude),
                 horizon,
-                &now_ms,
+                &|| clock.now_ms(),
             )
             .await?;
             // The bucket ran dry: what was picked and not started goes back.
-            let (dry, dry_until) = grant(limiter, &mut candidates);
+            let (dry, dry_until) = grant(limiter, &mut candidates, self.clock.instant());
             next_start_at = dry_until;
             state.tell(dry.iter().map(Event::NotStarted));
             if candidates.is_empty() {
                 if !dry.is_empty() || !running.is_empty() {
-                    last_work = Instant::now();
+                    last_work = self.clock.instant();
                 }
                 // Read, but the bucket is dry: they stay claimable.
                 if dry.is_empty()
@@ -513,8 +522,8 @@ impl<R: TaskRunner> Claiming<'_, R> {
                 state.tell(candidates.iter().map(Event::NotStarted));
                 continue;
             }
-            last_work = Instant::now();
-            let sent_at = now_ms();
+            last_work = self.clock.instant();
+            let sent_at = self.clock.now_ms();
             for c in candidates {
                 if let Some(policy) = &mut state.select {
                     policy.tell(Event::Started(&c), sent_at);

@@ -4,8 +4,9 @@
 use crate::report::Finished;
 use crate::rest::RestPolicy;
 use crate::runner::{RunOutcome, TaskRunner};
+use lifo_core::clock::SharedClock;
 use lifo_core::error::Chain;
-use lifo_core::{Move, Step, Store, StoreError, Task, TaskStatus, Transition, now_ms};
+use lifo_core::{Move, Step, Store, StoreError, Task, TaskStatus, Transition};
 use std::sync::Arc;
 
 /// How often recording an outcome is tried before giving up.
@@ -36,7 +37,7 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
     store: Store,
     runner: Arc<R>,
     mut task: Task,
-    policy: FinishPolicy,
+    (policy, clock): (FinishPolicy, SharedClock),
 ) -> Finished {
     // The payload, read once, if it lives in its own item: a task never
     // runs without it.
@@ -48,7 +49,7 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
         Err(e) => RunOutcome::RetryLater(format!("payload unreadable: {}", Chain(&e))),
     };
     let max_attempts = policy.max_attempts;
-    let now = now_ms();
+    let now = clock.now_ms();
     // When a task put back may be claimed again (0: at once).
     let (t, reason, finished, retry_at) = match &outcome {
         RunOutcome::Success => (Transition::Succeed, "", Finished::Succeeded, 0),
@@ -104,7 +105,7 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
     let attempts = mv.attempts_after(task.attempts);
     for attempt in 1..=FINISH_ATTEMPTS {
         let step = Step {
-            now_ms: now_ms(),
+            now_ms: clock.now_ms(),
             token: task.token,
             attempts,
         };
@@ -133,7 +134,7 @@ pub(crate) async fn run_and_finish<R: TaskRunner>(
                 && cur.superseded_by.is_some() =>
             {
                 return match store
-                    .end_superseded(&task.task_id, task.token, task.attempts, now_ms())
+                    .end_superseded(&task.task_id, task.token, task.attempts, clock.now_ms())
                     .await
                 {
                     Ok(true) => {

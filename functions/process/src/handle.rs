@@ -7,7 +7,8 @@ use crate::finish::{FinishPolicy, run_and_finish};
 use crate::halt::Halt;
 use crate::report::Finished;
 use crate::runner::TaskRunner;
-use lifo_core::{Candidate, Move, Step, Store, StoreError, Task, TaskStatus, now_ms};
+use lifo_core::clock::SharedClock;
+use lifo_core::{Candidate, Move, Step, Store, StoreError, Task, TaskStatus};
 use std::sync::Arc;
 use tokio::task::JoinSet;
 
@@ -84,6 +85,8 @@ pub(crate) struct ClaimContext<R> {
     pub claimed_by: Arc<str>,
     /// The processor's halt: counts each handling as running.
     pub halt: Halt,
+    /// Where it reads the time.
+    pub clock: SharedClock,
 }
 
 impl<R> Clone for ClaimContext<R> {
@@ -95,6 +98,7 @@ impl<R> Clone for ClaimContext<R> {
             lease_until: self.lease_until,
             claimed_by: Arc::clone(&self.claimed_by),
             halt: self.halt.clone(),
+            clock: Arc::clone(&self.clock),
         }
     }
 }
@@ -162,7 +166,7 @@ async fn claim_run_finish<R: TaskRunner>(
         let reclaim = c.lease_until.is_some();
         match claim(&ctx, &c, sent_at).await {
             Ok(Claimed::Task(task)) => {
-                let now = now_ms();
+                let now = ctx.clock.now_ms();
                 let age_ms = task.started_at.unwrap_or(now).saturating_sub(task.ready_at);
                 tracing::info!(
                     event = if reclaim { "task.reclaimed" } else { "task.claimed" },
@@ -175,7 +179,8 @@ async fn claim_run_finish<R: TaskRunner>(
                 );
                 let (attempt, token) = (task.attempts, task.token);
                 let created_trace = task.created_trace.clone();
-                let finished = run_and_finish(ctx.store, ctx.runner, *task, ctx.policy).await;
+                let finished =
+                    run_and_finish(ctx.store, ctx.runner, *task, (ctx.policy, ctx.clock)).await;
                 Handled::Ran {
                     seq,
                     task_id: id,

@@ -11,14 +11,15 @@ use crate::report::{ProcessReport, StopReason};
 use crate::runner::limit::Handed;
 use crate::runner::{Slots, TaskRunner};
 use crate::{ProcessError, Wakeups};
+use lifo_core::clock::SharedClock;
 use lifo_core::groups;
-use lifo_core::{Store, StoreError, now_ms};
+use lifo_core::{Store, StoreError};
 use lifo_lambda::alarm::RestAlarm;
 use lifo_lambda::{Notifier, Wakeup};
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinSet;
 
 /// The process function's handler.
@@ -40,6 +41,8 @@ pub struct Processor<R> {
     pub(crate) limits: Mutex<HashMap<u32, Handed>>,
     /// How its host stops it in order ([`Halt`]).
     pub(crate) halt: Halt,
+    /// Where it reads the time ([`lifo_core::clock`]).
+    pub(crate) clock: SharedClock,
 }
 
 impl<R: TaskRunner> Processor<R> {
@@ -57,7 +60,15 @@ impl<R: TaskRunner> Processor<R> {
             limiters: Mutex::new(HashMap::new()),
             limits: Mutex::new(HashMap::new()),
             halt: Halt::default(),
+            clock: lifo_core::clock::system(),
         }
+    }
+
+    /// Reading the time from `clock` (a simulation's virtual time): the
+    /// deadline is then measured against it too.
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// With the rest alarm (`REST_WAKE_QUEUE_URL`).
@@ -148,7 +159,7 @@ impl<R: TaskRunner> Processor<R> {
         for g in order {
             if let Some(token) = self
                 .store
-                .take_group(g, lease_until, now_ms(), claimed_by)
+                .take_group(g, lease_until, self.clock.now_ms(), claimed_by)
                 .await?
             {
                 let capacity = groups::share(capacity as u32, g, p) as usize;
@@ -167,7 +178,7 @@ impl<R: TaskRunner> Processor<R> {
 
     /// Whether any of `shards` holds a claimable task now.
     pub(crate) async fn any_claimable(&self, shards: &[u32]) -> Result<bool, StoreError> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let heads = self
             .store
             .claimable_heads(self.config.order, shards, 1, now, self.horizon(now))
@@ -182,9 +193,9 @@ impl<R: TaskRunner> Processor<R> {
         wake: &Wakeups,
         deadline: SystemTime,
     ) -> Result<ProcessReport, ProcessError> {
-        let started = Instant::now();
+        let started = self.clock.instant();
         let until_deadline = deadline
-            .duration_since(SystemTime::now())
+            .duration_since(UNIX_EPOCH + Duration::from_millis(self.clock.now_ms()))
             .unwrap_or_default();
         let last_useful = until_deadline
             .saturating_sub(self.config.deadline_margin)
@@ -250,9 +261,9 @@ impl<R: TaskRunner> Processor<R> {
             );
         }
         let mut running: JoinSet<Handled> = JoinSet::new();
-        let mut state = LoopState::new();
+        let mut state = LoopState::new(self.clock.clone());
         // Woken by a rest alarm: its rests end by `wake_at`; look until then.
-        if let Some(at) = wake.wake_at.filter(|at| *at > now_ms()) {
+        if let Some(at) = wake.wake_at.filter(|at| *at > self.clock.now_ms()) {
             state.look_until = Some(at);
         }
         let outcome = Claiming {
@@ -268,6 +279,7 @@ impl<R: TaskRunner> Processor<R> {
                 .filter(|h| h.group == assignment.group.map(|(g, _)| g))
                 .map(|h| &h.value),
             halt: &self.halt,
+            clock: &self.clock,
         }
         .run(
             &mut report,
@@ -284,7 +296,7 @@ impl<R: TaskRunner> Processor<R> {
         // The tasks it put back and did not claim again: the rest alarms'.
         let rest_ends = state.unclaimed_rest_ends();
         // What the next invocation of the loop starts from.
-        let sent_at = now_ms();
+        let sent_at = self.clock.now_ms();
         let mut handover = std::mem::take(&mut state.handover);
         // The limit as the last run left it (after the drain).
         assignment.slots.hand_over(&mut handover);
@@ -396,7 +408,7 @@ impl<R: TaskRunner> Processor<R> {
             ceiling: assignment.capacity as u64,
             unloaded_ms: handed.unloaded_ms.map_or(0, |u| u.round() as u64),
             group,
-            at: now_ms(),
+            at: self.clock.now_ms(),
         };
         if let Err(e) = self.store.record_limit(&last).await {
             tracing::warn!(event = "process.limit_record_failed", error = %lifo_core::error::Chain(&e));
@@ -417,7 +429,7 @@ impl<R: TaskRunner> Processor<R> {
         let Some(alarm) = &self.alarm else {
             return;
         };
-        let now = now_ms();
+        let now = self.clock.now_ms();
         // Each cluster's alarm comes at its first end (at once for an end
         // already past) and names its last.
         let alarms: Vec<(u64, Wakeup)> = lifo_lambda::alarm::clusters(rest_ends.iter().copied())

@@ -13,7 +13,7 @@
 //!     fn capacity(&self) -> usize { 8 }
 //!     fn max_duration(&self) -> Duration { Duration::from_secs(30) }
 //!     async fn run(&self, task: &Task) -> RunOutcome {
-//!         match task.payload.get("imageUrl") {
+//!         match task.payload.to_map().get("imageUrl") {
 //!             Some(_) => RunOutcome::Success,
 //!             None => RunOutcome::Failure("no imageUrl".into()),
 //!         }

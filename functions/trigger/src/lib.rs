@@ -24,8 +24,9 @@
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::sns::SnsEvent;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use lifo_core::clock::SharedClock;
 use lifo_core::expr::attr;
-use lifo_core::{Store, StoreError, now_ms};
+use lifo_core::{Store, StoreError};
 use lifo_lambda::alarm::{AlarmError, MAX_REST_SLEEP, RestAlarm};
 use lifo_lambda::config::{self, ConfigError, Source};
 use lifo_lambda::notify::Fanout;
@@ -124,6 +125,8 @@ pub struct Trigger {
     sweep: Option<Sweep>,
     /// Sets a long rest's alarm again (`REST_WAKE_QUEUE_URL`).
     alarm: Option<RestAlarm>,
+    /// Where it reads the time ([`lifo_core::clock`]).
+    clock: SharedClock,
 }
 
 /// Which shard groups a wake-up is for.
@@ -218,7 +221,14 @@ impl Trigger {
             fanout: Fanout::new(notifier, 1),
             sweep: None,
             alarm: None,
+            clock: lifo_core::clock::system(),
         }
+    }
+
+    /// Reading the time from `clock` (a simulation's virtual time).
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Sets again the alarm of a rest longer than SQS's 15-minute delay.
@@ -311,7 +321,7 @@ impl Trigger {
     /// timeout, and the others of the batch are done with.
     async fn rest_alarms(&self, records: Vec<Value>) -> Result<TriggerOutcome, TriggerError> {
         let mut outcome = TriggerOutcome::default();
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let soon = now + MAX_REST_SLEEP.as_millis() as u64;
         // The due alarms: their message ids, wake-up and group.
         let mut due: Vec<(String, Wakeup)> = Vec::new();
@@ -478,7 +488,7 @@ impl Trigger {
                 "a scheduled event, but the sweep is not configured".into(),
             ));
         };
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let horizon = now.saturating_sub(sweep.max_ttl_seconds * 1000);
         // One COUNT query per shard answers both "does anything wait?" and
         // "how deep is the queue?"; the control item says whether to wake.
@@ -490,7 +500,7 @@ impl Trigger {
                 &shards,
                 now,
                 horizon,
-                std::time::Instant::now() + REAP_BUDGET,
+                self.clock.instant().into_std() + REAP_BUDGET,
             )
             .await?;
         tracing::info!(
@@ -560,7 +570,7 @@ impl Trigger {
     /// One wake-up, or with more than one processor one per group named
     /// (every group for `all`); how many were published.
     async fn publish(&self, reason: &'static str, groups: &Groups) -> Result<usize, NotifyError> {
-        let at = now_ms();
+        let at = self.clock.now_ms();
         let wakeup = Wakeup {
             previous_trace: groups.previous_trace.clone(),
             wake_at: groups.wake_at,

@@ -530,3 +530,27 @@ async fn wakeups_published_counts_each_group_s_message() {
     assert_eq!((out.signals, out.wakeups), (1, 3));
     assert_eq!(rule.num_calls(), 3);
 }
+
+/// The wake-up it publishes carries the time of the clock it was given:
+/// under a paused runtime, virtual time, however long ago that began.
+#[tokio::test(start_paused = true)]
+async fn a_wakeup_is_stamped_by_the_injected_clock() {
+    let clock = lifo_core::clock::TokioClock::starting_at(1_800_000_000_000);
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let rule = mock!(Client::publish)
+        .match_requests(|r| {
+            r.message()
+                .is_some_and(|m| m.contains(r#""at":1800000005000"#))
+        })
+        .sequence()
+        .output(|| PublishOutput::builder().message_id("m").build())
+        .repeatedly()
+        .build();
+    let out = trigger(&rule)
+        .with_clock(std::sync::Arc::new(clock))
+        .handle_outcome(fixture("trigger-stream-insert.json"))
+        .await
+        .unwrap();
+    assert!(out.wakeups > 0);
+    assert_eq!(rule.num_calls(), 1);
+}

@@ -145,7 +145,7 @@ fn status(v: TaskStatus) -> AttributeValue {
     s(v.as_str())
 }
 
-fn truncate(reason: &str) -> String {
+pub(crate) fn truncate(reason: &str) -> String {
     if reason.len() <= MAX_REASON_LEN {
         return reason.to_owned();
     }

@@ -2,9 +2,9 @@
 //! the two ends of a shard: the sweep and `lifo stats`. No scans.
 
 use super::error::classify;
+use super::queue::Queue;
 use super::{Item, Op, Store, StoreError};
 use crate::expr::{self, CLAIMABLE_INDEX};
-use crate::order::Candidate;
 
 impl Store {
     /// How many tasks are claimable now, across shards (the queue depth).
@@ -46,11 +46,7 @@ impl Store {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<usize, StoreError> {
-        self.count(
-            CLAIMABLE_INDEX,
-            &expr::claimable_now(shard, now_ms, horizon_ms),
-        )
-        .await
+        Queue::claimable_depth_in(self, shard, now_ms, horizon_ms).await
     }
 
     /// Tasks of one shard running under a live lease ([`expr::leased`]).
@@ -85,7 +81,7 @@ impl Store {
     }
 
     /// Items of `index` that `q` matches (a COUNT query, paged).
-    async fn count(&self, index: &str, q: &expr::Expr) -> Result<usize, StoreError> {
+    pub(super) async fn count(&self, index: &str, q: &expr::Expr) -> Result<usize, StoreError> {
         Ok(self.count_up_to(index, q, None).await?.0)
     }
     /// `claimableAt` of the newest (or, with `oldest`, the oldest) claimable
@@ -97,32 +93,7 @@ impl Store {
         horizon_ms: u64,
         oldest: bool,
     ) -> Result<Option<u64>, StoreError> {
-        let q = expr::claimable_now(shard, now_ms, horizon_ms);
-        let mut start: Option<Item> = None;
-        loop {
-            // Newest first, the first few entries are claimable. Oldest
-            // first, what expired since the reaper's last run comes first
-            // and is filtered out: read it in whole (1 MB) pages.
-            let query = self.claimable_query(&q).scan_index_forward(oldest);
-            let out = if oldest { query } else { query.limit(25) }
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| classify("Query", e))?;
-            self.meter.record(Op::Read, out.consumed_capacity());
-            if let Some(c) = out
-                .items
-                .unwrap_or_default()
-                .into_iter()
-                .find_map(|item| serde_dynamo::from_item::<_, Candidate>(item).ok())
-            {
-                return Ok(Some(crate::priority::at_ms(c.claimable_at)));
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(None);
-            }
-        }
+        Queue::edge_claimable(self, shard, now_ms, horizon_ms, oldest).await
     }
 
     /// A COUNT query of `q` over `index`, reading at most `cap` entries:

@@ -7,7 +7,10 @@
 //! `control.rs` (pause and resume), `schedule.rs` (scheduled tasks),
 //! `groups.rs` (shard-group leases), `read.rs` (reads), `counts.rs` (COUNT
 //! queries and the stats' reads), `error.rs` (errors and resends),
-//! `meter.rs` (the capacity meter) and [`billing`] (AWS's billing rules).
+//! `meter.rs` (the capacity meter), [`billing`] (AWS's billing rules), and
+//! [`queue`], the seam these calls make up (`dynamodb.rs` implements it for
+//! the store; [`crate::memory`] is its in-memory reference model), with
+//! [`ops`], what the queue does over any implementation of it.
 //!
 //! Every request asks for `ReturnConsumedCapacity = INDEXES` and adds what it
 //! spent to a [`CapacityMeter`], so the cost per task is measured, not guessed.
@@ -16,13 +19,16 @@ pub mod billing;
 mod claim;
 mod control;
 mod counts;
+mod dynamodb;
 mod error;
 mod failed;
 mod groups;
 pub mod item;
 mod meter;
 mod operate;
+pub mod ops;
 pub mod payload;
+pub mod queue;
 mod read;
 mod schedule;
 mod shed;
@@ -37,7 +43,9 @@ pub use error::{CancelError, StoreError};
 pub use failed::{Failed, FailedQuery};
 pub use meter::{CapacityMeter, Op, Spent};
 pub use operate::{OperateError, RedriveSettings};
+pub use ops::QueueOps;
 pub use payload::PayloadPolicy;
+pub use queue::{IndexPage, IndexRead, Queue};
 pub use shed::{REAP_MAX_PER_SHARD, REAP_PAGE, Reaped, sheddable};
 pub use supersede::Keyed;
 pub use write::BATCH_WRITE_MAX;

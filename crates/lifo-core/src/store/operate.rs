@@ -3,6 +3,7 @@
 //! says exactly why, then write with a condition on what was read.
 
 use super::error::{classify, parse_task};
+use super::queue::Queue;
 use super::{Op, Store, StoreError};
 use crate::expr::{self, Lifetime, Move, Step};
 use crate::model::{Task, TaskStatus};
@@ -72,51 +73,17 @@ impl Store {
             })
     }
 
-    /// Runs a failed task, or one shed by expiry, again: PENDING with its
-    /// attempts reset, a new expiry (its own `ttlSeconds`, else the
-    /// default) and `claimableAt = now`, so it is the newest work in the
-    /// LIFO order. Conditional on the token read, so a concurrent move wins
-    /// and this one reports [`OperateError::Changed`].
+    /// Runs a failed task, or one shed by expiry, again:
+    /// PENDING with its attempts reset, a new expiry (its own `ttlSeconds`,
+    /// else the default) and `claimableAt = now`, so it is the newest work
+    /// in the LIFO order. Conditional on the token read, so a concurrent
+    /// move wins and this one reports [`OperateError::Changed`].
     pub async fn redrive(
         &self,
         task_id: &str,
         settings: RedriveSettings<'_>,
     ) -> Result<Task, OperateError> {
-        let now = settings.now_ms;
-        let task = self.existing(task_id).await?;
-        if !state::may_redrive(
-            task.task_status,
-            task.is_expired(now),
-            task.lease_is_live(now),
-        ) {
-            return Err(not_redrivable(&task, now));
-        }
-        let step = Step {
-            now_ms: now,
-            token: task.token,
-            attempts: 0,
-        };
-        let redrive = Move::Redrive {
-            reason: settings.reason,
-            life: Lifetime {
-                ttl_seconds: settings.default_ttl_seconds,
-                retention_seconds: settings.retention_seconds,
-            },
-        };
-        match self.apply(task_id, &redrive, task.task_status, &step).await {
-            Ok(t) => {
-                // Its payload item lives as long as the task's new life.
-                if t.payload_bytes.is_some() {
-                    self.extend_payload(task_id, t.delete_at).await?;
-                }
-                Ok(t)
-            }
-            Err(StoreError::ConditionFailed { current, .. }) => Err(OperateError::Changed {
-                task_id: task_id.to_owned(),
-                status: current.map_or("deleted".to_owned(), |t| t.task_status.to_string()),
-            }),
-            Err(e) => Err(e.into()),
-        }
+        redrive(self, task_id, settings).await
     }
 
     /// Deletes a task, unless it is running under a live lease. Returns the
@@ -187,5 +154,51 @@ impl Store {
                 Err(classify("DeleteItem", err).into())
             }
         }
+    }
+}
+
+/// [`Store::redrive`] over any [`Queue`]: read the task, check that it may
+/// be redriven, then the redrive move on the token read.
+pub(super) async fn redrive<Q: Queue + ?Sized>(
+    q: &Q,
+    task_id: &str,
+    settings: RedriveSettings<'_>,
+) -> Result<Task, OperateError> {
+    let now = settings.now_ms;
+    let task = q
+        .get_item(task_id)
+        .await?
+        .ok_or_else(|| OperateError::NotFound {
+            task_id: task_id.to_owned(),
+        })?;
+    if !state::may_redrive(
+        task.task_status,
+        task.is_expired(now),
+        task.lease_is_live(now),
+    ) {
+        return Err(not_redrivable(&task, now));
+    }
+    let step = Step {
+        now_ms: now,
+        token: task.token,
+        attempts: 0,
+    };
+    let redrive = Move::Redrive {
+        reason: settings.reason,
+        life: Lifetime {
+            ttl_seconds: settings.default_ttl_seconds,
+            retention_seconds: settings.retention_seconds,
+        },
+    };
+    match q.apply(task_id, &redrive, task.task_status, &step).await {
+        Ok(t) => {
+            q.after_redrive(&t).await?;
+            Ok(t)
+        }
+        Err(StoreError::ConditionFailed { current, .. }) => Err(OperateError::Changed {
+            task_id: task_id.to_owned(),
+            status: current.map_or("deleted".to_owned(), |t| t.task_status.to_string()),
+        }),
+        Err(e) => Err(e.into()),
     }
 }

@@ -15,8 +15,9 @@
 //! A shed costs 3 write units (the item, the claimable index entry removed, the
 //! shed index entry put) once per shed task, and nothing per success.
 
-use super::{Item, Op, Store, StoreError};
-use crate::expr::{self, CLAIMABLE_INDEX, Move, SHED_INDEX, Step};
+use super::queue::{IndexRead, Queue};
+use super::{Item, Store, StoreError};
+use crate::expr::{self, Move, SHED_INDEX, Step};
 use crate::model::TaskStatus;
 use crate::order::Candidate;
 use crate::state::may_shed;
@@ -79,52 +80,7 @@ impl Store {
     /// call shed it, `Ok(false)` when it was no longer sheddable (claimed,
     /// redriven, already shed, deleted).
     pub async fn shed(&self, c: &Candidate, now_ms: u64) -> Result<bool, StoreError> {
-        let reason = format!("shed: expired at {} s with no outcome", c.expires_at);
-        let step = Step {
-            now_ms,
-            token: c.token,
-            attempts: c.attempts,
-        };
-        let current = if c.lease_until.is_some() {
-            TaskStatus::Taken
-        } else {
-            TaskStatus::Pending
-        };
-        match self
-            .record(&c.task_id, &Move::Shed { reason: &reason }, current, &step)
-            .await
-        {
-            Ok(()) => {
-                tracing::info!(event = "task.shed", taskId = %c.task_id, shard = c.lifo_shard,
-                    expiresAt = c.expires_at, token = c.token);
-                Ok(true)
-            }
-            Err(StoreError::ConditionFailed { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Sheds every entry of `entries` (all sheddable), a few at a time:
-    /// how many this call shed.
-    pub(super) async fn shed_all(
-        &self,
-        entries: Vec<Candidate>,
-        now_ms: u64,
-    ) -> Result<(usize, usize), StoreError> {
-        let results: Vec<Result<bool, StoreError>> = futures::stream::iter(entries)
-            .map(|c| async move { self.shed(&c, now_ms).await })
-            .buffer_unordered(SHED_PARALLEL)
-            .collect()
-            .await;
-        let (mut shed, mut lost) = (0, 0);
-        for r in results {
-            if r? {
-                shed += 1;
-            } else {
-                lost += 1;
-            }
-        }
-        Ok((shed, lost))
+        shed(self, c, now_ms).await
     }
 
     /// The reaper: sheds the expired entries at the oldest end of each of
@@ -137,84 +93,144 @@ impl Store {
         horizon_ms: u64,
         until: std::time::Instant,
     ) -> Result<Reaped, StoreError> {
-        let per_shard = futures::future::try_join_all(
-            shards
-                .iter()
-                .map(|s| self.reap_shard(*s, now_ms, horizon_ms, until)),
-        )
-        .await?;
-        let mut total = Reaped::default();
-        for r in per_shard {
-            total += r;
-        }
-        Ok(total)
+        reap(self, shards, now_ms, horizon_ms, until).await
     }
+}
 
-    async fn reap_shard(
-        &self,
-        shard: u32,
-        now_ms: u64,
-        horizon_ms: u64,
-        until: std::time::Instant,
-    ) -> Result<Reaped, StoreError> {
-        let mut done = Reaped::default();
-        for priority in crate::priority::Priority::ALL {
-            let q = expr::old_end(shard, priority, horizon_ms);
-            if self.reap_band(&q, now_ms, until, &mut done).await? {
-                break;
-            }
+/// [`Store::shed`] over any [`Queue`]: the shed move on the entry's token.
+pub(super) async fn shed<Q: Queue + ?Sized>(
+    q: &Q,
+    c: &Candidate,
+    now_ms: u64,
+) -> Result<bool, StoreError> {
+    let reason = format!("shed: expired at {} s with no outcome", c.expires_at);
+    let step = Step {
+        now_ms,
+        token: c.token,
+        attempts: c.attempts,
+    };
+    let current = if c.lease_until.is_some() {
+        TaskStatus::Taken
+    } else {
+        TaskStatus::Pending
+    };
+    match q
+        .record(&c.task_id, &Move::Shed { reason: &reason }, current, &step)
+        .await
+    {
+        Ok(()) => {
+            tracing::info!(event = "task.shed", taskId = %c.task_id, shard = c.lifo_shard,
+                expiresAt = c.expires_at, token = c.token);
+            Ok(true)
         }
-        Ok(done)
+        Err(StoreError::ConditionFailed { .. }) => Ok(false),
+        Err(e) => Err(e),
     }
+}
 
-    /// Reaps one priority's band of a shard into `done`: `true` when the run
-    /// was cut short (no more bands this run).
-    async fn reap_band(
-        &self,
-        q: &expr::Expr,
-        now_ms: u64,
-        until: std::time::Instant,
-        done: &mut Reaped,
-    ) -> Result<bool, StoreError> {
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .index_query(CLAIMABLE_INDEX, q)
-                .scan_index_forward(true)
-                .limit(REAP_PAGE)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| super::error::classify("Query", e))?;
-            self.meter.record(Op::Read, out.consumed_capacity());
-            let entries: Vec<Candidate> = out
-                .items
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|item| serde_dynamo::from_item(item).ok())
-                .collect();
-            done.read += entries.len();
-            let expired: Vec<Candidate> = entries
-                .into_iter()
-                .filter(|c| sheddable(c, now_ms))
-                .collect();
-            if expired.is_empty() {
-                return Ok(false);
-            }
-            let (shed, lost) = self.shed_all(expired, now_ms).await?;
-            done.shed += shed;
-            done.lost += lost;
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(false);
-            }
-            if done.shed >= REAP_MAX_PER_SHARD || std::time::Instant::now() >= until {
-                done.cut_short += 1;
-                return Ok(true);
-            }
+/// Sheds every entry of `entries` (all sheddable), a few at a time:
+/// how many this call shed, and how many it could no longer shed.
+pub(super) async fn shed_all<Q: Queue + ?Sized>(
+    q: &Q,
+    entries: Vec<Candidate>,
+    now_ms: u64,
+) -> Result<(usize, usize), StoreError> {
+    let results: Vec<Result<bool, StoreError>> = futures::stream::iter(entries)
+        .map(|c| async move { shed(q, &c, now_ms).await })
+        .buffer_unordered(SHED_PARALLEL)
+        .collect()
+        .await;
+    let (mut shed, mut lost) = (0, 0);
+    for r in results {
+        if r? {
+            shed += 1;
+        } else {
+            lost += 1;
         }
     }
+    Ok((shed, lost))
+}
 
+/// [`Store::reap`] over any [`Queue`].
+pub(super) async fn reap<Q: Queue + ?Sized>(
+    q: &Q,
+    shards: &[u32],
+    now_ms: u64,
+    horizon_ms: u64,
+    until: std::time::Instant,
+) -> Result<Reaped, StoreError> {
+    let per_shard = futures::future::try_join_all(
+        shards
+            .iter()
+            .map(|s| reap_shard(q, *s, now_ms, horizon_ms, until)),
+    )
+    .await?;
+    let mut total = Reaped::default();
+    for r in per_shard {
+        total += r;
+    }
+    Ok(total)
+}
+
+async fn reap_shard<Q: Queue + ?Sized>(
+    q: &Q,
+    shard: u32,
+    now_ms: u64,
+    horizon_ms: u64,
+    until: std::time::Instant,
+) -> Result<Reaped, StoreError> {
+    let mut done = Reaped::default();
+    for priority in crate::priority::Priority::ALL {
+        let read = IndexRead::OldEnd {
+            shard,
+            priority,
+            horizon_ms,
+        };
+        if reap_band(q, read, now_ms, until, &mut done).await? {
+            break;
+        }
+    }
+    Ok(done)
+}
+
+/// Reaps one priority's band of a shard into `done`: `true` when the run
+/// was cut short (no more bands this run).
+async fn reap_band<Q: Queue + ?Sized>(
+    q: &Q,
+    read: IndexRead,
+    now_ms: u64,
+    until: std::time::Instant,
+    done: &mut Reaped,
+) -> Result<bool, StoreError> {
+    let mut start: Option<Item> = None;
+    loop {
+        let page = q
+            .index_page(read, true, Some(REAP_PAGE), start.take())
+            .await?;
+        done.read += page.entries.len();
+        let expired: Vec<Candidate> = page
+            .entries
+            .into_iter()
+            .filter(|c| sheddable(c, now_ms))
+            .collect();
+        if expired.is_empty() {
+            return Ok(false);
+        }
+        let (shed, lost) = shed_all(q, expired, now_ms).await?;
+        done.shed += shed;
+        done.lost += lost;
+        start = page.next;
+        if start.is_none() {
+            return Ok(false);
+        }
+        if done.shed >= REAP_MAX_PER_SHARD || std::time::Instant::now() >= until {
+            done.cut_short += 1;
+            return Ok(true);
+        }
+    }
+}
+
+impl Store {
     /// Tasks of one shard shed in `[since_ms, now_ms]`, from the shed index
     /// (a COUNT query), reading at most `cap` entries: `(count, capped)`,
     /// where `capped` says there are at least `count`.

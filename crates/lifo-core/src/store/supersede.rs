@@ -33,6 +33,7 @@
 //! with its key is written.
 
 use super::error::classify;
+use super::queue::Queue;
 use super::{Item, Op, Store, StoreError, resend_wait};
 use crate::expr::{self, Move, Step};
 use crate::model::{Task, TaskStatus};
@@ -194,8 +195,13 @@ impl Store {
 
     /// Writes `task` SUPERSEDED by `by` (see [`arrived_superseded`]), if
     /// its id is new.
-    async fn put_arrived_superseded(&self, task: &Task, by: &str) -> Result<Keyed, StoreError> {
-        let ended = arrived_superseded(task, by, crate::now_ms());
+    async fn put_arrived_superseded(
+        &self,
+        task: &Task,
+        by: &str,
+        now_ms: u64,
+    ) -> Result<Keyed, StoreError> {
+        let ended = arrived_superseded(task, by, now_ms);
         let (item, _) = self.items(&ended)?;
         let created = self.put_absent(item).await?;
         Ok(Keyed {
@@ -210,6 +216,12 @@ impl Store {
     /// that exists writes nothing (`created: false`), like
     /// [`Store::put_if_absent`].
     pub async fn put_keyed(&self, task: &Task) -> Result<Keyed, StoreError> {
+        self.put_keyed_at(task, crate::now_ms()).await
+    }
+
+    /// [`Store::put_keyed`] at `now_ms`: the time a task that arrives
+    /// superseded is stamped with (its `supersededAt`).
+    pub async fn put_keyed_at(&self, task: &Task, now_ms: u64) -> Result<Keyed, StoreError> {
         let Some(key) = task.supersede_key.as_deref() else {
             return Ok(Keyed {
                 created: self.put_if_absent(task).await?,
@@ -221,7 +233,7 @@ impl Store {
             Some(p) => self.put_absent(p).await?,
             None => false,
         };
-        let result = self.keyed_transaction(task, key, item).await;
+        let result = self.keyed_transaction(task, key, item, now_ms).await;
         if wrote_payload && !matches!(result, Ok(Keyed { created: true, .. })) {
             self.forget_payloads(std::iter::once(task)).await;
         }
@@ -233,6 +245,7 @@ impl Store {
         task: &Task,
         key: &str,
         item: Item,
+        now_ms: u64,
     ) -> Result<Keyed, StoreError> {
         let id = task.task_id.as_str();
         let mut tries = 0;
@@ -253,7 +266,7 @@ impl Store {
             ) {
                 KeyedWrite::Written => return Ok(Keyed::default()),
                 KeyedWrite::ArrivesSuperseded(by) => {
-                    return self.put_arrived_superseded(task, &by).await;
+                    return self.put_arrived_superseded(task, &by, now_ms).await;
                 }
                 KeyedWrite::Supersedes(prev) => prev,
             };
@@ -422,19 +435,7 @@ impl Store {
         attempts: u32,
         now_ms: u64,
     ) -> Result<bool, StoreError> {
-        let step = Step {
-            now_ms,
-            token,
-            attempts,
-        };
-        match self
-            .record(task_id, &Move::EndSuperseded, TaskStatus::Taken, &step)
-            .await
-        {
-            Ok(()) => Ok(true),
-            Err(StoreError::ConditionFailed { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
+        Queue::end_superseded(self, task_id, token, attempts, now_ms).await
     }
 }
 

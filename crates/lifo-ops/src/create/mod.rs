@@ -15,7 +15,8 @@
 //! written in request order, so the last one wins.
 
 use futures::{StreamExt, TryStreamExt};
-use lifo_core::{Store, StoreError, Task, now_ms};
+use lifo_core::clock::SharedClock;
+use lifo_core::{Store, StoreError, Task};
 use lifo_lambda::Wakeup;
 use lifo_lambda::config::{self, ConfigError, Source};
 use lifo_lambda::notify::Fanout;
@@ -144,8 +145,10 @@ pub struct Creator {
     wakeups: Option<Fanout>,
     /// When this instance last published a wake-up, per group.
     woken: std::sync::Arc<
-        std::sync::Mutex<std::collections::HashMap<Option<u32>, std::time::Instant>>,
+        std::sync::Mutex<std::collections::HashMap<Option<u32>, lifo_core::clock::Instant>>,
     >,
+    /// Where it reads the time ([`lifo_core::clock`]).
+    clock: SharedClock,
 }
 
 impl Creator {
@@ -155,7 +158,14 @@ impl Creator {
             config,
             wakeups: None,
             woken: Default::default(),
+            clock: lifo_core::clock::system(),
         }
+    }
+
+    /// Reading the time from `clock` (a simulation's virtual time).
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Wakes the processor itself once its tasks are written (and marks
@@ -190,7 +200,7 @@ impl Creator {
     /// numbers keep every digit, or are refused when DynamoDB would not.
     pub async fn handle_text(&self, text: &str) -> Result<CreateResponse, CreateError> {
         check_request_size(text.len())?;
-        let mut planned = self.validate_text(text, now_ms())?;
+        let mut planned = self.validate_text(text, self.clock.now_ms())?;
         if let Some(trace) = lifo_lambda::xray::current() {
             for p in &mut planned {
                 p.task.created_trace = Some(trace.root.to_string());
@@ -232,14 +242,14 @@ impl Creator {
     /// the sweep finds them within a minute. How many were published.
     async fn wake(&self, groups: &std::collections::BTreeSet<u32>) -> usize {
         let Some(w) = &self.wakeups else { return 0 };
-        let wakeup = Wakeup::new("create", "created", now_ms());
+        let wakeup = Wakeup::new("create", "created", self.clock.now_ms());
+        let now = self.clock.instant();
         let mut published = 0;
         for group in w.targets(false, groups) {
-            let recent = self
-                .woken
-                .lock()
-                .ok()
-                .is_some_and(|w| w.get(&group).is_some_and(|at| at.elapsed() < WAKE_DEBOUNCE));
+            let recent = self.woken.lock().ok().is_some_and(|w| {
+                w.get(&group)
+                    .is_some_and(|at| now.saturating_duration_since(*at) < WAKE_DEBOUNCE)
+            });
             if recent {
                 continue;
             }
@@ -247,7 +257,7 @@ impl Creator {
                 Ok(_) => {
                     published += 1;
                     if let Ok(mut w) = self.woken.lock() {
-                        w.insert(group, std::time::Instant::now());
+                        w.insert(group, now);
                     }
                 }
                 Err(e) => tracing::error!(event = "wakeup.publish_failed", group,
@@ -313,7 +323,10 @@ impl Creator {
             futures::stream::iter(by_key.into_iter().map(|(_, list)| async move {
                 let mut done = Vec::with_capacity(list.len());
                 for p in list {
-                    let keyed = self.store.put_keyed(&p.task).await?;
+                    let keyed = self
+                        .store
+                        .put_keyed_at(&p.task, self.clock.now_ms())
+                        .await?;
                     done.push((p, keyed));
                 }
                 Ok::<_, StoreError>(done)

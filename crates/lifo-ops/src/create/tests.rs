@@ -467,3 +467,26 @@ async fn create_wakes_the_processor_once_per_call_and_marks_its_tasks() {
         .unwrap();
     assert_eq!(publish.num_calls(), 1);
 }
+
+/// A task is created at the time of the clock it was given: under a paused
+/// runtime, virtual time.
+#[tokio::test(start_paused = true)]
+async fn a_task_is_created_at_the_injected_clocks_time() {
+    let clock = lifo_core::clock::TokioClock::starting_at(1_800_000_000_000);
+    tokio::time::sleep(std::time::Duration::from_secs(7)).await;
+    let stamped = mock!(Client::put_item)
+        .match_requests(|r| {
+            r.item()
+                .and_then(|i| i.get("taskCreated"))
+                .and_then(|v| v.as_n().ok())
+                == Some(&"1800000007000".to_owned())
+        })
+        .then_output(|| PutItemOutput::builder().build());
+    let c = creator(&[&stamped]).with_clock(std::sync::Arc::new(clock));
+    let out = c
+        .handle(json!({"tasks": [{"taskId": "a", "payload": {}}]}))
+        .await
+        .unwrap();
+    assert_eq!(out.created, ["a"]);
+    assert_eq!(stamped.num_calls(), 1);
+}

@@ -490,3 +490,35 @@ async fn a_claim_whose_answer_was_lost_is_run_only_if_it_names_this_invocation()
         (0, 1, 0)
     );
 }
+
+/// Under a paused runtime and a clock that follows it, the processor
+/// claims at the clock's time (virtual time, however far from the system's)
+/// and measures its deadline against it.
+#[tokio::test(start_paused = true)]
+async fn it_claims_at_the_time_of_the_clock_it_was_given() {
+    const T: u64 = 1_900_000_000_000;
+    let clock = lifo_core::clock::TokioClock::starting_at(T);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let query = one_page(&[("b", 20), ("a", 10)]);
+    let claim = mock!(Ddb::update_item)
+        .match_requests(|r| {
+            let now = bound(r, ":now").and_then(|v| v.as_n().ok());
+            let now: u64 = now.and_then(|n| n.parse().ok()).unwrap_or(0);
+            is_claim(r) && (T + 3_000..T + 13_000).contains(&now)
+        })
+        .then_compute_output(|r| {
+            UpdateItemOutput::builder()
+                .set_attributes(Some(taken(&key_of(r))))
+                .build()
+        });
+    let (_, finish) = updates();
+    let sns = publish();
+    let deadline = SystemTime::UNIX_EPOCH + Duration::from_millis(T + 3_000 + 60_000);
+    let report = processor(&[&query, &claim, &finish], &sns, Duration::from_secs(10))
+        .with_clock(Arc::new(clock))
+        .handle(&crate::Wakeups::one(), deadline)
+        .await
+        .unwrap();
+    assert_eq!(report.claimed, vec!["b", "a"]);
+    assert_eq!(claim.num_calls(), 2);
+}
