@@ -134,8 +134,12 @@ impl TaskRunner for Witness {
         if let Ok(mut s) = self.started.lock() {
             s.insert((task.task_id.clone(), task.token));
         }
+        // The claim's own stamp (read before the claim was sent, so at or
+        // before it committed), not the run's: a claim that committed before
+        // a newer write may still run after that write was answered.
         if let Ok(mut s) = self.start_times.lock() {
-            s.push((task.task_id.clone(), lifo_core::now_ms()));
+            let claimed = task.started_at.unwrap_or_else(lifo_core::now_ms);
+            s.push((task.task_id.clone(), claimed));
         }
         let expected = self
             .payloads
