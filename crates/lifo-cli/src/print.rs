@@ -16,7 +16,7 @@ use serde_json::json;
 use std::fmt::Write as _;
 
 /// `value` as one line of JSON (the characters a terminal would obey
-/// written as `\uXXXX`: the same value).
+/// written as JSON escapes, e.g. `\u202e`: the same value).
 pub fn json<T: Serialize>(value: &T) -> String {
     json_shown(
         serde_json::to_string(value)

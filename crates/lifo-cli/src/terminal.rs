@@ -45,7 +45,7 @@ pub fn shown(s: &str) -> Cow<'_, str> {
 
 /// One line of JSON with the characters of [`is_unsafe`] that serde_json
 /// leaves raw (DEL, C1, the bidirectional controls, U+2028 and U+2029)
-/// written as `\uXXXX`: the same JSON value, safe on a terminal. They can
+/// written as JSON escapes (`\u202e`): the same JSON value, safe on a terminal. They can
 /// only be inside strings, where the escape means the same character.
 pub fn json_shown(json: String) -> String {
     if !json.chars().any(is_unsafe) {

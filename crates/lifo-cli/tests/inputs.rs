@@ -216,7 +216,7 @@ fn a_since_that_is_no_time_or_in_the_future_is_refused() {
 /// `tasks list --failed` and reversed the text around it; an ESC sequence
 /// could clear the screen and a newline forge a row. Every text from the
 /// table is shown escaped, as the console shows it; `--json` is the same
-/// value with those characters as `\uXXXX`.
+/// value with those characters as JSON escapes (`\u202e`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_from_the_table_reaches_the_terminal_escaped() {
     let h = lifo_tests::Harness::start(1).await;
