@@ -24,7 +24,7 @@ pub mod testing;
 
 pub use exact::Payload;
 pub use expr::{Lifetime, Move, Step};
-pub use model::{HistoryEntry, Task, TaskStatus, new_task_id, now_ms};
+pub use model::{HistoryEntry, Task, TaskStatus, new_task_id, now_ms, seed_task_ids};
 pub use order::{Candidate, Order};
 pub use priority::Priority;
 pub use state::{IllegalTransition, Transition};

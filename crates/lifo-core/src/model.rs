@@ -358,9 +358,33 @@ pub fn due_key(due_date: &str, shard: u32) -> String {
     format!("{due_date}#{shard:02}")
 }
 
-/// A new time-ordered task id (UUID v7): ids sort by creation time.
+/// A new time-ordered task id (UUID v7): ids sort by creation time. On a
+/// thread that [`seed_task_ids`] seeded, the id's time is its clock's and
+/// its random part the seed's next draw.
 pub fn new_task_id() -> String {
-    uuid::Uuid::now_v7().to_string()
+    SEEDED_IDS.with_borrow_mut(|seeded| match seeded {
+        Some((rng, clock)) => {
+            let mut random = [0u8; 10];
+            rng.fill(&mut random);
+            uuid::Builder::from_unix_timestamp_millis(clock.now_ms(), &random)
+                .into_uuid()
+                .to_string()
+        }
+        None => uuid::Uuid::now_v7().to_string(),
+    })
+}
+
+thread_local! {
+    /// This thread's seeded ids ([`seed_task_ids`]), if any.
+    static SEEDED_IDS: std::cell::RefCell<Option<(fastrand::Rng, crate::clock::SharedClock)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Makes the ids [`new_task_id`] gives on this thread a sequence drawn from
+/// `seed`, stamped with `clock`'s time: a simulation that runs on one
+/// thread gets the same ids from the same seed. `None`: back to UUID v7.
+pub fn seed_task_ids(seeded: Option<(u64, crate::clock::SharedClock)>) {
+    SEEDED_IDS.set(seeded.map(|(seed, clock)| (fastrand::Rng::with_seed(seed), clock)));
 }
 
 /// Milliseconds since the Unix epoch.
@@ -377,12 +401,15 @@ pub fn shard_for(task_id: &str, shard_count: u32) -> u32 {
     if shard_count <= 1 {
         return 0;
     }
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in task_id.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (hash % u64::from(shard_count)) as u32
+    (fnv1a(task_id.as_bytes()) % u64::from(shard_count)) as u32
+}
+
+/// FNV-1a, 64 bits: a stable hash (the same bytes, the same hash, on every
+/// machine and run).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]

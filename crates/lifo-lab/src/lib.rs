@@ -9,6 +9,8 @@
 //! - [`simulate_command`]: `lifo simulate` (a run, `--compare`, the loads
 //!   of [`loads`], the mixes of [`mixes`], plotted by [`plot`]);
 //!   [`ideal`]: the ideal scheduler the fair share is judged by;
+//!   [`virtual_time`]: the same workloads through the real handlers in
+//!   virtual time, over the queue's in-memory model (`--engine virtual`);
 //! - [`bench`]: `lifo bench`, one file per part ([`latency`]: a delay in
 //!   front of DynamoDB Local); `lifo-bench-scheduler` (src/bin) for the
 //!   scheduler's shard counts.
@@ -23,4 +25,5 @@ pub mod plot;
 pub mod report;
 pub mod simulate;
 pub mod simulate_command;
+pub mod virtual_time;
 pub mod warm_up;

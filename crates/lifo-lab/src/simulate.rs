@@ -72,6 +72,28 @@ pub struct Workload {
     /// schedule) instead of answering "busy" past `concurrency`, which is
     /// then only process's `RunnerMaxConcurrency`.
     pub downstream: Option<DownstreamSpec>,
+    /// Where it runs.
+    pub engine: Engine,
+}
+
+/// Where a run happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Engine {
+    /// DynamoDB Local and moto, in real time ([`run_specs`]).
+    #[default]
+    Local,
+    /// The same handlers over the queue's in-memory model, in virtual time
+    /// ([`crate::virtual_time`]).
+    Virtual,
+}
+
+/// What a virtual run adds to its outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VirtualRunInfo {
+    /// The wall time it took.
+    pub wall: Duration,
+    /// Its event log's hash ([`crate::virtual_time::EventLog::hash`]).
+    pub log_hash: String,
 }
 
 /// A downstream that behaves like one ([`Downstream`]).
@@ -119,6 +141,42 @@ impl Workload {
             create_batch: 1,
             runner_concurrency: process::runner::Concurrency::Fixed,
             downstream: None,
+            engine: Engine::Local,
+        }
+    }
+
+    /// The run's simulated downstream: its runner, and the downstream that
+    /// queues past its capacity when the workload has one.
+    pub fn runner(&self) -> (Arc<SimulatedRunner>, Option<Arc<Downstream>>) {
+        let downstream = self
+            .downstream
+            .as_ref()
+            .map(|d| Arc::new(Downstream::new(d.schedule.clone(), d.queue, d.timeout)));
+        let mut runner = SimulatedRunner::new(self.concurrency, self.latency, 0.0, 0.0)
+            .with_jitter(self.latency_jitter);
+        if let Some(d) = &downstream {
+            runner = runner.with_downstream(Arc::clone(d));
+        }
+        (Arc::new(runner), downstream)
+    }
+
+    /// process's settings for a run in `order`, the rest from `base`: one
+    /// processor, the workload's shards, TTL, budget, linger, rests, rate
+    /// limit, fair share and concurrency.
+    pub fn process_config(&self, order: Order, base: ProcessConfig) -> ProcessConfig {
+        ProcessConfig {
+            shard_count: self.shards,
+            max_ttl_seconds: self.ttl_seconds,
+            time_budget: self.budget,
+            linger: self.linger.unwrap_or(base.linger),
+            rest: self.rest,
+            rate_limit: self.rate_limit,
+            processors: 1,
+            order,
+            fair_share: self.fair_share,
+            tenant_max_in_flight: self.tenant_max_in_flight,
+            concurrency: self.runner_concurrency,
+            ..base
         }
     }
 
@@ -224,6 +282,8 @@ pub struct Outcome {
     /// Every run as the downstream saw it (ms since the arrivals began),
     /// with [`Workload::downstream`].
     pub downstream_runs: Vec<Run>,
+    /// With [`Engine::Virtual`]: its wall time and event log.
+    pub virtual_run: Option<VirtualRunInfo>,
 }
 
 /// The pipeline's counters at the end of a run.
@@ -297,6 +357,15 @@ pub async fn run_specs(
     specs: Option<&[serde_json::Value]>,
     on_progress: &mut (dyn FnMut(&Progress) + Send),
 ) -> Result<Outcome> {
+    if workload.engine == Engine::Virtual {
+        let run = crate::virtual_time::run(workload, order, arrivals, specs)?;
+        let mut outcome = run.outcome;
+        outcome.virtual_run = Some(VirtualRunInfo {
+            wall: run.wall,
+            log_hash: run.log.hash(),
+        });
+        return Ok(outcome);
+    }
     let stack = LocalStack::start_with(lifo_local::stack::StackOptions {
         template: workload.template.as_deref().cloned(),
         index_lag: workload.index_lag,
@@ -320,33 +389,14 @@ pub async fn run_specs(
         Creator::new(store.clone(), create_config)
     };
     let trigger = Arc::new(stack.trigger(store.clone(), workload.shards, max_ttl));
-    let downstream = workload
-        .downstream
-        .as_ref()
-        .map(|d| Arc::new(Downstream::new(d.schedule.clone(), d.queue, d.timeout)));
-    let mut runner = SimulatedRunner::new(workload.concurrency, workload.latency, 0.0, 0.0)
-        .with_jitter(workload.latency_jitter);
-    if let Some(d) = &downstream {
-        runner = runner.with_downstream(Arc::clone(d));
-    }
-    let runner = Arc::new(runner);
+    let (runner, downstream) = workload.runner();
     let processor = Arc::new(stack.processor(
         store.clone(),
         runner,
-        ProcessConfig {
-            shard_count: workload.shards,
-            max_ttl_seconds: max_ttl,
-            time_budget: workload.budget,
-            linger: workload.linger.unwrap_or(ProcessConfig::new("", "").linger),
-            rest: workload.rest,
-            rate_limit: workload.rate_limit,
-            processors: 1,
+        workload.process_config(
             order,
-            fair_share: workload.fair_share,
-            tenant_max_in_flight: workload.tenant_max_in_flight,
-            concurrency: workload.runner_concurrency,
-            ..ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone())
-        },
+            ProcessConfig::new(stack.table.clone(), stack.trigger_topic_arn.clone()),
+        ),
     ));
     let warmed = !workload.warm_up.is_zero();
     if warmed {
@@ -383,13 +433,13 @@ pub async fn run_specs(
     pipeline.stop().await;
     let (created, observer, written_ms) = driven?;
     let report = Report::build(&created, &observer, store.meter(), now_ms());
-    let mut outcome = outcome(
+    let mut outcome = outcome_of(
         workload,
         order,
         &created,
         &observer,
         &report,
-        &store,
+        store.meter().spent(Op::Read).units,
         &stats,
         epoch_ms,
         started.elapsed(),
@@ -433,21 +483,16 @@ async fn drive(
                 batch
             };
             let count = (due - created.len()).min(most);
-            let request = match specs {
-                Some(specs) => {
-                    let from = created.len();
-                    let tasks = specs.get(from..from + count).unwrap_or_default();
-                    serde_json::json!({ "tasks": tasks })
-                }
-                None => serde_json::json!({ "count": count, "ttlSeconds": workload.ttl_seconds }),
-            };
-            let out = creator
-                .handle(request)
-                .await
-                .map_err(|e| anyhow!("create failed: {}", lifo_core::error::chain(&e)))?;
+            let ids = create(
+                creator,
+                workload,
+                specs,
+                created.len()..created.len() + count,
+            )
+            .await?;
             let at = now_ms();
-            written.extend(out.created.iter().map(|id| (id.clone(), at)));
-            created.extend(out.created);
+            written.extend(ids.iter().map(|id| (id.clone(), at)));
+            created.extend(ids);
         }
         let draining = created.len() == arrivals.len() && elapsed >= workload.duration;
         if draining || last_progress.is_none_or(|t| t.elapsed() >= Duration::from_millis(500)) {
@@ -495,14 +540,35 @@ async fn drive(
     }
 }
 
+/// Creates arrivals `range` in one request (as `specs` says, or as demo
+/// tasks): the ids created.
+pub(crate) async fn create<Q: lifo_core::store::Queue>(
+    creator: &Creator<Q>,
+    workload: &Workload,
+    specs: Option<&[serde_json::Value]>,
+    range: std::ops::Range<usize>,
+) -> Result<Vec<String>> {
+    let request = match specs {
+        Some(specs) => serde_json::json!({ "tasks": specs.get(range).unwrap_or_default() }),
+        None => serde_json::json!({ "count": range.len(), "ttlSeconds": workload.ttl_seconds }),
+    };
+    let out = creator
+        .handle(request)
+        .await
+        .map_err(|e| anyhow!("create failed: {}", lifo_core::error::chain(&e)))?;
+    Ok(out.created)
+}
+
+/// A run's [`Outcome`] from what it created, the tasks as they ended, its
+/// report and counters (`read_units`: every read unit the pipeline spent).
 #[allow(clippy::too_many_arguments)]
-fn outcome(
+pub(crate) fn outcome_of(
     workload: &Workload,
     order: Order,
     created: &[String],
     observer: &Observer,
     report: &Report,
-    store: &Store,
+    read_units: f64,
     stats: &PipelineStats,
     epoch_ms: u64,
     elapsed: Duration,
@@ -547,7 +613,7 @@ fn outcome(
         starts,
         write_units_per_success: report.write.total_per_success,
         write_units_per_successful_task: report.write.per_successful_task,
-        read_units_per_success: per_success(store.meter().spent(Op::Read).units),
+        read_units_per_success: per_success(read_units),
         publishes_per_task: if created.is_empty() {
             0.0
         } else {
@@ -563,6 +629,7 @@ fn outcome(
             .collect(),
         written_ms,
         downstream_runs: Vec::new(),
+        virtual_run: None,
     }
 }
 

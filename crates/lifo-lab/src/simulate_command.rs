@@ -131,6 +131,12 @@ pub struct SimulateArgs {
     /// milliseconds (a timeout, as the http and lambda runners set one).
     #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=240_000))]
     pub run_timeout_ms: u64,
+    /// Where the runs happen: `local` (DynamoDB Local and moto, in real
+    /// time) or `virtual` (the same handlers over the queue's in-memory
+    /// model, in virtual time: a minute in about a second, and the same
+    /// seed gives the same run, byte for byte).
+    #[arg(long, value_enum, default_value = "local")]
+    pub engine: simulate::Engine,
 }
 
 /// `--downstream-capacity`'s schedule, its error naming the entry.
@@ -181,6 +187,7 @@ impl SimulateArgs {
             index_lag: self.index_lag,
             create_batch: self.create_batch,
             runner_concurrency,
+            engine: self.engine,
             downstream: self
                 .downstream_capacity
                 .clone()
@@ -262,8 +269,16 @@ pub async fn run_all(args: &SimulateArgs, shards: u32) -> anyhow::Result<Vec<Out
             .await
             .with_context(|| format!("{order} run"))?;
         bar.finish_and_clear();
+        let engine = match &outcome.virtual_run {
+            Some(v) => format!(
+                " of virtual time ({:.2} s of wall time, event log {})",
+                v.wall.as_secs_f64(),
+                v.log_hash
+            ),
+            None => String::new(),
+        };
         eprintln!(
-            "{:>5} done in {:.0} s: {} processed, {} shed",
+            "{:>5} done in {:.0} s{engine}: {} processed, {} shed",
             order.as_str().to_uppercase(),
             outcome.elapsed.as_secs_f64(),
             outcome.processed,
@@ -277,6 +292,10 @@ pub async fn run_all(args: &SimulateArgs, shards: u32) -> anyhow::Result<Vec<Out
 /// Where the table's units come from, printed under it.
 pub const UNITS_NOTE: &str = "Units: DynamoDB Local's ConsumedCapacity (ddb-local), which tests/billing.rs \
      checks against AWS's documented billing rules; SNS publishes counted on moto.";
+
+/// The virtual engine's units, printed under its table.
+pub const VIRTUAL_UNITS_NOTE: &str = "Units: the virtual engine meters no capacity units yet (0.00); \
+     SNS publishes counted on its topics.";
 
 /// The report table (Markdown, readable as plain text).
 pub fn table(outcomes: &[Outcome]) -> String {
@@ -380,7 +399,10 @@ pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow:
     if args.downstream_capacity.is_some() {
         let _ = write!(out, "\n{}", crate::phases::table(&outcomes));
     }
-    let _ = writeln!(out, "\n{UNITS_NOTE}");
+    let _ = match args.engine {
+        simulate::Engine::Local => writeln!(out, "\n{UNITS_NOTE}"),
+        simulate::Engine::Virtual => writeln!(out, "\n{VIRTUAL_UNITS_NOTE}"),
+    };
     let _ = writeln!(
         out,
         "Age at start: tasks that started while tasks kept arriving ({} s); \

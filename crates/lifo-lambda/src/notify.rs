@@ -8,6 +8,9 @@ use aws_sdk_sns::error::ProvideErrorMetadata;
 use lifo_core::error::BoxError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The body of a wake-up message. Receivers do not depend on it (any message
@@ -83,6 +86,25 @@ pub struct NotifyError {
     pub code: String,
     #[source]
     pub source: BoxError,
+}
+
+/// Where a function sends its wake-ups: an SNS topic ([`Notifier`]) as
+/// deployed, or a simulation's own delivery of them. The answer is the
+/// message's id.
+pub trait Wake: Send + Sync + std::fmt::Debug {
+    fn wake<'a>(
+        &'a self,
+        wakeup: &'a Wakeup,
+    ) -> Pin<Box<dyn Future<Output = Result<String, NotifyError>> + Send + 'a>>;
+}
+
+impl Wake for Notifier {
+    fn wake<'a>(
+        &'a self,
+        wakeup: &'a Wakeup,
+    ) -> Pin<Box<dyn Future<Output = Result<String, NotifyError>> + Send + 'a>> {
+        Box::pin(Notifier::wake(self, wakeup))
+    }
 }
 
 /// Publishes wake-ups to one topic.
@@ -204,12 +226,17 @@ impl Notifier {
 /// the processor through it.
 #[derive(Debug, Clone)]
 pub struct Fanout {
-    pub notifier: Notifier,
+    pub notifier: Arc<dyn Wake>,
     pub processors: u32,
 }
 
 impl Fanout {
-    pub fn new(notifier: Notifier, processors: u32) -> Self {
+    pub fn new(notifier: impl Wake + 'static, processors: u32) -> Self {
+        Self::over(Arc::new(notifier), processors)
+    }
+
+    /// Sending through a shared [`Wake`].
+    pub fn over(notifier: Arc<dyn Wake>, processors: u32) -> Self {
         Self {
             notifier,
             processors: processors.max(1),

@@ -52,25 +52,27 @@ pub enum IndexLagMode {
 
 impl IndexLagMode {
     /// The median of [`IndexLagMode::Aws`].
-    pub const AWS_MEDIAN: Duration = Duration::from_millis(100);
-    /// Its spread: σ of the logarithm (p99 = median × e^(2.33 σ) ≈ 1 s).
-    const AWS_SIGMA: f64 = 1.0;
-    /// Its cap.
-    const AWS_CAP: Duration = Duration::from_secs(5);
+    pub const AWS_MEDIAN: Duration =
+        Duration::from_millis(lifo_core::memory::AWS_LAG_MEDIAN_MS as u64);
 
     /// One entry's lag.
     pub fn sample(self) -> Duration {
         match self {
             Self::Off => Duration::ZERO,
             Self::Fixed(d) => d,
-            Self::Aws => {
-                // Box–Muller: one standard normal from two uniforms.
-                let (u1, u2) = (fastrand::f64().max(f64::MIN_POSITIVE), fastrand::f64());
-                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-                Self::AWS_MEDIAN
-                    .mul_f64((Self::AWS_SIGMA * z).exp())
-                    .min(Self::AWS_CAP)
-            }
+            Self::Aws => lifo_core::memory::aws_lag(fastrand::f64(), fastrand::f64()),
+        }
+    }
+
+    /// The model's lag for the same mode, its draws seeded with `seed`.
+    pub fn model(self, seed: u64) -> lifo_core::memory::Lag {
+        use lifo_core::memory::Lag;
+        match self {
+            Self::Off => Lag::Off,
+            Self::Fixed(d) => Lag::Fixed {
+                ms: d.as_millis() as u64,
+            },
+            Self::Aws => Lag::Aws { seed },
         }
     }
 
@@ -390,7 +392,7 @@ mod tests {
             p99 > Duration::from_millis(700) && p99 < Duration::from_millis(1_500),
             "{p99:?}"
         );
-        assert!(lags[9_999] <= IndexLagMode::AWS_CAP);
+        assert!(lags[9_999] <= Duration::from_secs(5), "capped at 5 s");
         assert_eq!(
             IndexLagMode::parse("1000"),
             Ok(IndexLagMode::Fixed(Duration::from_secs(1)))

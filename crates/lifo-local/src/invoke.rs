@@ -15,9 +15,12 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// Tokio's instant: under a paused runtime (the virtual engine) it is
+// virtual time, as every timer here is.
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 /// A function's handler: the event in, `Err` with the error's text for a
 /// function error.
@@ -109,6 +112,7 @@ impl AsyncFunction {
             return false;
         }
         tokio::select! {
+            biased;
             _ = tokio::time::sleep(d) => true,
             _ = stop.changed() => false,
         }

@@ -19,8 +19,9 @@ use crate::handle::{self, ClaimContext, Handled};
 use crate::report::{Finished, ProcessReport, StopReason, tally};
 use crate::runner::{Limited, Slots, TaskRunner};
 use crate::select::{self, Event, Handover, Select, Setup, Tally};
+use lifo_core::StoreError;
 use lifo_core::clock::{Instant, SharedClock};
-use lifo_core::{Store, StoreError};
+use lifo_core::store::Queue;
 use lifo_lambda::alarm::MAX_REST_SLEEP;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -245,8 +246,8 @@ pub(crate) struct Assignment {
 }
 
 /// What one invocation's claim loop works with: the processor's parts.
-pub(crate) struct Claiming<'a, R> {
-    pub store: &'a Store,
+pub(crate) struct Claiming<'a, R, Q> {
+    pub store: &'a Q,
     pub runner: &'a Arc<R>,
     pub config: &'a ProcessConfig,
     pub assignment: &'a Assignment,
@@ -290,7 +291,7 @@ fn take_start(limiter: Option<&governor::DefaultDirectRateLimiter>) -> Result<()
     })
 }
 
-impl<R: TaskRunner> Claiming<'_, R> {
+impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
     /// Sleeps `d`, or less when the host stops the processor.
     async fn nap(&self, d: Duration) {
         tokio::select! {

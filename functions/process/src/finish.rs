@@ -6,7 +6,8 @@ use crate::rest::RestPolicy;
 use crate::runner::{RunOutcome, TaskRunner};
 use lifo_core::clock::SharedClock;
 use lifo_core::error::Chain;
-use lifo_core::{Move, Step, Store, StoreError, Task, TaskStatus, Transition};
+use lifo_core::store::Queue;
+use lifo_core::{Move, Step, StoreError, Task, TaskStatus, Transition};
 use std::sync::Arc;
 
 /// How often recording an outcome is tried before giving up.
@@ -33,8 +34,8 @@ async fn run_traced<R: TaskRunner>(runner: &R, task: &Task) -> RunOutcome {
     outcome
 }
 
-pub(crate) async fn run_and_finish<R: TaskRunner>(
-    store: Store,
+pub(crate) async fn run_and_finish<R: TaskRunner, Q: Queue>(
+    store: Q,
     runner: Arc<R>,
     mut task: Task,
     (policy, clock): (FinishPolicy, SharedClock),

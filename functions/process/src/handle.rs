@@ -8,7 +8,8 @@ use crate::halt::Halt;
 use crate::report::Finished;
 use crate::runner::TaskRunner;
 use lifo_core::clock::SharedClock;
-use lifo_core::{Candidate, Move, Step, Store, StoreError, Task, TaskStatus};
+use lifo_core::store::Queue;
+use lifo_core::{Candidate, Move, Step, StoreError, Task, TaskStatus};
 use std::sync::Arc;
 use tokio::task::JoinSet;
 
@@ -76,8 +77,8 @@ impl Handled {
 }
 
 /// What handling a candidate needs, owned (it runs on its own task).
-pub(crate) struct ClaimContext<R> {
-    pub store: Store,
+pub(crate) struct ClaimContext<R, Q> {
+    pub store: Q,
     pub runner: Arc<R>,
     pub policy: FinishPolicy,
     pub lease_until: u64,
@@ -89,7 +90,7 @@ pub(crate) struct ClaimContext<R> {
     pub clock: SharedClock,
 }
 
-impl<R> Clone for ClaimContext<R> {
+impl<R, Q: Clone> Clone for ClaimContext<R, Q> {
     fn clone(&self) -> Self {
         Self {
             store: self.store.clone(),
@@ -107,9 +108,9 @@ impl<R> Clone for ClaimContext<R> {
 /// (ms). The claims of one refill share that time: they go out together,
 /// so their start times never rank an older task before a newer one
 /// because one spawned future happened to be polled first.
-pub(crate) fn spawn<R: TaskRunner>(
+pub(crate) fn spawn<R: TaskRunner, Q: Queue + Clone + 'static>(
     running: &mut JoinSet<Handled>,
-    ctx: &ClaimContext<R>,
+    ctx: &ClaimContext<R, Q>,
     seq: u64,
     c: Candidate,
     sent_at: u64,
@@ -155,8 +156,8 @@ pub(crate) fn spawn<R: TaskRunner>(
 }
 
 /// Claims `c`, then runs and finishes it: one candidate's handling.
-async fn claim_run_finish<R: TaskRunner>(
-    ctx: ClaimContext<R>,
+async fn claim_run_finish<R: TaskRunner, Q: Queue + Clone + 'static>(
+    ctx: ClaimContext<R, Q>,
     seq: u64,
     c: Candidate,
     sent_at: u64,
@@ -206,10 +207,13 @@ async fn claim_run_finish<R: TaskRunner>(
                         "another worker claimed it first");
                     Handled::Conflict(id)
                 }
+                // The claimable index lags the table (a global secondary
+                // index's reads are eventually consistent): a task that
+                // ended moments ago can still be read as claimable.
                 other => {
-                    tracing::warn!(event = "task.skipped", taskId = %id,
+                    tracing::info!(event = "task.skipped", taskId = %id,
                         status = other.as_ref().map_or("gone", |t| t.task_status.as_str()),
-                        "index entry is not a claimable task; skipping it");
+                        "the index still showed a task that is no longer claimable; skipping it");
                     Handled::Skipped(id)
                 }
             },
@@ -245,7 +249,11 @@ enum Claimed {
 /// lease has expired (reclaim). A task whose lease expired with no attempts
 /// left is ended FAILURE instead; one that a newer task with its key
 /// marked, SUPERSEDED.
-async fn claim<R>(ctx: &ClaimContext<R>, c: &Candidate, now: u64) -> Result<Claimed, StoreError> {
+async fn claim<R, Q: Queue>(
+    ctx: &ClaimContext<R, Q>,
+    c: &Candidate,
+    now: u64,
+) -> Result<Claimed, StoreError> {
     let max_attempts = ctx.policy.max_attempts;
     let step = |attempts| Step {
         now_ms: now,

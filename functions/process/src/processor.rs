@@ -13,8 +13,10 @@ use crate::runner::{Slots, TaskRunner};
 use crate::{ProcessError, Wakeups};
 use lifo_core::clock::SharedClock;
 use lifo_core::groups;
+use lifo_core::store::{Queue, QueueOps};
 use lifo_core::{Store, StoreError};
 use lifo_lambda::alarm::RestAlarm;
+use lifo_lambda::notify::Wake;
 use lifo_lambda::{Notifier, Wakeup};
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -22,10 +24,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinSet;
 
-/// The process function's handler.
-pub struct Processor<R> {
-    pub(crate) store: Store,
-    pub(crate) tail: Notifier,
+/// The process function's handler, over the queue's storage `Q` (the
+/// DynamoDB [`Store`] as deployed, or the in-memory model in a simulation).
+pub struct Processor<R, Q = Store> {
+    pub(crate) store: Q,
+    /// Where tail calls go: the trigger topic ([`Notifier`]) as deployed.
+    pub(crate) tail: Arc<dyn Wake>,
     /// Wakes the queue when a rest this invocation started ends after it
     /// ([`lifo_lambda::alarm`]); without it, the sweep does (within a minute).
     pub(crate) alarm: Option<RestAlarm>,
@@ -45,15 +49,23 @@ pub struct Processor<R> {
     pub(crate) clock: SharedClock,
 }
 
-impl<R: TaskRunner> Processor<R> {
+impl<R: TaskRunner> Processor<R, Store> {
     /// `tail` publishes to the trigger topic. `config` is fitted to the
     /// runner's capacity ([`ProcessConfig::fit_capacity`]).
     pub fn new(store: Store, tail: Notifier, runner: Arc<R>, config: ProcessConfig) -> Self {
+        // Each invocation of the tail-call loop starts its own trace.
+        Processor::over(store, Arc::new(tail.starting_new_traces()), runner, config)
+    }
+}
+
+impl<R: TaskRunner, Q: Queue + Clone + 'static> Processor<R, Q> {
+    /// A processor over any store, its tail calls sent to `tail` (what a
+    /// simulation runs: [`Processor::new`] is the deployed one).
+    pub fn over(store: Q, tail: Arc<dyn Wake>, runner: Arc<R>, config: ProcessConfig) -> Self {
         let config = config.fit_capacity(runner.capacity());
         Self {
             store,
-            // Each invocation of the tail-call loop starts its own trace.
-            tail: tail.starting_new_traces(),
+            tail,
             alarm: None,
             runner,
             config,
@@ -77,7 +89,7 @@ impl<R: TaskRunner> Processor<R> {
         self
     }
 
-    pub fn store(&self) -> &Store {
+    pub fn store(&self) -> &Q {
         &self.store
     }
 

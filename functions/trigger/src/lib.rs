@@ -26,6 +26,7 @@ use aws_lambda_events::sns::SnsEvent;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lifo_core::clock::SharedClock;
 use lifo_core::expr::attr;
+use lifo_core::store::{Queue, QueueOps};
 use lifo_core::{Store, StoreError};
 use lifo_lambda::alarm::{AlarmError, MAX_REST_SLEEP, RestAlarm};
 use lifo_lambda::config::{self, ConfigError, Source};
@@ -96,8 +97,8 @@ pub struct TriggerOutcome {
 
 /// What the sweep reads.
 #[derive(Debug, Clone)]
-pub struct Sweep {
-    pub store: Store,
+pub struct Sweep<Q = Store> {
+    pub store: Q,
     pub shard_count: u32,
     pub max_ttl_seconds: u64,
 }
@@ -106,9 +107,9 @@ pub struct Sweep {
 /// Timeout is 30 s): what is left waits for the next minute's run.
 pub const REAP_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 
-impl Sweep {
+impl<Q> Sweep<Q> {
     /// `SHARD_COUNT`, `MAX_TTL_SECONDS` (the table comes from `TABLE_NAME`).
-    pub fn from_source(store: Store, src: &impl Source) -> Result<Self, ConfigError> {
+    pub fn from_source(store: Q, src: &impl Source) -> Result<Self, ConfigError> {
         Ok(Self {
             store,
             shard_count: config::shard_count(src)?,
@@ -118,11 +119,14 @@ impl Sweep {
 }
 
 /// The trigger function's handler.
+///
+/// Its sweep reads the queue's storage `Q`: the DynamoDB [`Store`] as
+/// deployed, or the in-memory model in a simulation.
 #[derive(Debug, Clone)]
-pub struct Trigger {
+pub struct Trigger<Q = Store> {
     /// The process topic, one wake-up per shard group with work.
     fanout: Fanout,
-    sweep: Option<Sweep>,
+    sweep: Option<Sweep<Q>>,
     /// Sets a long rest's alarm again (`REST_WAKE_QUEUE_URL`).
     alarm: Option<RestAlarm>,
     /// Where it reads the time ([`lifo_core::clock`]).
@@ -215,10 +219,18 @@ fn failure(sequence_number: String) -> DynamoDbBatchItemFailure {
     f
 }
 
-impl Trigger {
+impl Trigger<Store> {
     pub fn new(notifier: Notifier) -> Self {
+        Trigger::over(Fanout::new(notifier, 1))
+    }
+}
+
+impl<Q: Queue> Trigger<Q> {
+    /// Waking the processor through `fanout` (a simulation's own delivery
+    /// of wake-ups; [`Trigger::new`] is the deployed one).
+    pub fn over(fanout: Fanout) -> Self {
         Self {
-            fanout: Fanout::new(notifier, 1),
+            fanout,
             sweep: None,
             alarm: None,
             clock: lifo_core::clock::system(),
@@ -239,14 +251,18 @@ impl Trigger {
 
     /// With `processors` processors (each wake-up then names a group).
     pub fn with_processors(mut self, processors: u32) -> Self {
-        self.fanout = Fanout::new(self.fanout.notifier.clone(), processors);
+        self.fanout = Fanout::over(std::sync::Arc::clone(&self.fanout.notifier), processors);
         self
     }
 
     /// Enables the safety sweep (scheduled events).
-    pub fn with_sweep(mut self, sweep: Sweep) -> Self {
-        self.sweep = Some(sweep);
-        self
+    pub fn with_sweep<S: Queue>(self, sweep: Sweep<S>) -> Trigger<S> {
+        Trigger {
+            fanout: self.fanout,
+            sweep: Some(sweep),
+            alarm: self.alarm,
+            clock: self.clock,
+        }
     }
 
     /// [`Trigger::handle`] for the event as the runtime hands it over.
@@ -510,10 +526,11 @@ impl Trigger {
             lost = reaped.lost,
             cutShort = reaped.cut_short
         );
-        let per_shard = sweep
-            .store
-            .claimable_depth_per_shard(sweep.shard_count, now, horizon)
-            .await?;
+        let per_shard = futures::future::try_join_all(
+            (0..sweep.shard_count.max(1))
+                .map(|shard| sweep.store.claimable_depth_in(shard, now, horizon)),
+        )
+        .await?;
         let depth: usize = per_shard.iter().sum();
         let groups = Groups {
             all: false,

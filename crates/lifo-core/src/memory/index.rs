@@ -53,6 +53,28 @@ pub enum Lag {
     /// Each change visible a draw of `0..=max_ms` after its write, from a
     /// generator seeded with `seed`: the same writes, the same lags.
     Seeded { seed: u64, max_ms: u64 },
+    /// Each change visible [`aws_lag`] after its write, drawn from a
+    /// generator seeded with `seed`.
+    Aws { seed: u64 },
+    /// Every change visible exactly `ms` after its write.
+    Fixed { ms: u64 },
+}
+
+/// The median of an AWS-like index lag ([`aws_lag`]).
+pub const AWS_LAG_MEDIAN_MS: f64 = 100.0;
+/// Its spread: σ of the logarithm (p99 = median × e^(2.33 σ) ≈ 1 s).
+const AWS_LAG_SIGMA: f64 = 1.0;
+/// Its cap, ms.
+const AWS_LAG_CAP_MS: f64 = 5_000.0;
+
+/// One change's lag as AWS documents a global secondary index's ("within
+/// a second" normally), from two uniform draws in `[0, 1)`: log-normal
+/// with a median of 100 ms and a p99 near 1 s, capped at 5 s.
+pub fn aws_lag(u1: f64, u2: f64) -> std::time::Duration {
+    // Box–Muller: one standard normal from two uniforms.
+    let z = (-2.0 * u1.max(f64::MIN_POSITIVE).ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    let ms = (AWS_LAG_MEDIAN_MS * (AWS_LAG_SIGMA * z).exp()).min(AWS_LAG_CAP_MS);
+    std::time::Duration::from_secs_f64(ms / 1000.0)
 }
 
 /// The index: each task's changes, `(visible from, projection)`, oldest first.
@@ -66,8 +88,8 @@ pub struct Index {
 impl Index {
     pub fn new(lag: Lag) -> Self {
         let seed = match lag {
-            Lag::Off => 0,
-            Lag::Seeded { seed, .. } => seed,
+            Lag::Off | Lag::Fixed { .. } => 0,
+            Lag::Seeded { seed, .. } | Lag::Aws { seed } => seed,
         };
         Self {
             lag,
@@ -91,8 +113,14 @@ impl Index {
                 versions.clear();
                 0
             }
-            Lag::Seeded { max_ms, .. } => {
-                let at = now_ms.saturating_add(self.rng.u64(0..=max_ms));
+            lagging => {
+                let lag = match lagging {
+                    Lag::Seeded { max_ms, .. } => self.rng.u64(0..=max_ms),
+                    Lag::Aws { .. } => aws_lag(self.rng.f64(), self.rng.f64()).as_millis() as u64,
+                    Lag::Fixed { ms } => ms,
+                    Lag::Off => 0,
+                };
+                let at = now_ms.saturating_add(lag);
                 versions.last().map_or(at, |(v, _)| at.max(*v))
             }
         };

@@ -16,16 +16,18 @@ mod index;
 mod keyed;
 pub mod moves;
 
-pub use index::{Entry, Lag};
+pub use index::{AWS_LAG_MEDIAN_MS, Entry, Lag, aws_lag};
 
 use crate::expr::{Move, Step, truncate};
 use crate::model::{Task, TaskStatus};
 use crate::state;
-use crate::store::{IndexPage, IndexRead, Item, Keyed, Queue, QueueControl, StoreError, item};
+use crate::store::{
+    DownstreamLimit, IndexPage, IndexRead, Item, Keyed, Queue, QueueControl, StoreError, item,
+};
 use index::Index;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// A key item (`#key-<key>`): the key's newest task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +55,8 @@ pub struct Snapshot {
     pub keys: BTreeMap<String, KeyItem>,
     pub control: Option<QueueControl>,
     pub groups: BTreeMap<u32, GroupItem>,
+    /// The adaptive limit last recorded (`#downstream`).
+    pub downstream: Option<DownstreamLimit>,
 }
 
 #[derive(Debug)]
@@ -115,23 +119,26 @@ impl State {
 }
 
 /// The in-memory queue (see the module's documentation).
-#[derive(Debug)]
+///
+/// A clone is the same queue (its parts are shared), as a clone of the
+/// DynamoDB store is the same table.
+#[derive(Debug, Clone)]
 pub struct Memory {
-    state: Mutex<State>,
-    shed_by_reads: AtomicU64,
+    state: Arc<Mutex<State>>,
+    shed_by_reads: Arc<AtomicU64>,
 }
 
 impl Memory {
     /// An empty queue whose claimable index lags as `lag` says.
     pub fn new(lag: Lag) -> Self {
         Self {
-            state: Mutex::new(State {
+            state: Arc::new(Mutex::new(State {
                 clock: 0,
                 items: Snapshot::default(),
                 index: Index::new(lag),
                 written: BTreeSet::new(),
-            }),
-            shed_by_reads: AtomicU64::new(0),
+            })),
+            shed_by_reads: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -338,6 +345,16 @@ impl Queue for Memory {
 
     fn shed_by_reads(&self) -> u64 {
         self.shed_by_reads.load(Ordering::Relaxed)
+    }
+
+    /// Payloads stay on their task here: there is nothing to fetch.
+    async fn load_payload(&self, _task: &mut Task) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn record_limit(&self, limit: &DownstreamLimit) -> Result<(), StoreError> {
+        self.state().items.downstream = Some(*limit);
+        Ok(())
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::error::classify;
 use super::queue::{IndexPage, IndexRead, Queue};
-use super::{Item, Keyed, Op, QueueControl, Store, StoreError};
+use super::{DownstreamLimit, Item, Keyed, Op, QueueControl, Store, StoreError};
 use crate::expr::{CLAIMABLE_INDEX, Move, Step};
 use crate::model::{Task, TaskStatus};
 use crate::order::Candidate;
@@ -122,6 +122,14 @@ impl Queue for Store {
 
     fn shed_by_reads(&self) -> u64 {
         Store::shed_by_reads(self)
+    }
+
+    async fn load_payload(&self, task: &mut Task) -> Result<(), StoreError> {
+        Store::load_payload(self, task).await
+    }
+
+    async fn record_limit(&self, limit: &DownstreamLimit) -> Result<(), StoreError> {
+        Store::record_limit(self, limit).await
     }
 
     /// Its payload item, if any, lives as long as the task's new life.

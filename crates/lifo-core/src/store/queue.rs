@@ -13,7 +13,7 @@
 //! the store's own method of that name, in `claim.rs`, `shed.rs` and
 //! `operate.rs`).
 
-use super::{Item, Keyed, QueueControl, StoreError};
+use super::{DownstreamLimit, Item, Keyed, QueueControl, StoreError};
 use crate::expr::{self, Move, Step};
 use crate::model::{Task, TaskStatus};
 use crate::order::Candidate;
@@ -196,6 +196,17 @@ pub trait Queue: Send + Sync {
 
     /// Tasks the claim reads have shed so far.
     fn shed_by_reads(&self) -> u64;
+
+    /// Fills `task.payload` from where it is kept apart from the task
+    /// (the store's payload item), before the task runs.
+    fn load_payload(&self, task: &mut Task) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Records the adaptive limit an invocation ended with (what
+    /// `lifo stats` shows).
+    fn record_limit(
+        &self,
+        limit: &DownstreamLimit,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// What a redrive does after its write, besides the task item (the
     /// store moves a payload item's deletion time); nothing by default.

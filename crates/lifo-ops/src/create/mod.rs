@@ -16,6 +16,7 @@
 
 use futures::{StreamExt, TryStreamExt};
 use lifo_core::clock::SharedClock;
+use lifo_core::store::Queue;
 use lifo_core::{Store, StoreError, Task};
 use lifo_lambda::Wakeup;
 use lifo_lambda::config::{self, ConfigError, Source};
@@ -137,8 +138,8 @@ pub const WAKE_DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(
 
 /// The create function's handler.
 #[derive(Debug, Clone)]
-pub struct Creator {
-    store: Store,
+pub struct Creator<Q = Store> {
+    store: Q,
     config: CreateConfig,
     /// Where create announces new claimable tasks: the process topic, one
     /// wake-up per shard group that got some.
@@ -151,8 +152,10 @@ pub struct Creator {
     clock: SharedClock,
 }
 
-impl Creator {
-    pub fn new(store: Store, config: CreateConfig) -> Self {
+impl<Q: Queue> Creator<Q> {
+    /// Writing to `store`: the DynamoDB [`Store`] as deployed, or the
+    /// in-memory model in a simulation.
+    pub fn new(store: Q, config: CreateConfig) -> Self {
         Self {
             store,
             config,
@@ -178,7 +181,7 @@ impl Creator {
         self
     }
 
-    pub fn store(&self) -> &Store {
+    pub fn store(&self) -> &Q {
         &self.store
     }
 

@@ -72,7 +72,7 @@ pub(crate) struct Planned {
     pub(crate) supplied_id: bool,
 }
 
-impl Creator {
+impl<Q> Creator<Q> {
     fn ttl(&self, field: String, ttl: Option<u64>) -> Result<u64, CreateError> {
         let ttl = ttl.unwrap_or(self.config.default_ttl_seconds);
         if !(1..=self.config.max_ttl_seconds).contains(&ttl) {

@@ -1,0 +1,309 @@
+//! The virtual engine: a workload through the real handlers in virtual
+//! time, in one thread, in seconds.
+//!
+//! The process handler runs unmodified over the queue's in-memory model
+//! ([`lifo_core::memory::Memory`], the store the differential test holds to
+//! DynamoDB's results) with its claimable index lagging as AWS's does;
+//! create writes the arrivals and wakes it, and the trigger forwards its
+//! tail calls and runs the sweep. Lambda's asynchronous invocation (SNS's
+//! delivery, reserved concurrency's throttles and retries, cold starts) is
+//! [`lifo_local::invoke`]'s, with [`lifo_local::aws`]'s timings and the
+//! template's settings, as in the local engine.
+//!
+//! Time is tokio's paused clock: whenever every task waits on a timer, the
+//! clock jumps to the next one. Every clock the handlers read is
+//! [`TokioClock`]; every random draw (task ids, the index's lag, runs'
+//! jitter, rests) comes from the run's seed; the runtime has one thread. So
+//! the same seed gives the same run, which [`EventLog`] shows byte for byte.
+//!
+//! Not modelled yet: the table's stream (producers that write past create),
+//! rest alarms (the sweep finds what rests past a minute), write units and
+//! DynamoDB's partition limits.
+
+mod log;
+mod topic;
+
+pub use log::EventLog;
+
+use crate::report::{Observer, Report};
+use crate::simulate::{Outcome, PipelineCounts, Workload, create, outcome_of};
+use anyhow::{Context, Result, anyhow};
+use lifo_core::clock::{Clock, SharedClock, TokioClock};
+use lifo_core::memory::Memory;
+use lifo_core::store::CapacityMeter;
+use lifo_core::{Order, TaskStatus};
+use lifo_lambda::notify::Fanout;
+use lifo_local::aws::AwsTiming;
+use lifo_local::invoke::{AsyncFunction, Handler};
+use lifo_local::pipeline::{PipelineStats, scheduled_event_json};
+use lifo_ops::create::{CreateConfig, Creator, MAX_TASKS_PER_REQUEST};
+use process::ProcessConfig;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, UNIX_EPOCH};
+use tokio::sync::watch;
+use topic::Topic;
+use trigger::{Sweep, Trigger};
+
+/// Where a virtual run's clock starts (epoch ms): a fixed date, so that the
+/// same seed writes the same times.
+pub const EPOCH_MS: u64 = 1_800_000_000_000;
+
+/// A virtual run: what it did, its event log, and the wall time it took.
+#[derive(Debug)]
+pub struct VirtualRun {
+    pub outcome: Outcome,
+    pub log: EventLog,
+    pub wall: Duration,
+}
+
+/// Runs `workload` in `order` with the arrival offsets `arrivals` (each
+/// created as `specs[i]` when given) in virtual time, on a thread of its own
+/// (a runtime of one thread, its clock paused).
+pub fn run(
+    workload: &Workload,
+    order: Order,
+    arrivals: &[Duration],
+    specs: Option<&[serde_json::Value]>,
+) -> Result<VirtualRun> {
+    let wall = std::time::Instant::now();
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .start_paused(true)
+                    .build()
+                    .context("building the virtual engine's runtime")?;
+                let result = runtime.block_on(run_paused(workload, order, arrivals, specs));
+                lifo_core::seed_task_ids(None);
+                result
+            })
+            .join()
+            .map_err(|_| anyhow!("the virtual engine's thread panicked"))?
+    })
+    .map(|(outcome, log)| VirtualRun {
+        outcome,
+        log,
+        wall: wall.elapsed(),
+    })
+}
+
+/// The run itself, inside the paused runtime.
+async fn run_paused(
+    workload: &Workload,
+    order: Order,
+    arrivals: &[Duration],
+    specs: Option<&[serde_json::Value]>,
+) -> Result<(Outcome, EventLog)> {
+    let template = match &workload.template {
+        Some(t) => t.as_ref().clone(),
+        None => lifo_local::Template::workspace()?,
+    };
+    let clock: SharedClock = Arc::new(TokioClock::starting_at(EPOCH_MS));
+    // Every random draw of the run from its seed: this thread's ids, the
+    // global generator (runs' jitter, rests), the index's lag.
+    lifo_core::seed_task_ids(Some((workload.seed, Arc::clone(&clock))));
+    fastrand::seed(workload.seed);
+    let memory = Memory::new(workload.index_lag.model(workload.seed));
+    let stats = Arc::new(PipelineStats::default());
+    let log = EventLog::new(Arc::clone(&clock));
+    let (shutdown, stop) = watch::channel(false);
+    let timing = AwsTiming::default();
+    let max_ttl = workload.ttl_seconds;
+
+    // The process function behind Lambda's asynchronous queue, reserved
+    // to one instance.
+    let (runner, downstream) = workload.runner();
+    let process_timeout = Duration::from_secs(template.function_timeout("ProcessFunction")?);
+    let trigger_topic = Topic::new("trigger", Arc::clone(&stats), log.clone());
+    let process_topic = Topic::new("process", Arc::clone(&stats), log.clone());
+    let processor = Arc::new(
+        process::Processor::over(
+            memory.clone(),
+            Arc::new(trigger_topic.clone()),
+            runner,
+            workload.process_config(order, ProcessConfig::new("virtual", "virtual")),
+        )
+        .with_clock(Arc::clone(&clock)),
+    );
+    let mut process_config = template.async_config("ProcessFunction")?;
+    process_config.reserved = Some(1);
+    let process_fn = {
+        let (processor, clock, counts, log) = (
+            Arc::clone(&processor),
+            Arc::clone(&clock),
+            Arc::clone(&stats),
+            log.clone(),
+        );
+        let handler: Handler = Arc::new(move |event| {
+            let (processor, clock, stats, log) = (
+                Arc::clone(&processor),
+                Arc::clone(&clock),
+                Arc::clone(&counts),
+                log.clone(),
+            );
+            Box::pin(async move {
+                stats.process_invocations.fetch_add(1, Ordering::Relaxed);
+                let wake = process::Wakeups::parse(event).map_err(|e| e.to_string())?;
+                let deadline = UNIX_EPOCH + Duration::from_millis(clock.now_ms()) + process_timeout;
+                let report = processor
+                    .handle(&wake, deadline)
+                    .await
+                    .map_err(|e| lifo_core::error::chain(&e))?;
+                log.invocation(&report);
+                Ok(())
+            })
+        });
+        AsyncFunction::new(
+            process_config,
+            timing,
+            handler,
+            Arc::clone(&stats),
+            stop.clone(),
+        )
+    };
+    process_topic.deliver_to(&process_fn);
+
+    // The trigger: tail calls in, wake-ups out; the sweep.
+    let trigger = Arc::new(
+        Trigger::<Memory>::over(Fanout::over(Arc::new(process_topic.clone()), 1))
+            .with_sweep(Sweep {
+                store: memory.clone(),
+                shard_count: workload.shards,
+                max_ttl_seconds: max_ttl,
+            })
+            .with_clock(Arc::clone(&clock)),
+    );
+    let trigger_fn = {
+        let (trigger, counts) = (Arc::clone(&trigger), Arc::clone(&stats));
+        let handler: Handler = Arc::new(move |event| {
+            let (trigger, stats) = (Arc::clone(&trigger), Arc::clone(&counts));
+            Box::pin(async move {
+                stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
+                let outcome = trigger
+                    .handle_outcome(event)
+                    .await
+                    .map_err(|e| lifo_core::error::chain(&e))?;
+                stats.shed.fetch_add(outcome.shed, Ordering::Relaxed);
+                Ok(())
+            })
+        });
+        let config = template.async_config("TriggerFunction")?;
+        AsyncFunction::new(config, timing, handler, Arc::clone(&stats), stop.clone())
+    };
+    trigger_topic.deliver_to(&trigger_fn);
+    let sweep = {
+        let (trigger_fn, stats, mut stop) =
+            (Arc::clone(&trigger_fn), Arc::clone(&stats), stop.clone());
+        let every = template.schedule_rate("TriggerFunction", "Sweep")?;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = stop.changed() => return,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                stats.sweeps.fetch_add(1, Ordering::Relaxed);
+                trigger_fn.deliver(scheduled_event_json());
+            }
+        })
+    };
+
+    let create_config = CreateConfig {
+        shard_count: workload.shards,
+        default_ttl_seconds: workload.ttl_seconds,
+        max_ttl_seconds: max_ttl,
+        ..CreateConfig::new("virtual")
+    };
+    let mut creator = Creator::new(memory.clone(), create_config).with_clock(Arc::clone(&clock));
+    if workload.through_create {
+        creator = creator.with_wakeups(Fanout::over(Arc::new(process_topic.clone()), 1));
+    }
+    if let Some(d) = &downstream {
+        d.start_now();
+    }
+    let driven = drive(workload, arrivals, specs, &creator, &memory, clock.as_ref()).await;
+    let _ = shutdown.send(true);
+    let _ = sweep.await;
+    for f in [&process_fn, &trigger_fn] {
+        f.drain().await;
+    }
+    let (created, written_ms) = driven?;
+    let mut observer = Observer::default();
+    observer.observe(memory.snapshot().tasks.into_values().collect());
+    let now = clock.now_ms();
+    let report = Report::build(&created, &observer, &CapacityMeter::default(), now);
+    log.tasks(created.iter().filter_map(|id| observer.get(id)));
+    let mut outcome = outcome_of(
+        workload,
+        order,
+        &created,
+        &observer,
+        &report,
+        0.0,
+        &stats,
+        EPOCH_MS,
+        Duration::from_millis(now.saturating_sub(EPOCH_MS)),
+        written_ms,
+    );
+    outcome.downstream_runs = downstream.map(|d| d.runs()).unwrap_or_default();
+    outcome.pipeline = PipelineCounts::of(&stats);
+    Ok((outcome, log))
+}
+
+/// Creates the arrivals on time, then waits for the drain: the created ids
+/// in creation order, and when each one's request returned.
+async fn drive(
+    workload: &Workload,
+    arrivals: &[Duration],
+    specs: Option<&[serde_json::Value]>,
+    creator: &Creator<Memory>,
+    memory: &Memory,
+    clock: &dyn Clock,
+) -> Result<(Vec<String>, HashMap<String, u64>)> {
+    let started = tokio::time::Instant::now();
+    let ttl = Duration::from_secs(workload.ttl_seconds);
+    let drain_limit = workload.duration + ttl + Duration::from_secs(30);
+    let mut created: Vec<String> = Vec::with_capacity(arrivals.len());
+    let mut written: HashMap<String, u64> = HashMap::with_capacity(arrivals.len());
+    let batch = workload.create_batch.clamp(1, MAX_TASKS_PER_REQUEST);
+    let mut next = 0;
+    while next < arrivals.len() {
+        // A batching producer waits for its batch (the last one may be short).
+        let last = (next + batch).min(arrivals.len()) - 1;
+        tokio::time::sleep_until(started + arrivals[last]).await;
+        let ids = create(creator, workload, specs, next..last + 1).await?;
+        let at = clock.now_ms();
+        written.extend(ids.iter().map(|id| (id.clone(), at)));
+        created.extend(ids);
+        next = last + 1;
+    }
+    // The drain: until no task is taken or still claimable.
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = clock.now_ms();
+        let tasks = memory.snapshot().tasks;
+        let outstanding = created
+            .iter()
+            .filter_map(|id| tasks.get(id))
+            .filter(|t| {
+                t.task_status == TaskStatus::Taken
+                    || (t.task_status == TaskStatus::Pending && !t.is_expired(now))
+            })
+            .count();
+        if outstanding == 0 {
+            return Ok((created, written));
+        }
+        if started.elapsed() > drain_limit {
+            return Err(anyhow!(
+                "{outstanding} tasks still to do {} s after arrivals stopped",
+                (started.elapsed().saturating_sub(workload.duration)).as_secs()
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

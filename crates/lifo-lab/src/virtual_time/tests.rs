@@ -1,0 +1,50 @@
+use super::*;
+
+fn demo(seed: u64, seconds: u64) -> Workload {
+    Workload::demo(20.0, Duration::from_secs(seconds), seed)
+}
+
+fn run_demo(seed: u64, order: Order) -> VirtualRun {
+    let w = demo(seed, 20);
+    run(&w, order, &w.arrivals(), None).expect("a virtual run")
+}
+
+/// Three runs of one seed write one log, byte for byte; another seed
+/// another.
+#[test]
+fn the_same_seed_writes_the_same_log_and_another_seed_another() {
+    let runs: Vec<VirtualRun> = (0..3).map(|_| run_demo(7, Order::Lifo)).collect();
+    let first = runs[0].log.text();
+    assert!(
+        first.lines().count() > 400,
+        "{} lines",
+        first.lines().count()
+    );
+    for r in &runs[1..] {
+        assert_eq!(r.log.text(), first, "the same seed, the same log");
+        assert_eq!(r.log.hash(), runs[0].log.hash());
+    }
+    assert_ne!(run_demo(8, Order::Lifo).log.hash(), runs[0].log.hash());
+}
+
+/// Twice what the downstream serves, through the real handlers: every
+/// task created is run or shed, none twice; LIFO starts the newest (fresh
+/// under overload) and FIFO the oldest (about a TTL late).
+#[test]
+fn overload_is_run_fresh_in_lifo_and_late_in_fifo() {
+    let lifo = run_demo(3, Order::Lifo).outcome;
+    let fifo = run_demo(3, Order::Fifo).outcome;
+    for o in [&lifo, &fifo] {
+        assert_eq!(o.created, o.workload.arrivals().len());
+        assert_eq!(o.processed + o.shed, o.created, "{:?}", o.pipeline);
+        assert_eq!(o.failed, 0);
+        // 5 slots of 500 ms for 20 s of arrivals and the drain after.
+        assert!(o.processed > 150, "{} processed", o.processed);
+        assert!(o.shed > 0, "2x overload sheds");
+    }
+    let [_, lifo_p95, _] = lifo.age_under_load_ms;
+    let [fifo_p50, _, _] = fifo.age_under_load_ms;
+    assert!(lifo_p95 < 1_500, "LIFO p95 {lifo_p95} ms");
+    assert!(fifo_p50 > 5_000, "FIFO p50 {fifo_p50} ms");
+    assert!(lifo.pipeline.tail_calls == 0 || lifo.pipeline.process_invocations > 1);
+}
