@@ -74,6 +74,8 @@ pub struct Workload {
     pub downstream: Option<DownstreamSpec>,
     /// Where it runs.
     pub engine: Engine,
+    /// With [`Engine::Virtual`]: each store request's round trip.
+    pub store_latency: Duration,
 }
 
 /// Where a run happens.
@@ -86,6 +88,10 @@ pub enum Engine {
     /// ([`crate::virtual_time`]).
     Virtual,
 }
+
+/// A request's round trip to DynamoDB in a region (single-digit
+/// milliseconds, as AWS documents it): the virtual engine's default.
+pub const STORE_LATENCY: Duration = Duration::from_millis(5);
 
 /// What a virtual run adds to its outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,6 +148,7 @@ impl Workload {
             runner_concurrency: process::runner::Concurrency::Fixed,
             downstream: None,
             engine: Engine::Local,
+            store_latency: STORE_LATENCY,
         }
     }
 

@@ -137,6 +137,10 @@ pub struct SimulateArgs {
     /// seed gives the same run, byte for byte).
     #[arg(long, value_enum, default_value = "local")]
     pub engine: simulate::Engine,
+    /// With --engine virtual: how long each request to the store takes
+    /// (a round trip to DynamoDB in a region is a few milliseconds).
+    #[arg(long, default_value_t = simulate::STORE_LATENCY.as_millis() as u64, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub store_latency_ms: u64,
 }
 
 /// `--downstream-capacity`'s schedule, its error naming the entry.
@@ -188,6 +192,7 @@ impl SimulateArgs {
             create_batch: self.create_batch,
             runner_concurrency,
             engine: self.engine,
+            store_latency: Duration::from_millis(self.store_latency_ms),
             downstream: self
                 .downstream_capacity
                 .clone()
@@ -294,8 +299,9 @@ pub const UNITS_NOTE: &str = "Units: DynamoDB Local's ConsumedCapacity (ddb-loca
      checks against AWS's documented billing rules; SNS publishes counted on moto.";
 
 /// The virtual engine's units, printed under its table.
-pub const VIRTUAL_UNITS_NOTE: &str = "Units: the virtual engine meters no capacity units yet (0.00); \
-     SNS publishes counted on its topics.";
+pub const VIRTUAL_UNITS_NOTE: &str = "Units: what AWS's billing rules charge for the in-memory model's \
+     reads and writes (lifo_core::memory::Billing), in the columns marked ddb-local; SNS publishes counted \
+     on the engine's topics.";
 
 /// The report table (Markdown, readable as plain text).
 pub fn table(outcomes: &[Outcome]) -> String {

@@ -157,14 +157,15 @@ impl Index {
         found
     }
 
-    /// One page of `read` at `at` (see [`crate::store::Queue::index_page`]).
+    /// One page of `read` at `at` (see [`crate::store::Queue::index_page`]),
+    /// and the entries it evaluated (before the filter: what it is billed for).
     pub fn page(
         &self,
         (read, at): (&IndexRead, u64),
         forward: bool,
         limit: Option<i32>,
         start: Option<&Item>,
-    ) -> IndexPage {
+    ) -> (IndexPage, Vec<&Entry>) {
         let mut entries = self.range(read, at);
         if !forward {
             entries.reverse();
@@ -187,22 +188,23 @@ impl Index {
             (Some(l), Some(last)) if evaluated.len() == l => Some(key_of(&last.candidate)),
             _ => None,
         };
-        IndexPage {
+        let page = IndexPage {
             entries: evaluated
                 .iter()
                 .filter(|e| matches(read, e))
                 .map(|e| e.candidate.clone())
                 .collect(),
             next,
-        }
+        };
+        (page, evaluated.to_vec())
     }
 
-    /// How many entries `read` at `at` matches.
-    pub fn count(&self, read: &IndexRead, at: u64) -> usize {
-        self.range(read, at)
-            .into_iter()
-            .filter(|e| matches(read, e))
-            .count()
+    /// How many entries `read` at `at` matches, and the entries it
+    /// evaluated (what a COUNT query is billed for).
+    pub fn count(&self, read: &IndexRead, at: u64) -> (usize, Vec<&Entry>) {
+        let evaluated = self.range(read, at);
+        let count = evaluated.iter().filter(|e| matches(read, e)).count();
+        (count, evaluated)
     }
 }
 

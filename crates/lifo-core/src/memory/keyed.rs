@@ -8,7 +8,7 @@ use super::{KeyItem, State};
 use crate::expr::{Move, Step};
 use crate::model::{Task, TaskStatus};
 use crate::store::supersede::{KeyedWrite, arrived_superseded, decide};
-use crate::store::{Keyed, StoreError};
+use crate::store::{Keyed, Op, StoreError};
 
 impl State {
     pub(super) fn put_keyed(&mut self, task: &Task, now_ms: u64) -> Result<Keyed, StoreError> {
@@ -60,19 +60,19 @@ impl State {
                         ..Step::default()
                     };
                     let ended = super::moves::apply(&Move::Supersede { by: id, key }, &step, t);
-                    self.put(&ended)?;
+                    self.put(&ended, Op::Supersede, true)?;
                     done.superseded = Some(p.to_owned());
                 }
                 TaskStatus::Taken => {
                     let mut marked = t.clone();
                     marked.superseded_by = Some(id.to_owned());
-                    self.put(&marked)?;
+                    self.put(&marked, Op::Supersede, true)?;
                     done.marked = Some(p.to_owned());
                 }
                 _ => {}
             }
         }
-        self.put(task)?;
+        self.put(task, Op::Supersede, true)?;
         self.items.keys.insert(
             key.to_owned(),
             KeyItem {

@@ -12,9 +12,12 @@
 //! on their task (the store's payload items are a representation: small
 //! payloads, as the differential test writes, are inline in both).
 
+mod bill;
 mod index;
 mod keyed;
 pub mod moves;
+
+pub use bill::Billing;
 
 pub use index::{AWS_LAG_MEDIAN_MS, Entry, Lag, aws_lag};
 
@@ -22,7 +25,7 @@ use crate::expr::{Move, Step, truncate};
 use crate::model::{Task, TaskStatus};
 use crate::state;
 use crate::store::{
-    DownstreamLimit, IndexPage, IndexRead, Item, Keyed, Queue, QueueControl, StoreError, item,
+    DownstreamLimit, IndexPage, IndexRead, Item, Keyed, Op, Queue, QueueControl, StoreError, item,
 };
 use index::Index;
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,6 +70,8 @@ struct State {
     index: Index,
     /// Tasks written or deleted since [`Memory::take_written`] last asked.
     written: BTreeSet<String>,
+    /// Where its operations' units are counted, if anywhere.
+    billing: Option<Billing>,
 }
 
 impl State {
@@ -77,8 +82,16 @@ impl State {
 
     /// Writes `task` as the store's items hold it (through the item's
     /// encoding, so both hold the same values).
-    fn put(&mut self, task: &Task) -> Result<(), StoreError> {
+    fn put(&mut self, task: &Task, op: Op, transaction: bool) -> Result<(), StoreError> {
         let stored = item::from_item(item::to_item(task)?)?;
+        if let Some(b) = &self.billing {
+            b.write(
+                op,
+                self.items.tasks.get(&task.task_id),
+                Some(&stored),
+                transaction,
+            );
+        }
         self.index.write(&task.task_id, Some(&stored), self.clock);
         self.written.insert(task.task_id.clone());
         self.items.tasks.insert(task.task_id.clone(), stored);
@@ -89,8 +102,18 @@ impl State {
         if self.items.tasks.contains_key(&task.task_id) {
             return Ok(false);
         }
-        self.put(task)?;
+        self.put(task, Op::Put, false)?;
         Ok(true)
+    }
+
+    /// A conditional write of a queue item (control, group lease) that
+    /// passed (`true`) or failed.
+    fn bill_queue_item(&self, op: Op, passed: bool) {
+        match &self.billing {
+            Some(b) if passed => b.write(op, None, None, false),
+            Some(b) => b.rejected(),
+            None => {}
+        }
     }
 
     fn update(
@@ -107,13 +130,16 @@ impl State {
             current: current.cloned().map(Box::new),
         };
         let Some(t) = self.items.tasks.get(task_id) else {
+            self.bill_queue_item(Op::Rejected, false);
             return Err(failed(None));
         };
         if !moves::allows(mv, step, t) {
-            return Err(failed(Some(t)));
+            let err = failed(Some(t));
+            self.bill_queue_item(Op::Rejected, false);
+            return Err(err);
         }
         let after = moves::apply(mv, step, t);
-        self.put(&after)?;
+        self.put(&after, Op::of(mv.transition()), false)?;
         Ok(after)
     }
 }
@@ -126,6 +152,8 @@ impl State {
 pub struct Memory {
     state: Arc<Mutex<State>>,
     shed_by_reads: Arc<AtomicU64>,
+    /// How long each request takes before it is applied (none by default).
+    latency: std::time::Duration,
 }
 
 impl Memory {
@@ -137,9 +165,32 @@ impl Memory {
                 items: Snapshot::default(),
                 index: Index::new(lag),
                 written: BTreeSet::new(),
+                billing: None,
             })),
             shed_by_reads: Arc::new(AtomicU64::new(0)),
+            latency: std::time::Duration::ZERO,
         }
+    }
+
+    /// Each request taking `latency` (on tokio's clock) before it is
+    /// applied: a round trip to DynamoDB, in a simulation.
+    pub fn with_latency(mut self, latency: std::time::Duration) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// A request's round trip, before it is applied.
+    async fn trip(&self) {
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
+    }
+
+    /// Counting what its operations would cost on AWS into `billing`'s
+    /// meter ([`Billing`]).
+    pub fn with_billing(self, billing: Billing) -> Self {
+        self.state().billing = Some(billing);
+        self
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -213,21 +264,24 @@ impl Memory {
 
 impl Queue for Memory {
     async fn put_new(&self, tasks: &[Task]) -> Result<usize, StoreError> {
+        self.trip().await;
         let mut st = self.state();
         for t in tasks {
             st.tick(t.task_updated);
-            st.put(t)?;
+            st.put(t, Op::Put, false)?;
         }
         Ok(tasks.len())
     }
 
     async fn put_if_absent(&self, task: &Task) -> Result<bool, StoreError> {
+        self.trip().await;
         let mut st = self.state();
         st.tick(task.task_updated);
         st.put_if_absent(task)
     }
 
     async fn put_keyed_at(&self, task: &Task, now_ms: u64) -> Result<Keyed, StoreError> {
+        self.trip().await;
         let mut st = self.state();
         st.tick(task.task_updated.max(now_ms));
         st.put_keyed(task, now_ms)
@@ -240,6 +294,7 @@ impl Queue for Memory {
         current: TaskStatus,
         step: &Step,
     ) -> Result<Task, StoreError> {
+        self.trip().await;
         self.state().update(task_id, mv, current, step)
     }
 
@@ -250,11 +305,18 @@ impl Queue for Memory {
         current: TaskStatus,
         step: &Step,
     ) -> Result<(), StoreError> {
+        self.trip().await;
         self.state().update(task_id, mv, current, step).map(drop)
     }
 
     async fn get_item(&self, task_id: &str) -> Result<Option<Task>, StoreError> {
-        Ok(self.state().items.tasks.get(task_id).cloned())
+        self.trip().await;
+        let st = self.state();
+        let task = st.items.tasks.get(task_id).cloned();
+        if let Some(b) = &st.billing {
+            b.get(task.as_ref(), true);
+        }
+        Ok(task)
     }
 
     async fn index_page(
@@ -264,19 +326,34 @@ impl Queue for Memory {
         limit: Option<i32>,
         start: Option<Item>,
     ) -> Result<IndexPage, StoreError> {
+        self.trip().await;
         let mut st = self.state();
         let at = st.tick(read_time(&read));
-        Ok(st.index.page((&read, at), forward, limit, start.as_ref()))
+        let (page, evaluated) = st.index.page((&read, at), forward, limit, start.as_ref());
+        if let Some(b) = &st.billing {
+            b.query(evaluated.iter().copied());
+        }
+        Ok(page)
     }
 
     async fn index_count(&self, read: IndexRead) -> Result<usize, StoreError> {
+        self.trip().await;
         let mut st = self.state();
         let at = st.tick(read_time(&read));
-        Ok(st.index.count(&read, at))
+        let (count, evaluated) = st.index.count(&read, at);
+        if let Some(b) = &st.billing {
+            b.query(evaluated.iter().copied());
+        }
+        Ok(count)
     }
 
-    async fn control(&self, _consistent: bool) -> Result<QueueControl, StoreError> {
-        Ok(self.state().items.control.clone().unwrap_or_default())
+    async fn control(&self, consistent: bool) -> Result<QueueControl, StoreError> {
+        self.trip().await;
+        let st = self.state();
+        if let Some(b) = &st.billing {
+            b.get(None, consistent);
+        }
+        Ok(st.items.control.clone().unwrap_or_default())
     }
 
     async fn set_paused(
@@ -285,8 +362,10 @@ impl Queue for Memory {
         reason: &str,
         now_ms: u64,
     ) -> Result<QueueControl, StoreError> {
+        self.trip().await;
         let mut st = self.state();
         st.tick(now_ms);
+        st.bill_queue_item(Op::Operate, true);
         let c = st.items.control.get_or_insert_with(QueueControl::default);
         c.paused = paused;
         c.changed_at = Some(now_ms);
@@ -295,8 +374,10 @@ impl Queue for Memory {
     }
 
     async fn nudge(&self, now_ms: u64) -> Result<QueueControl, StoreError> {
+        self.trip().await;
         let mut st = self.state();
         st.tick(now_ms);
+        st.bill_queue_item(Op::Operate, true);
         let c = st.items.control.get_or_insert_with(QueueControl::default);
         c.nudged_at = Some(now_ms);
         Ok(c.clone())
@@ -309,13 +390,16 @@ impl Queue for Memory {
         now_ms: u64,
         claimed_by: &str,
     ) -> Result<Option<u64>, StoreError> {
+        self.trip().await;
         let mut st = self.state();
         st.tick(now_ms);
         let held = st.items.groups.get(&group);
         // Free when it never was taken or its lease ended.
         if held.is_some_and(|g| g.lease_until >= now_ms) {
+            st.bill_queue_item(Op::Group, false);
             return Ok(None);
         }
+        st.bill_queue_item(Op::Group, true);
         let token = held.map_or(0, |g| g.token) + 1;
         st.items.groups.insert(
             group,
@@ -329,14 +413,17 @@ impl Queue for Memory {
     }
 
     async fn release_group(&self, group: u32, token: u64) -> Result<bool, StoreError> {
+        self.trip().await;
         let mut st = self.state();
-        match st.items.groups.get_mut(&group) {
+        let released = match st.items.groups.get_mut(&group) {
             Some(g) if g.token == token => {
                 g.lease_until = 0;
-                Ok(true)
+                true
             }
-            _ => Ok(false),
-        }
+            _ => false,
+        };
+        st.bill_queue_item(Op::Group, released);
+        Ok(released)
     }
 
     fn add_shed_by_reads(&self, n: u64) {
@@ -353,7 +440,10 @@ impl Queue for Memory {
     }
 
     async fn record_limit(&self, limit: &DownstreamLimit) -> Result<(), StoreError> {
-        self.state().items.downstream = Some(*limit);
+        self.trip().await;
+        let mut st = self.state();
+        st.bill_queue_item(Op::Operate, true);
+        st.items.downstream = Some(*limit);
         Ok(())
     }
 }

@@ -59,7 +59,7 @@ fn value_bytes(v: &AttributeValue) -> usize {
 }
 
 /// A number: 1 byte per 2 significant digits, plus 1.
-fn number_bytes(n: &str) -> usize {
+pub(crate) fn number_bytes(n: &str) -> usize {
     let digits: String = n.chars().filter(char::is_ascii_digit).collect();
     let significant = digits.trim_start_matches('0').trim_end_matches('0');
     significant.len().max(1).div_ceil(2) + 1

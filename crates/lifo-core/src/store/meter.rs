@@ -62,7 +62,7 @@ impl Op {
     fn index(self) -> usize {
         self as usize
     }
-    pub(super) fn of(t: Transition) -> Self {
+    pub(crate) fn of(t: Transition) -> Self {
         match t {
             Transition::Claim | Transition::Reclaim => Op::Claim,
             Transition::Succeed | Transition::Fail | Transition::Abandon | Transition::Cancel => {
@@ -98,7 +98,14 @@ impl CapacityMeter {
         self.milli_units[op.index()].fetch_add((units * 1000.0).round() as u64, Ordering::Relaxed);
     }
 
-    pub(super) fn record_rejected(&self) {
+    /// `units` spent by one request of `op`, as the billing rules count
+    /// them (the in-memory model's meter).
+    pub(crate) fn add(&self, op: Op, units: f64) {
+        self.requests[op.index()].fetch_add(1, Ordering::Relaxed);
+        self.milli_units[op.index()].fetch_add((units * 1000.0).round() as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_rejected(&self) {
         let i = Op::Rejected.index();
         self.requests[i].fetch_add(1, Ordering::Relaxed);
         self.milli_units[i].fetch_add((REJECTED_WRITE_UNITS * 1000.0) as u64, Ordering::Relaxed);

@@ -16,9 +16,12 @@
 //! jitter, rests) comes from the run's seed; the runtime has one thread. So
 //! the same seed gives the same run, which [`EventLog`] shows byte for byte.
 //!
+//! Units are what AWS's billing rules charge for each of the model's
+//! operations ([`lifo_core::memory::Billing`]), over the template's indexes.
+//!
 //! Not modelled yet: the table's stream (producers that write past create),
-//! rest alarms (the sweep finds what rests past a minute), write units and
-//! DynamoDB's partition limits.
+//! rest alarms (the sweep finds what rests past a minute) and DynamoDB's
+//! partition limits.
 
 mod log;
 mod topic;
@@ -29,8 +32,8 @@ use crate::report::{Observer, Report};
 use crate::simulate::{Outcome, PipelineCounts, Workload, create, outcome_of};
 use anyhow::{Context, Result, anyhow};
 use lifo_core::clock::{Clock, SharedClock, TokioClock};
-use lifo_core::memory::Memory;
-use lifo_core::store::CapacityMeter;
+use lifo_core::memory::{Billing, Memory};
+use lifo_core::store::{CapacityMeter, Op};
 use lifo_core::{Order, TaskStatus};
 use lifo_lambda::notify::Fanout;
 use lifo_local::aws::AwsTiming;
@@ -106,7 +109,14 @@ async fn run_paused(
     // global generator (runs' jitter, rests), the index's lag.
     lifo_core::seed_task_ids(Some((workload.seed, Arc::clone(&clock))));
     fastrand::seed(workload.seed);
-    let memory = Memory::new(workload.index_lag.model(workload.seed));
+    // Its units by AWS's billing rules, over the template's indexes.
+    let meter = Arc::new(CapacityMeter::default());
+    let memory = Memory::new(workload.index_lag.model(workload.seed))
+        .with_billing(Billing {
+            indexes: template.table(lifo_local::stack::TABLE)?.billed_indexes(),
+            meter: Arc::clone(&meter),
+        })
+        .with_latency(workload.store_latency);
     let stats = Arc::new(PipelineStats::default());
     let log = EventLog::new(Arc::clone(&clock));
     let (shutdown, stop) = watch::channel(false);
@@ -234,7 +244,7 @@ async fn run_paused(
     let mut observer = Observer::default();
     observer.observe(memory.snapshot().tasks.into_values().collect());
     let now = clock.now_ms();
-    let report = Report::build(&created, &observer, &CapacityMeter::default(), now);
+    let report = Report::build(&created, &observer, &meter, now);
     log.tasks(created.iter().filter_map(|id| observer.get(id)));
     let mut outcome = outcome_of(
         workload,
@@ -242,7 +252,7 @@ async fn run_paused(
         &created,
         &observer,
         &report,
-        0.0,
+        meter.spent(Op::Read).units,
         &stats,
         EPOCH_MS,
         Duration::from_millis(now.saturating_sub(EPOCH_MS)),

@@ -1,0 +1,96 @@
+//! What the model's operations would cost on AWS, by DynamoDB's documented
+//! billing rules ([`crate::store::billing`]), counted into a
+//! [`CapacityMeter`] as the DynamoDB store counts its `ConsumedCapacity`:
+//! a simulation's write and read units.
+//!
+//! - a write: the larger of the item's images, per started KB, plus each
+//!   index entry it places, changes or removes; a transaction's writes
+//!   (latest wins per key) twice that; a write whose condition fails, 1;
+//! - a query: the index entries it evaluates (before the filter), summed
+//!   and rounded up to 4 KB, halved (eventually consistent);
+//! - a read of one item: its size rounded up to 4 KB, halved unless
+//!   strongly consistent.
+
+use super::index::Entry;
+use crate::expr::attr;
+use crate::model::Task;
+use crate::store::billing::{self, Index};
+use crate::store::{CapacityMeter, Op, item};
+use std::sync::Arc;
+
+/// The table's indexes and the meter the model's units go to.
+#[derive(Debug, Clone)]
+pub struct Billing {
+    pub indexes: Vec<Index>,
+    pub meter: Arc<CapacityMeter>,
+}
+
+impl Billing {
+    /// A write of `op` that changed a task from `before` to `after`;
+    /// `transaction`: one of a TransactWriteItems's writes.
+    pub(super) fn write(
+        &self,
+        op: Op,
+        before: Option<&Task>,
+        after: Option<&Task>,
+        transaction: bool,
+    ) {
+        let image = |t: Option<&Task>| t.and_then(|t| item::to_item(t).ok());
+        let (before, after) = (image(before), image(after));
+        let units = billing::write_units(
+            before.as_ref(),
+            after.as_ref(),
+            &self.indexes,
+            attr::TASK_ID,
+        );
+        self.meter
+            .add(op, if transaction { 2.0 * units } else { units });
+    }
+
+    /// A conditional write whose condition failed.
+    pub(super) fn rejected(&self) {
+        self.meter.record_rejected();
+    }
+
+    /// A query of the claimable index that evaluated `entries`.
+    pub(super) fn query<'a>(&self, entries: impl Iterator<Item = &'a Entry>) {
+        let bytes: usize = entries.map(Entry::bytes).sum();
+        self.meter
+            .add(Op::Read, billing::query_read_units(&[bytes], false));
+    }
+
+    /// A read of one item of `bytes` (a small queue item when `None`).
+    pub(super) fn get(&self, task: Option<&Task>, consistent: bool) {
+        let bytes = task
+            .and_then(|t| item::to_item(t).ok())
+            .map_or(0, |i| billing::item_bytes(&i));
+        self.meter
+            .add(Op::Read, billing::query_read_units(&[bytes], consistent));
+    }
+}
+
+impl Entry {
+    /// The entry's size as the claimable index projects it: the table's
+    /// key, the index's keys and `expiresAt`, `leaseUntil`, `token`,
+    /// `attempts`, `retryAt`, `tenant` (template.yaml's projection).
+    pub fn bytes(&self) -> usize {
+        let c = &self.candidate;
+        let number = |name: &str, v: String| name.len() + billing::number_bytes(&v);
+        let mut bytes = attr::TASK_ID.len() + c.task_id.len();
+        bytes += number(attr::SHARD, c.lifo_shard.to_string());
+        bytes += number(attr::CLAIMABLE_AT, c.claimable_at.to_string());
+        bytes += number(attr::EXPIRES_AT, c.expires_at.to_string());
+        bytes += number(attr::TOKEN, c.token.to_string());
+        bytes += number(attr::ATTEMPTS, c.attempts.to_string());
+        if let Some(l) = c.lease_until {
+            bytes += number(attr::LEASE_UNTIL, l.to_string());
+        }
+        if let Some(r) = self.retry_at {
+            bytes += number(attr::RETRY_AT, r.to_string());
+        }
+        if let Some(t) = &c.tenant {
+            bytes += attr::TENANT.len() + t.len();
+        }
+        bytes
+    }
+}
