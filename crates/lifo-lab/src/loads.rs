@@ -354,6 +354,7 @@ pub fn json(rows: &[LoadRow]) -> Value {
                     "seed": r.seed,
                     "ageAtStartEveryStartMs": {"p50": r.all_ms[0], "p95": r.all_ms[1], "p99": r.all_ms[2]},
                     "readUnitsPerSuccess": r.outcome.read_units_per_success,
+                    "writeUnitsPerSuccess": o.write_units_per_success,
                     "created": o.created,
                     "started": o.starts.len(),
                     "shed": o.shed,

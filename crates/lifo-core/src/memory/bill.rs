@@ -26,8 +26,9 @@ pub struct Billing {
 }
 
 impl Billing {
-    /// A write of `op` that changed a task from `before` to `after`;
-    /// `transaction`: one of a TransactWriteItems's writes.
+    /// A write of `op` that changed a task from `before` to `after` (both
+    /// `None`: a small queue item); `transaction`: one of a
+    /// TransactWriteItems's writes.
     pub(super) fn write(
         &self,
         op: Op,
@@ -92,5 +93,64 @@ impl Entry {
             bytes += attr::TENANT.len() + t.len();
         }
         bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::billing::Projection;
+
+    /// template.yaml's claimable index, as its billing reads it.
+    fn claimable() -> Index {
+        Index {
+            name: crate::expr::CLAIMABLE_INDEX.into(),
+            keys: vec![attr::SHARD.into(), attr::CLAIMABLE_AT.into()],
+            projection: Projection::Include(
+                [
+                    "expiresAt",
+                    "leaseUntil",
+                    "token",
+                    "attempts",
+                    "retryAt",
+                    "tenant",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ),
+        }
+    }
+
+    /// An entry's size is its projected item's, as DynamoDB sizes it.
+    #[test]
+    fn an_entry_is_sized_as_its_projection() {
+        let mut t = Task::new_pending(
+            "0199c0de-0000-7000-8000-000000000001".into(),
+            serde_json::Map::new(),
+            1_800_000_000_123,
+            60,
+            4,
+        );
+        for (lease, retry, tenant) in [
+            (None, None, None),
+            (
+                Some(1_800_000_030_000),
+                Some(1_800_000_001_000),
+                Some("acme"),
+            ),
+        ] {
+            t.lease_until = lease;
+            t.retry_at = retry;
+            t.tenant = tenant.map(String::from);
+            t.token = 3;
+            let item = item::to_item(&t).expect("an item");
+            let projected = billing::entry(&item, &claimable(), attr::TASK_ID).expect("indexed");
+            let entry = Entry::of(&t).expect("claimable");
+            assert_eq!(
+                entry.bytes(),
+                billing::item_bytes(&projected),
+                "{projected:?}"
+            );
+        }
     }
 }

@@ -19,6 +19,10 @@ impl State {
             });
         };
         let id = task.task_id.as_str();
+        // The store reads the key item first (strongly consistent).
+        if let Some(b) = &self.billing {
+            b.get(None, true);
+        }
         let head = self.items.keys.get(key).map(|k| {
             // A key item older than `latestCreated`: its task's creation.
             let created = k
@@ -73,6 +77,10 @@ impl State {
             }
         }
         self.put(task, Op::Supersede, true)?;
+        // The key item, written in the same transaction.
+        if let Some(b) = &self.billing {
+            b.write(Op::Supersede, None, None, true);
+        }
         self.items.keys.insert(
             key.to_owned(),
             KeyItem {

@@ -70,6 +70,12 @@ pub fn run(
     arrivals: &[Duration],
     specs: Option<&[serde_json::Value]>,
 ) -> Result<VirtualRun> {
+    if !workload.through_create {
+        anyhow::bail!(
+            "--producer direct: only the table's stream wakes the processor for such tasks, and \
+             the virtual engine has no stream yet; run it with --engine local"
+        );
+    }
     let wall = std::time::Instant::now();
     std::thread::scope(|scope| {
         scope
@@ -227,10 +233,10 @@ async fn run_paused(
         max_ttl_seconds: max_ttl,
         ..CreateConfig::new("virtual")
     };
-    let mut creator = Creator::new(memory.clone(), create_config).with_clock(Arc::clone(&clock));
-    if workload.through_create {
-        creator = creator.with_wakeups(Fanout::over(Arc::new(process_topic.clone()), 1));
-    }
+    // create as deployed: it wakes the processor itself.
+    let creator = Creator::new(memory.clone(), create_config)
+        .with_clock(Arc::clone(&clock))
+        .with_wakeups(Fanout::over(Arc::new(process_topic.clone()), 1));
     if let Some(d) = &downstream {
         d.start_now();
     }

@@ -48,3 +48,15 @@ fn overload_is_run_fresh_in_lifo_and_late_in_fifo() {
     assert!(fifo_p50 > 5_000, "FIFO p50 {fifo_p50} ms");
     assert!(lifo.pipeline.tail_calls == 0 || lifo.pipeline.process_invocations > 1);
 }
+
+/// A producer that writes past create is woken only by the table's stream,
+/// which the engine does not model: refused, naming the flag.
+#[test]
+fn a_producer_past_create_is_refused_naming_the_flag() {
+    let w = Workload {
+        through_create: false,
+        ..demo(1, 5)
+    };
+    let e = run(&w, Order::Lifo, &w.arrivals(), None).expect_err("refused");
+    assert!(e.to_string().contains("--producer direct"), "{e}");
+}
