@@ -15,7 +15,8 @@ use crate::order::Candidate;
 use crate::priority::{self, SHIFT};
 use crate::store::{IndexPage, IndexRead, Item};
 use aws_sdk_dynamodb::types::AttributeValue;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 
 /// What the index holds of a task: the projection a [`Candidate`] reads,
 /// and `retryAt`, which the filters read.
@@ -77,12 +78,28 @@ pub fn aws_lag(u1: f64, u2: f64) -> std::time::Duration {
     std::time::Duration::from_secs_f64(ms / 1000.0)
 }
 
-/// The index: each task's changes, `(visible from, projection)`, oldest first.
+/// An entry's place in the index: its shard, its key (`claimableAt`), its
+/// task; reads go in this order.
+type Key = (u32, i64, String);
+
+/// The index: what reads see now, in key order, and the changes not yet
+/// visible, by when they become visible. Reads move on with the model's
+/// clock (never back), so a change, once visible, stays visible.
 #[derive(Debug)]
 pub struct Index {
     lag: Lag,
     rng: fastrand::Rng,
-    versions: BTreeMap<String, Vec<(u64, Option<Entry>)>>,
+    /// What a read at `settled` sees.
+    visible: BTreeMap<Key, Entry>,
+    /// Each task's key in `visible`.
+    keys: HashMap<String, (u32, i64)>,
+    /// Changes not visible yet: (visible from, write order) → the task and
+    /// its entry (`None`: it leaves the index).
+    pending: BTreeMap<(u64, u64), (String, Option<Entry>)>,
+    /// Each task's latest change: when it becomes visible (a task's
+    /// changes show in the order they were written) and its entry.
+    last: HashMap<String, (u64, Option<Entry>)>,
+    writes: u64,
 }
 
 impl Index {
@@ -94,96 +111,113 @@ impl Index {
         Self {
             lag,
             rng: fastrand::Rng::with_seed(seed),
-            versions: BTreeMap::new(),
+            visible: BTreeMap::new(),
+            keys: HashMap::new(),
+            pending: BTreeMap::new(),
+            last: HashMap::new(),
+            writes: 0,
         }
     }
 
     /// Task `id` is now `task` (`None`: deleted), written at `now_ms`.
     pub fn write(&mut self, id: &str, task: Option<&Task>, now_ms: u64) {
         let entry = task.and_then(Entry::of);
-        let versions = self.versions.entry(id.to_owned()).or_default();
-        if versions
-            .last()
-            .map_or(entry.is_none(), |(_, e)| *e == entry)
-        {
+        let prev = self.last.get(id);
+        if prev.map_or(entry.is_none(), |(_, e)| *e == entry) {
             return;
         }
-        let visible = match self.lag {
+        let lag = match self.lag {
             Lag::Off => {
-                versions.clear();
-                0
+                self.last.insert(id.to_owned(), (now_ms, entry.clone()));
+                self.place(id, entry);
+                return;
             }
-            lagging => {
-                let lag = match lagging {
-                    Lag::Seeded { max_ms, .. } => self.rng.u64(0..=max_ms),
-                    Lag::Aws { .. } => aws_lag(self.rng.f64(), self.rng.f64()).as_millis() as u64,
-                    Lag::Fixed { ms } => ms,
-                    Lag::Off => 0,
-                };
-                let at = now_ms.saturating_add(lag);
-                versions.last().map_or(at, |(v, _)| at.max(*v))
-            }
+            Lag::Seeded { max_ms, .. } => self.rng.u64(0..=max_ms),
+            Lag::Aws { .. } => aws_lag(self.rng.f64(), self.rng.f64()).as_millis() as u64,
+            Lag::Fixed { ms } => ms,
         };
-        versions.push((visible, entry));
+        let at = now_ms.saturating_add(lag);
+        let at = prev.map_or(at, |(v, _)| at.max(*v));
+        self.last.insert(id.to_owned(), (at, entry.clone()));
+        self.writes += 1;
+        self.pending
+            .insert((at, self.writes), (id.to_owned(), entry));
     }
 
-    /// The entries a read at `now_ms` sees, by task id.
-    fn visible(&self, now_ms: u64) -> impl Iterator<Item = &Entry> {
-        self.versions.values().filter_map(move |versions| {
-            versions
-                .iter()
-                .rev()
-                .find(|(at, _)| *at <= now_ms || self.lag == Lag::Off)
-                .and_then(|(_, e)| e.as_ref())
-        })
+    /// Makes visible every change visible by `at` (epoch ms), in order.
+    pub fn settle(&mut self, at: u64) {
+        while let Some(entry) = self.pending.first_entry() {
+            if entry.key().0 > at {
+                return;
+            }
+            let (id, e) = entry.remove();
+            self.place(&id, e);
+        }
     }
 
-    /// The entries of `read`'s shard and key range that a read at `at`
-    /// (epoch ms) sees, in key order (ties by task id; the queue's keys are
-    /// times, and the tests keep them apart).
-    fn range(&self, read: &IndexRead, at: u64) -> Vec<&Entry> {
+    /// Task `id`'s entry is now `entry` in what reads see.
+    fn place(&mut self, id: &str, entry: Option<Entry>) {
+        if let Some((shard, key)) = self.keys.remove(id) {
+            self.visible.remove(&(shard, key, id.to_owned()));
+        }
+        if let Some(e) = entry {
+            let (shard, key) = (e.candidate.lifo_shard, e.candidate.claimable_at);
+            self.keys.insert(id.to_owned(), (shard, key));
+            self.visible.insert((shard, key, id.to_owned()), e);
+        }
+    }
+
+    /// The entries of `read`'s shard and key range from `start` (exclusive)
+    /// on, in key order (`forward`) or backwards: what a read sees once
+    /// [`Index::settle`]d.
+    fn range<'a>(
+        &'a self,
+        read: &IndexRead,
+        forward: bool,
+        start: Option<(i64, String)>,
+    ) -> Box<dyn Iterator<Item = &'a Entry> + 'a> {
         let (shard, low, high) = bounds(read);
-        let mut found: Vec<&Entry> = self
-            .visible(at)
-            .filter(|e| {
-                let c = &e.candidate;
-                c.lifo_shard == shard && c.claimable_at >= low && c.claimable_at <= high
-            })
-            .collect();
-        found.sort_by(|a, b| {
-            (a.candidate.claimable_at, &a.candidate.task_id)
-                .cmp(&(b.candidate.claimable_at, &b.candidate.task_id))
-        });
-        found
+        let from = Bound::Included((shard, low, String::new()));
+        let to = match (high.checked_add(1), shard.checked_add(1)) {
+            (Some(next), _) => Bound::Excluded((shard, next, String::new())),
+            (None, Some(next_shard)) => Bound::Excluded((next_shard, i64::MIN, String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        // From a page's start key on (exclusive), within the range.
+        let (from, to) = match start {
+            Some((at, id)) if forward && at >= low => (Bound::Excluded((shard, at, id)), to),
+            Some((at, id)) if !forward && at <= high => (from, Bound::Excluded((shard, at, id))),
+            _ => (from, to),
+        };
+        // A start key outside the range leaves nothing to read.
+        if let (Bound::Excluded(a) | Bound::Included(a), Bound::Excluded(b)) = (&from, &to)
+            && a >= b
+        {
+            return Box::new(std::iter::empty());
+        }
+        let entries = self.visible.range((from, to)).map(|(_, e)| e);
+        if forward {
+            Box::new(entries)
+        } else {
+            Box::new(entries.rev())
+        }
     }
 
-    /// One page of `read` at `at` (see [`crate::store::Queue::index_page`]),
-    /// and the entries it evaluated (before the filter: what it is billed for).
+    /// One page of `read` (see [`crate::store::Queue::index_page`]), and
+    /// the entries it evaluated (before the filter: what it is billed
+    /// for). Call [`Index::settle`] first.
     pub fn page(
         &self,
-        (read, at): (&IndexRead, u64),
+        read: &IndexRead,
         forward: bool,
         limit: Option<i32>,
         start: Option<&Item>,
     ) -> (IndexPage, Vec<&Entry>) {
-        let mut entries = self.range(read, at);
-        if !forward {
-            entries.reverse();
-        }
-        let after = start.and_then(start_key);
-        let from = after.map_or(0, |k| {
-            entries
-                .iter()
-                .position(|e| {
-                    let at = (e.candidate.claimable_at, e.candidate.task_id.as_str());
-                    let key = (k.0, k.1.as_str());
-                    if forward { at > key } else { at < key }
-                })
-                .unwrap_or(entries.len())
-        });
-        let rest = &entries[from..];
         let limit = limit.map(|l| usize::try_from(l.max(1)).unwrap_or(usize::MAX));
-        let evaluated = &rest[..limit.map_or(rest.len(), |l| l.min(rest.len()))];
+        let evaluated: Vec<&Entry> = self
+            .range(read, forward, start.and_then(start_key))
+            .take(limit.unwrap_or(usize::MAX))
+            .collect();
         let next = match (limit, evaluated.last()) {
             (Some(l), Some(last)) if evaluated.len() == l => Some(key_of(&last.candidate)),
             _ => None,
@@ -196,13 +230,13 @@ impl Index {
                 .collect(),
             next,
         };
-        (page, evaluated.to_vec())
+        (page, evaluated)
     }
 
-    /// How many entries `read` at `at` matches, and the entries it
-    /// evaluated (what a COUNT query is billed for).
-    pub fn count(&self, read: &IndexRead, at: u64) -> (usize, Vec<&Entry>) {
-        let evaluated = self.range(read, at);
+    /// How many entries `read` matches, and the entries it evaluated (what
+    /// a COUNT query is billed for). Call [`Index::settle`] first.
+    pub fn count(&self, read: &IndexRead) -> (usize, Vec<&Entry>) {
+        let evaluated: Vec<&Entry> = self.range(read, true, None).collect();
         let count = evaluated.iter().filter(|e| matches(read, e)).count();
         (count, evaluated)
     }

@@ -329,7 +329,8 @@ impl Queue for Memory {
         self.trip().await;
         let mut st = self.state();
         let at = st.tick(read_time(&read));
-        let (page, evaluated) = st.index.page((&read, at), forward, limit, start.as_ref());
+        st.index.settle(at);
+        let (page, evaluated) = st.index.page(&read, forward, limit, start.as_ref());
         if let Some(b) = &st.billing {
             b.query(evaluated.iter().copied());
         }
@@ -340,7 +341,8 @@ impl Queue for Memory {
         self.trip().await;
         let mut st = self.state();
         let at = st.tick(read_time(&read));
-        let (count, evaluated) = st.index.count(&read, at);
+        st.index.settle(at);
+        let (count, evaluated) = st.index.count(&read);
         if let Some(b) = &st.billing {
             b.query(evaluated.iter().copied());
         }
