@@ -251,20 +251,10 @@ async fn producer_ids_are_idempotent() {
 async fn claim_order(order: lifo_core::Order) -> (Vec<Task>, Vec<String>) {
     claim_in(order, Duration::ZERO, |now| {
         (0..40)
-            .map(|i| pending(now - 10_000 + i * 10, 3600))
+            .map(|i| lifo_core::testing::pending_on_4_shards(now - 10_000 + i * 10, 3600))
             .collect()
     })
     .await
-}
-
-fn pending(created_ms: u64, ttl_seconds: u64) -> Task {
-    Task::new_pending(
-        lifo_core::new_task_id(),
-        lifo_core::Payload::new(),
-        created_ms,
-        ttl_seconds,
-        4,
-    )
 }
 
 /// The tasks `make` gives for the time the stack is up (over 4 shards),
@@ -291,60 +281,6 @@ async fn claim_in(
         .await
         .unwrap();
     (tasks, report.claimed)
-}
-
-/// Adaptive, one slot, runs of 200 ms (about 4 starts a second): twelve
-/// tasks 6 to 7 s from their deadline (a 40 s TTL) under 30 newer ones
-/// that arrived 5 s ago. Newest first would start the 30 first (7.5 s) and
-/// some of the twelve would expire; adaptive starts the one with the least
-/// time left first and the twelve in time, and the 30 newest first among
-/// themselves. LIFO on the same tasks starts fewer of the twelve.
-///
-/// "In time" allows two misses: the lane gives a slot to the newest while
-/// the backlog has a start to spare, so the last of the twelve start just
-/// in time (100 ms, one mean hold and two deviations of it before their
-/// deadline). Before the two deviations were kept in reserve, two of them
-/// missed it once under `make test`'s load (10 of 12); a stall past the
-/// reserve (the suites share two cores) can still take one or two.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_adaptive_order_starts_the_tasks_near_their_deadline_in_time() {
-    let make = |now: u64| {
-        let near = (0..12u64).map(|i| pending(now - 33_000 - i * 50, 40));
-        let fresh = (0..30u64).map(|i| pending(now - 5_000 - (30 - i), 3600));
-        near.chain(fresh).collect::<Vec<Task>>()
-    };
-    let run = Duration::from_millis(200);
-    let (tasks, claimed) = claim_in(lifo_core::Order::Adaptive, run, make).await;
-    let (near, fresh): (Vec<String>, Vec<String>) = claimed
-        .iter()
-        .cloned()
-        .partition(|id| tasks[..12].iter().any(|t| &t.task_id == id));
-    assert!(
-        near.len() >= 10,
-        "the tasks near their deadline started: {} of 12, {claimed:?}",
-        near.len()
-    );
-    let least_left = tasks[..12]
-        .iter()
-        .min_by_key(|t| (t.expires_at, std::cmp::Reverse(t.claimable_at)))
-        .unwrap();
-    assert_eq!(claimed[0], least_left.task_id);
-    assert_eq!(fresh, newest_first_of(&tasks[12..]));
-    let (tasks, claimed) = claim_in(lifo_core::Order::Lifo, run, make).await;
-    let lifo_near = claimed
-        .iter()
-        .filter(|id| tasks[..12].iter().any(|t| &t.task_id == *id))
-        .count();
-    assert!(
-        lifo_near < near.len(),
-        "LIFO lets more expire: {lifo_near} of 12 started, adaptive {}",
-        near.len()
-    );
-    assert_eq!(claimed[..30], newest_first_of(&tasks[12..])[..]);
-}
-
-fn newest_first_of(tasks: &[Task]) -> Vec<String> {
-    tasks.iter().rev().map(|t| t.task_id.clone()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

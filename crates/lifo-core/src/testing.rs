@@ -49,3 +49,15 @@ pub fn control(paused: bool) -> Rule {
 pub fn nested_json(depth: usize) -> String {
     format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth))
 }
+
+/// A PENDING task with a fresh id and no payload, created at `created_ms`,
+/// living `ttl_seconds`, on one of 4 shards (by its id).
+pub fn pending_on_4_shards(created_ms: u64, ttl_seconds: u64) -> crate::Task {
+    crate::Task::new_pending(
+        crate::new_task_id(),
+        crate::Payload::new(),
+        created_ms,
+        ttl_seconds,
+        4,
+    )
+}

@@ -23,6 +23,7 @@ mod logs;
 mod pause;
 pub(crate) mod select;
 mod stack;
+mod virtual_time;
 
 fn index_entry(id: &str, at: u64) -> HashMap<String, AttributeValue> {
     HashMap::from([
