@@ -103,3 +103,100 @@ async fn the_adaptive_order_starts_the_tasks_near_their_deadline_in_time() {
     );
     assert_eq!(claimed[..30], newest_first_of(&tasks[12..])[..]);
 }
+
+/// Runs tasks in 10 ms; when it starts its `at`-th run, it writes one
+/// task newer than every other to `memory` (and remembers its id).
+struct InsertsMidRun {
+    memory: Memory,
+    clock: Arc<TokioClock>,
+    shards: u32,
+    at: usize,
+    runs: std::sync::atomic::AtomicUsize,
+    inserted: std::sync::Mutex<Option<String>>,
+}
+
+impl crate::runner::TaskRunner for InsertsMidRun {
+    fn capacity(&self) -> usize {
+        4
+    }
+    fn max_duration(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+    async fn run(&self, _task: &Task) -> crate::runner::RunOutcome {
+        let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if n == self.at {
+            let newest = Task::new_pending(
+                lifo_core::new_task_id(),
+                lifo_core::Payload::new(),
+                self.clock.now_ms(),
+                3600,
+                self.shards,
+            );
+            self.memory
+                .put_new(std::slice::from_ref(&newest))
+                .await
+                .unwrap();
+            *self.inserted.lock().unwrap() = Some(newest.task_id);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        crate::runner::RunOutcome::Success
+    }
+}
+
+/// The LIFO guarantee with the shard heads kept in memory
+/// (`select::heads`): a task that becomes claimable while process runs is
+/// passed over by at most one refill (`refresh_claims` candidates) plus
+/// the claims already in flight; before it, the order is exact LIFO. Each
+/// store request takes 5 ms, a round trip in a region.
+#[tokio::test(start_paused = true)]
+async fn a_task_created_mid_run_is_claimed_within_one_refill() {
+    const SHARDS: u32 = 8;
+    let clock = Arc::new(TokioClock::starting_at(NOW));
+    let memory = Memory::new(Lag::Off).with_latency(Duration::from_millis(5));
+    let old: Vec<Task> = (0..200)
+        .map(|i| {
+            Task::new_pending(
+                lifo_core::new_task_id(),
+                lifo_core::Payload::new(),
+                NOW - 60_000 + i,
+                3600,
+                SHARDS,
+            )
+        })
+        .collect();
+    memory.put_new(&old).await.unwrap();
+    let runner = Arc::new(InsertsMidRun {
+        memory: memory.clone(),
+        clock: clock.clone(),
+        shards: SHARDS,
+        at: 30,
+        runs: Default::default(),
+        inserted: Default::default(),
+    });
+    let config = ProcessConfig {
+        shard_count: SHARDS,
+        max_ttl_seconds: 3600,
+        time_budget: Duration::from_secs(60),
+        ..ProcessConfig::new("t", "t")
+    };
+    let p =
+        Processor::over(memory, Arc::new(NoTail), runner.clone(), config).with_clock(clock.clone());
+    let deadline = SystemTime::UNIX_EPOCH + Duration::from_millis(clock.now_ms() + 900_000);
+    let report = p.handle(&Wakeups::one(), deadline).await.unwrap();
+    assert_eq!(report.succeeded, 201);
+    let newest = runner.inserted.lock().unwrap().clone().expect("inserted");
+    let position = report.claimed.iter().position(|id| *id == newest).unwrap();
+    // When run 30 started, at least 30 claims had been sent; the policy of
+    // 8 shards and 4 in flight re-reads after 16 candidates.
+    let policy = crate::select::heads::HeadsPolicy::new(SHARDS as usize, 4);
+    let passed_over = position.saturating_sub(runner.at);
+    assert!(
+        passed_over <= policy.refresh_claims + 4,
+        "the newest task was claimed {passed_over} claims after it was created \
+         (at most {} + 4 in flight)",
+        policy.refresh_claims
+    );
+    let newest_first: Vec<&String> = old.iter().rev().map(|t| &t.task_id).collect();
+    let before: Vec<&String> = report.claimed[..runner.at].iter().collect();
+    assert_eq!(before, newest_first[..runner.at]);
+}
