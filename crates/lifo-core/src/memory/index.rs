@@ -77,12 +77,17 @@ pub fn aws_lag(u1: f64, u2: f64) -> std::time::Duration {
     std::time::Duration::from_secs_f64(ms / 1000.0)
 }
 
+/// Writes between two [`Index::prune`]s.
+const PRUNE_EVERY: u32 = 512;
+
 /// The index: each task's changes, `(visible from, projection)`, oldest first.
 #[derive(Debug)]
 pub struct Index {
     lag: Lag,
     rng: fastrand::Rng,
     versions: BTreeMap<String, Vec<(u64, Option<Entry>)>>,
+    /// Writes since the last prune.
+    writes: u32,
 }
 
 impl Index {
@@ -95,7 +100,34 @@ impl Index {
             lag,
             rng: fastrand::Rng::with_seed(seed),
             versions: BTreeMap::new(),
+            writes: 0,
         }
+    }
+
+    /// Tasks the index keeps changes of (those in it, those leaving it).
+    #[cfg(test)]
+    pub fn tracked(&self) -> usize {
+        self.versions.len()
+    }
+
+    /// Forgets what no read can see any more. Reads and writes happen at
+    /// the model's clock, which only moves forward, so no read comes before
+    /// `now_ms`: of a task's changes visible by then only the last one
+    /// counts, and a task whose last visible change took it out of the
+    /// index, with none to come, is out for good. (Without this every read
+    /// went through every task ever written.)
+    pub fn prune(&mut self, now_ms: u64) {
+        self.versions.retain(|_, versions| {
+            if let Some(last_seen) = versions.iter().rposition(|(at, _)| *at <= now_ms) {
+                versions.drain(..last_seen);
+            }
+            let gone = match versions.as_slice() {
+                [] => true,
+                [(at, None)] => *at <= now_ms,
+                _ => false,
+            };
+            !gone
+        });
     }
 
     /// Task `id` is now `task` (`None`: deleted), written at `now_ms`.
@@ -125,6 +157,11 @@ impl Index {
             }
         };
         versions.push((visible, entry));
+        self.writes += 1;
+        if self.writes >= PRUNE_EVERY {
+            self.writes = 0;
+            self.prune(now_ms);
+        }
     }
 
     /// The entries a read at `now_ms` sees, by task id.

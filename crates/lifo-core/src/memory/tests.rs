@@ -344,3 +344,44 @@ async fn a_redrive_in_the_last_millisecond_of_a_lease_is_refused_as_running() {
     let t = m.redrive("a", settings(lease_end + 1)).await.unwrap();
     assert_eq!(t.task_status, TaskStatus::Pending, "a millisecond later");
 }
+
+/// Pruning forgets only what no read can see: an index pruned after every
+/// write reads as one never pruned at each moment after the writes, and
+/// keeps only the tasks still in it or on their way out.
+#[test]
+fn pruning_the_index_changes_no_read_and_forgets_the_tasks_gone() {
+    let lag = Lag::Seeded {
+        seed: 3,
+        max_ms: 500,
+    };
+    let (mut kept, mut pruned) = (index::Index::new(lag), index::Index::new(lag));
+    let mut rng = fastrand::Rng::with_seed(9);
+    let mut now = T0;
+    let mut last: BTreeMap<String, bool> = BTreeMap::new();
+    let whole = |now: u64| IndexRead::OldEnd {
+        shard: 0,
+        priority: crate::Priority::Normal,
+        horizon_ms: now - 3_600_000,
+    };
+    let page = |i: &index::Index, now: u64| i.page((&whole(now), now), true, None, None);
+    // Fewer writes than an index prunes itself after.
+    for _ in 0..400 {
+        now += rng.u64(1..200);
+        let id = format!("t{}", rng.u32(0..20));
+        let placed = rng.bool();
+        let t = task(&id, now);
+        for i in [&mut kept, &mut pruned] {
+            i.write(&id, placed.then_some(&t), now);
+        }
+        last.insert(id, placed);
+        pruned.prune(now);
+        assert_eq!(page(&kept, now), page(&pruned, now), "at {now}");
+    }
+    now += 1_000;
+    pruned.prune(now);
+    assert_eq!(page(&kept, now), page(&pruned, now));
+    assert_eq!(kept.tracked(), 20);
+    let placed = last.values().filter(|p| **p).count();
+    assert_eq!(pruned.tracked(), placed, "only the tasks in the index");
+    assert!(placed < 20);
+}
