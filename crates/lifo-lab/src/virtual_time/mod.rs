@@ -16,10 +16,14 @@
 //! jitter, rests) comes from the run's seed; the runtime has one thread. So
 //! the same seed gives the same run, which [`EventLog`] shows byte for byte.
 //!
+//! [`chaos`] runs the same functions under faults ([`faults`],
+//! [`invocation_faults`]) and judges what the store committed.
+//!
 //! Not modelled yet: the table's stream (producers that write past create),
 //! rest alarms (the sweep finds what rests past a minute), write units and
 //! DynamoDB's partition limits.
 
+pub mod chaos;
 pub mod faults;
 pub mod invocation_faults;
 mod log;
