@@ -21,7 +21,8 @@ use aws_smithy_runtime_api::client::interceptors::context::BeforeDeserialization
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::ConfigBag;
-use lifo_core::{Store, Task, TaskStatus};
+use lifo_core::{Store, Task};
+use lifo_lab::chaos::{Change, Evidence, Image, Ledger, Verdict, judge};
 use lifo_lambda::Notifier;
 use lifo_tests::Harness;
 use process::runner::{RunOutcome, TaskRunner};
@@ -219,22 +220,21 @@ async fn worker(p: Arc<Processor<Witness>>, counts: Arc<Counts>, stop: Arc<Atomi
     }
 }
 
-/// A committed change of an item: its id, and (status, token) before and
-/// after.
-type Change = (String, Option<(String, u64)>, Option<(String, u64)>);
-
 /// Every committed change of the table, from its stream.
 async fn stream_changes(h: &Harness) -> Vec<Change> {
     use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
     let image = |m: Option<&HashMap<String, AttributeValue>>| {
         let m = m?;
-        let status = m.get("taskStatus")?.as_s().ok()?.clone();
+        let status = m.get("taskStatus")?.as_s().ok()?;
         let token = m
             .get("token")
             .and_then(|t| t.as_n().ok())
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
-        Some((status, token))
+        Some(Image {
+            status: serde_json::from_value(serde_json::json!(status)).ok()?,
+            token,
+        })
     };
     let streams = &h.stack.streams;
     let shards = streams
@@ -278,7 +278,11 @@ async fn stream_changes(h: &Harness) -> Vec<Change> {
                     .and_then(|v| v.as_s().ok())
                     .cloned()
                     .unwrap_or_default();
-                out.push((id, image(d.old_image()), image(d.new_image())));
+                out.push(Change {
+                    id,
+                    old: image(d.old_image()),
+                    new: image(d.new_image()),
+                });
             }
             it = page.next_shard_iterator;
         }
@@ -542,117 +546,50 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
     }
     let elapsed = started.elapsed();
 
-    // The stream is the witness of every committed change.
+    // The stream is the witness of every committed change (DynamoDB
+    // Local's stream has one shard: its order is the order the writes
+    // committed in).
     let changes = stream_changes(&h).await;
-    let mut outcomes: HashMap<&str, usize> = HashMap::new();
-    let (mut reclaims, mut stale_commits) = (0, 0);
-    let mut claims: HashSet<(String, u64)> = HashSet::new();
-    let mut settled: HashSet<(String, u64)> = HashSet::new();
-    for (id, old, new) in &changes {
-        if let Some((ns, nt)) = new {
-            if ns == "TAKEN" {
-                claims.insert((id.clone(), *nt));
-            } else if old.as_ref().is_some_and(|(os, _)| os == "TAKEN") {
-                settled.insert((id.clone(), *nt));
-            }
-        }
-        if let (Some((os, ot)), Some((ns, nt))) = (old, new) {
-            if os == "TAKEN" && ns == "TAKEN" {
-                reclaims += 1;
-            }
-            if os == "TAKEN" && (ns == "SUCCESS" || ns == "FAILURE" || ns == "SUPERSEDED") {
-                *outcomes.entry(id.as_str()).or_default() += 1;
-                if ot != nt {
-                    stale_commits += 1;
-                }
-            }
-        }
-    }
-    let duplicates = outcomes.values().filter(|n| **n > 1).count();
-    // Latest wins, newer by creation (then id): no task starts (a claim, a
-    // reclaim) after a newer task of its key was inserted (DynamoDB Local's
-    // stream has one shard: its order is the order the writes committed
-    // in), nor after a newer one's create was answered.
     let final_tasks = h.tasks().await;
-    let created_at: HashMap<&str, u64> = final_tasks
-        .iter()
-        .map(|t| (t.task_id.as_str(), t.task_created))
-        .collect();
-    let newer = |a: &str, b: &str| match (created_at.get(a), created_at.get(b)) {
-        (Some(ca), Some(cb)) => (ca, a) > (cb, b),
-        _ => false,
-    };
-    let mut inserted: HashMap<&str, usize> = HashMap::new();
-    for (pos, (id, old, new)) in changes.iter().enumerate() {
-        if old.is_none() && new.is_some() {
-            inserted.entry(id.as_str()).or_insert(pos);
-        }
-    }
-    let mut late_starts = 0;
-    let (mut superseded_unstarted, mut arrived_superseded) = (0, 0);
-    for (pos, (id, old, new)) in changes.iter().enumerate() {
-        let Some(key) = keys.get(id) else { continue };
-        if new.as_ref().is_some_and(|(ns, _)| ns == "SUPERSEDED") {
-            match old {
-                Some((os, _)) if os == "PENDING" => superseded_unstarted += 1,
-                None => arrived_superseded += 1,
-                _ => {}
-            }
-        }
-        // A claim, or a reclaim (a new token: the newer task's mark keeps it).
-        let start = match (old, new) {
-            (Some((os, ot)), Some((ns, nt))) => ns == "TAKEN" && (os == "PENDING" || nt > ot),
-            _ => false,
-        };
-        if start
-            && keys.iter().any(|(other, k)| {
-                k == key
-                    && newer(other, id)
-                    && inserted.get(other.as_str()).is_some_and(|&i| i < pos)
-            })
-        {
-            late_starts += 1;
-        }
-    }
     let answered = answered.lock().map(|a| a.clone()).unwrap_or_default();
     let start_times = witness
         .start_times
         .lock()
         .map(|s| s.clone())
         .unwrap_or_default();
-    let starts_after_answer = start_times
-        .iter()
-        .filter(|(id, at)| {
-            keys.get(id).is_some_and(|key| {
-                keys.iter().any(|(other, k)| {
-                    k == key && newer(other, id) && answered.get(other).is_some_and(|a| a < at)
-                })
-            })
-        })
-        .count();
-    // Each key's newest task (by creation) runs (or is shed).
-    let newest_unrun = (0..KEYS)
-        .filter_map(|k| {
-            let key = format!("key-{k}");
-            keys.iter()
-                .filter(|(_, kk)| **kk == key)
-                .map(|(id, _)| id)
-                .max_by_key(|id| (created_at.get(id.as_str()).copied(), id.as_str()))
-                .cloned()
-        })
-        .filter(|id| !outcomes.contains_key(id.as_str()) || ended_superseded(&changes, id))
-        .count();
+    let (verdict, ledger) = judge(&Evidence {
+        created: &created,
+        tasks: &final_tasks,
+        changes: &changes,
+        keys: &keys,
+        answered: &answered,
+        starts: &start_times,
+    });
+    let Verdict {
+        lost,
+        stuck,
+        duplicates,
+        stale_commits,
+        late_starts,
+        starts_after_answer,
+        newest_unrun,
+        shed_twice,
+        succeeded,
+        failed,
+        shed,
+        reclaims,
+        superseded_unstarted,
+        arrived_superseded,
+        ..
+    } = verdict;
+    let Ledger {
+        claims,
+        settled,
+        outcomes,
+        sheds,
+    } = ledger;
     // Sheds: each backlog task shed exactly once, from PENDING (or a lapsed
     // TAKEN), and never a live task.
-    let mut sheds: HashMap<&str, usize> = HashMap::new();
-    for (id, old, new) in &changes {
-        if new.as_ref().is_some_and(|(ns, _)| ns == "EXPIRED")
-            && old.as_ref().is_some_and(|(os, _)| os != "EXPIRED")
-        {
-            *sheds.entry(id.as_str()).or_default() += 1;
-        }
-    }
-    let shed_twice = sheds.values().filter(|n| **n > 1).count();
     let shed_live = sheds
         .keys()
         .filter(|id| !id.starts_with("expired-") && !id.starts_with("tight-"))
@@ -672,22 +609,6 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
                 .count()
         })
         .unwrap_or(0);
-    let lost = created
-        .iter()
-        .filter(|id| {
-            !final_tasks
-                .iter()
-                .any(|t| &&t.task_id == id && t.task_status.is_terminal())
-        })
-        .count();
-    let succeeded = final_tasks
-        .iter()
-        .filter(|t| t.task_status == TaskStatus::Success)
-        .count();
-    let failed = final_tasks
-        .iter()
-        .filter(|t| t.task_status == TaskStatus::Failure)
-        .count();
     let reruns: usize = witness
         .runs
         .lock()
@@ -708,14 +629,6 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
     let cut_before_run = claims.difference(&started_runs).count();
     let cut_during_run = started_runs.difference(&completed_runs).count();
     let cut_before_finish = completed_runs.difference(&settled).count();
-    let stuck = final_tasks
-        .iter()
-        .filter(|t| t.task_status == TaskStatus::Taken)
-        .count();
-    let shed = final_tasks
-        .iter()
-        .filter(|t| t.task_status == TaskStatus::Expired)
-        .count();
 
     let conflicts = h.stack.contention.as_ref().map_or(0, |c| c.injected());
     println!(
@@ -805,13 +718,4 @@ async fn chaos(processors: u32, workers: usize, order: lifo_core::Order) {
         injected.load(Ordering::Relaxed) > 0 && counts.aborted.load(Ordering::Relaxed) > 0,
         "chaos happened"
     );
-}
-
-/// Whether `id`'s last committed change made it SUPERSEDED.
-fn ended_superseded(changes: &[Change], id: &str) -> bool {
-    changes
-        .iter()
-        .rev()
-        .find(|(i, _, new)| i == id && new.is_some())
-        .is_some_and(|(_, _, new)| new.as_ref().is_some_and(|(s, _)| s == "SUPERSEDED"))
 }

@@ -16,6 +16,7 @@
 //!   scheduler's shard counts.
 
 pub mod bench;
+pub mod chaos;
 pub mod ideal;
 pub mod latency;
 pub mod loads;

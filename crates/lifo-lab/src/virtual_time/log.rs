@@ -53,7 +53,8 @@ impl EventLog {
     /// A process invocation's end.
     pub fn invocation(&self, r: &ProcessReport) {
         self.line(format_args!(
-            "process claimed={} succeeded={} failed={} retried={} conflicts={} shed={} stop={:?} tail={} claims={}",
+            "process group={:?} claimed={} succeeded={} failed={} retried={} conflicts={} shed={} stop={:?} tail={} claims={}",
+            r.group,
             r.claimed.len(),
             r.succeeded,
             r.failed,
@@ -64,6 +65,17 @@ impl EventLog {
             r.tail_call,
             r.claimed.join(",")
         ));
+    }
+
+    /// A process invocation failed with `error`.
+    pub fn failed(&self, error: &str) {
+        self.line(format_args!("process failed: {error}"));
+    }
+
+    /// A process invocation ended before its handler returned (a chaos
+    /// run's crash, or Lambda's timeout).
+    pub fn cut_short(&self) {
+        self.line(format_args!("process cut short"));
     }
 
     /// The tasks as they ended, in the order given.

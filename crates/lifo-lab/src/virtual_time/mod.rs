@@ -18,14 +18,20 @@
 //!
 //! Units are what AWS's billing rules charge for each of the model's
 //! operations ([`lifo_core::memory::Billing`]), over the template's indexes.
+//! [`chaos`] runs the same functions under faults ([`faults`],
+//! [`invocation_faults`]) and judges what the store committed.
 //!
 //! Not modelled yet: the table's stream (producers that write past create),
 //! rest alarms (the sweep finds what rests past a minute) and DynamoDB's
 //! partition limits.
 
+pub mod chaos;
+pub mod faults;
+pub mod invocation_faults;
 mod log;
 mod topic;
 
+use invocation_faults::InvocationFaults;
 pub use log::EventLog;
 
 use crate::report::{Observer, Report};
@@ -33,7 +39,7 @@ use crate::simulate::{Outcome, PipelineCounts, Workload, create, outcome_of};
 use anyhow::{Context, Result, anyhow};
 use lifo_core::clock::{Clock, SharedClock, TokioClock};
 use lifo_core::memory::{Billing, Memory};
-use lifo_core::store::{CapacityMeter, Op};
+use lifo_core::store::{CapacityMeter, Op, Queue, QueueOps};
 use lifo_core::{Order, TaskStatus};
 use lifo_lambda::notify::Fanout;
 use lifo_local::aws::AwsTiming;
@@ -41,6 +47,7 @@ use lifo_local::invoke::{AsyncFunction, Handler};
 use lifo_local::pipeline::{PipelineStats, scheduled_event_json};
 use lifo_ops::create::{CreateConfig, Creator, MAX_TASKS_PER_REQUEST};
 use process::ProcessConfig;
+use process::runner::TaskRunner;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -110,11 +117,7 @@ async fn run_paused(
         Some(t) => t.as_ref().clone(),
         None => lifo_local::Template::workspace()?,
     };
-    let clock: SharedClock = Arc::new(TokioClock::starting_at(EPOCH_MS));
-    // Every random draw of the run from its seed: this thread's ids, the
-    // global generator (runs' jitter, rests), the index's lag.
-    lifo_core::seed_task_ids(Some((workload.seed, Arc::clone(&clock))));
-    fastrand::seed(workload.seed);
+    let clock = seeded_clock(workload.seed);
     // Its units by AWS's billing rules, over the template's indexes.
     let meter = Arc::new(CapacityMeter::default());
     let memory = Memory::new(workload.index_lag.model(workload.seed))
@@ -125,127 +128,32 @@ async fn run_paused(
         .with_latency(workload.store_latency);
     let stats = Arc::new(PipelineStats::default());
     let log = EventLog::new(Arc::clone(&clock));
-    let (shutdown, stop) = watch::channel(false);
-    let timing = AwsTiming::default();
-    let max_ttl = workload.ttl_seconds;
-
-    // The process function behind Lambda's asynchronous queue, reserved
-    // to one instance.
     let (runner, downstream) = workload.runner();
-    let process_timeout = Duration::from_secs(template.function_timeout("ProcessFunction")?);
-    let trigger_topic = Topic::new("trigger", Arc::clone(&stats), log.clone());
-    let process_topic = Topic::new("process", Arc::clone(&stats), log.clone());
-    let processor = Arc::new(
-        process::Processor::over(
-            memory.clone(),
-            Arc::new(trigger_topic.clone()),
-            runner,
-            workload.process_config(order, ProcessConfig::new("virtual", "virtual")),
-        )
-        .with_clock(Arc::clone(&clock)),
-    );
-    let mut process_config = template.async_config("ProcessFunction")?;
-    process_config.reserved = Some(1);
-    let process_fn = {
-        let (processor, clock, counts, log) = (
-            Arc::clone(&processor),
-            Arc::clone(&clock),
-            Arc::clone(&stats),
-            log.clone(),
-        );
-        let handler: Handler = Arc::new(move |event| {
-            let (processor, clock, stats, log) = (
-                Arc::clone(&processor),
-                Arc::clone(&clock),
-                Arc::clone(&counts),
-                log.clone(),
-            );
-            Box::pin(async move {
-                stats.process_invocations.fetch_add(1, Ordering::Relaxed);
-                let wake = process::Wakeups::parse(event).map_err(|e| e.to_string())?;
-                let deadline = UNIX_EPOCH + Duration::from_millis(clock.now_ms()) + process_timeout;
-                let report = processor
-                    .handle(&wake, deadline)
-                    .await
-                    .map_err(|e| lifo_core::error::chain(&e))?;
-                log.invocation(&report);
-                Ok(())
-            })
-        });
-        AsyncFunction::new(
-            process_config,
-            timing,
-            handler,
-            Arc::clone(&stats),
-            stop.clone(),
-        )
-    };
-    process_topic.deliver_to(&process_fn);
-
-    // The trigger: tail calls in, wake-ups out; the sweep.
-    let trigger = Arc::new(
-        Trigger::<Memory>::over(Fanout::over(Arc::new(process_topic.clone()), 1))
-            .with_sweep(Sweep {
-                store: memory.clone(),
-                shard_count: workload.shards,
-                max_ttl_seconds: max_ttl,
-            })
-            .with_clock(Arc::clone(&clock)),
-    );
-    let trigger_fn = {
-        let (trigger, counts) = (Arc::clone(&trigger), Arc::clone(&stats));
-        let handler: Handler = Arc::new(move |event| {
-            let (trigger, stats) = (Arc::clone(&trigger), Arc::clone(&counts));
-            Box::pin(async move {
-                stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
-                let outcome = trigger
-                    .handle_outcome(event)
-                    .await
-                    .map_err(|e| lifo_core::error::chain(&e))?;
-                stats.shed.fetch_add(outcome.shed, Ordering::Relaxed);
-                Ok(())
-            })
-        });
-        let config = template.async_config("TriggerFunction")?;
-        AsyncFunction::new(config, timing, handler, Arc::clone(&stats), stop.clone())
-    };
-    trigger_topic.deliver_to(&trigger_fn);
-    let sweep = {
-        let (trigger_fn, stats, mut stop) =
-            (Arc::clone(&trigger_fn), Arc::clone(&stats), stop.clone());
-        let every = template.schedule_rate("TriggerFunction", "Sweep")?;
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = stop.changed() => return,
-                    _ = tokio::time::sleep(every) => {}
-                }
-                stats.sweeps.fetch_add(1, Ordering::Relaxed);
-                trigger_fn.deliver(scheduled_event_json());
-            }
-        })
-    };
-
+    let functions = Functions::deploy(Setup {
+        template: &template,
+        clock: &clock,
+        stats: &stats,
+        log: &log,
+        store: memory.clone(),
+        runner,
+        config: workload.process_config(order, ProcessConfig::new("virtual", "virtual")),
+        faults: None,
+    })?;
     let create_config = CreateConfig {
         shard_count: workload.shards,
         default_ttl_seconds: workload.ttl_seconds,
-        max_ttl_seconds: max_ttl,
+        max_ttl_seconds: workload.ttl_seconds,
         ..CreateConfig::new("virtual")
     };
     // create as deployed: it wakes the processor itself.
     let creator = Creator::new(memory.clone(), create_config)
         .with_clock(Arc::clone(&clock))
-        .with_wakeups(Fanout::over(Arc::new(process_topic.clone()), 1));
+        .with_wakeups(functions.wakeups());
     if let Some(d) = &downstream {
         d.start_now();
     }
     let driven = drive(workload, arrivals, specs, &creator, &memory, clock.as_ref()).await;
-    let _ = shutdown.send(true);
-    let _ = sweep.await;
-    for f in [&process_fn, &trigger_fn] {
-        f.drain().await;
-    }
+    functions.stop().await;
     let (created, written_ms) = driven?;
     let mut observer = Observer::default();
     observer.observe(memory.snapshot().tasks.into_values().collect());
@@ -267,6 +175,191 @@ async fn run_paused(
     outcome.downstream_runs = downstream.map(|d| d.runs()).unwrap_or_default();
     outcome.pipeline = PipelineCounts::of(&stats);
     Ok((outcome, log))
+}
+
+/// The run's clock, from [`EPOCH_MS`], and every random draw of the run
+/// from its seed: this thread's task ids, the global generator (runs'
+/// jitter, rests).
+fn seeded_clock(seed: u64) -> SharedClock {
+    let clock: SharedClock = Arc::new(TokioClock::starting_at(EPOCH_MS));
+    lifo_core::seed_task_ids(Some((seed, Arc::clone(&clock))));
+    fastrand::seed(seed);
+    clock
+}
+
+/// What a run deploys ([`Functions::deploy`]).
+struct Setup<'a, Q, R> {
+    template: &'a lifo_local::Template,
+    clock: &'a SharedClock,
+    stats: &'a Arc<PipelineStats>,
+    log: &'a EventLog,
+    store: Q,
+    runner: Arc<R>,
+    /// process's settings: its reserved concurrency is their
+    /// `processors` (the template's `ProcessorCount`).
+    config: ProcessConfig,
+    /// A chaos run's invocations cut short and deliveries made twice.
+    faults: Option<Arc<InvocationFaults>>,
+}
+
+/// The AWS side of a run: the process function behind Lambda's
+/// asynchronous queue and its topic, the trigger behind its own (tail calls
+/// in, wake-ups out), and the sweep's schedule.
+struct Functions {
+    process_topic: Topic,
+    processors: u32,
+    process_fn: Arc<AsyncFunction>,
+    trigger_fn: Arc<AsyncFunction>,
+    sweep: tokio::task::JoinHandle<()>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Functions {
+    fn deploy<Q, R>(s: Setup<'_, Q, R>) -> Result<Self>
+    where
+        Q: Queue + QueueOps + Clone + 'static,
+        R: TaskRunner,
+    {
+        let (shutdown, stop) = watch::channel(false);
+        let timing = AwsTiming::default();
+        let shards = s.config.shard_count;
+        let max_ttl_seconds = s.config.max_ttl_seconds;
+        let process_timeout = Duration::from_secs(s.template.function_timeout("ProcessFunction")?);
+        let topic = |name| Topic::new(name, Arc::clone(s.stats), s.log.clone(), s.faults.clone());
+        let (trigger_topic, process_topic) = (topic("trigger"), topic("process"));
+        let processor = Arc::new(
+            process::Processor::over(
+                s.store.clone(),
+                Arc::new(trigger_topic.clone()),
+                s.runner,
+                s.config,
+            )
+            .with_clock(Arc::clone(s.clock)),
+        );
+        let processors = processor.config().processors.max(1);
+        let mut process_config = s.template.async_config("ProcessFunction")?;
+        process_config.reserved = Some(processors as usize);
+        let process_fn = {
+            let (processor, clock, counts, log, faults) = (
+                processor,
+                Arc::clone(s.clock),
+                Arc::clone(s.stats),
+                s.log.clone(),
+                s.faults,
+            );
+            let handler: Handler = Arc::new(move |event| {
+                let (processor, clock, stats, log, faults) = (
+                    Arc::clone(&processor),
+                    Arc::clone(&clock),
+                    Arc::clone(&counts),
+                    log.clone(),
+                    faults.clone(),
+                );
+                Box::pin(async move {
+                    stats.process_invocations.fetch_add(1, Ordering::Relaxed);
+                    let _running = faults.as_ref().map(|f| f.enter());
+                    let wake = process::Wakeups::parse(event).map_err(|e| e.to_string())?;
+                    let deadline =
+                        UNIX_EPOCH + Duration::from_millis(clock.now_ms()) + process_timeout;
+                    // Lambda ends the invocation at its timeout; a chaos
+                    // run crashes some before.
+                    let ends = faults
+                        .as_ref()
+                        .map_or(process_timeout, |f| f.cut(process_timeout));
+                    let Ok(report) =
+                        tokio::time::timeout(ends, processor.handle(&wake, deadline)).await
+                    else {
+                        if let Some(f) = &faults {
+                            f.count_cut();
+                        }
+                        log.cut_short();
+                        return Err("the invocation ended before its handler".into());
+                    };
+                    let report = report.map_err(|e| {
+                        let e = lifo_core::error::chain(&e);
+                        log.failed(&e);
+                        e
+                    })?;
+                    log.invocation(&report);
+                    Ok(())
+                })
+            });
+            AsyncFunction::new(
+                process_config,
+                timing,
+                handler,
+                Arc::clone(s.stats),
+                stop.clone(),
+            )
+        };
+        process_topic.deliver_to(&process_fn);
+
+        let trigger = Arc::new(
+            Trigger::<Q>::over(Fanout::over(Arc::new(process_topic.clone()), processors))
+                .with_sweep(Sweep {
+                    store: s.store,
+                    shard_count: shards,
+                    max_ttl_seconds,
+                })
+                .with_clock(Arc::clone(s.clock)),
+        );
+        let trigger_fn = {
+            let counts = Arc::clone(s.stats);
+            let handler: Handler = Arc::new(move |event| {
+                let (trigger, stats) = (Arc::clone(&trigger), Arc::clone(&counts));
+                Box::pin(async move {
+                    stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
+                    let outcome = trigger
+                        .handle_outcome(event)
+                        .await
+                        .map_err(|e| lifo_core::error::chain(&e))?;
+                    stats.shed.fetch_add(outcome.shed, Ordering::Relaxed);
+                    Ok(())
+                })
+            });
+            let config = s.template.async_config("TriggerFunction")?;
+            AsyncFunction::new(config, timing, handler, Arc::clone(s.stats), stop.clone())
+        };
+        trigger_topic.deliver_to(&trigger_fn);
+        let sweep = {
+            let (trigger_fn, stats, mut stop) =
+                (Arc::clone(&trigger_fn), Arc::clone(s.stats), stop.clone());
+            let every = s.template.schedule_rate("TriggerFunction", "Sweep")?;
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        biased;
+                        _ = stop.changed() => return,
+                        _ = tokio::time::sleep(every) => {}
+                    }
+                    stats.sweeps.fetch_add(1, Ordering::Relaxed);
+                    trigger_fn.deliver(scheduled_event_json());
+                }
+            })
+        };
+        Ok(Self {
+            process_topic,
+            processors,
+            process_fn,
+            trigger_fn,
+            sweep,
+            shutdown,
+        })
+    }
+
+    /// create's wake-ups: through the process topic, one per shard group.
+    fn wakeups(&self) -> Fanout {
+        Fanout::over(Arc::new(self.process_topic.clone()), self.processors)
+    }
+
+    /// Stops the sweep and Lambda's retries; waits for what still runs.
+    async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.sweep.await;
+        for f in [&self.process_fn, &self.trigger_fn] {
+            f.drain().await;
+        }
+    }
 }
 
 /// Creates the arrivals on time, then waits for the drain: the created ids

@@ -1,7 +1,9 @@
 //! An SNS topic in virtual time: a published wake-up goes to Lambda's
 //! asynchronous queue of the function subscribed to it, as the local
-//! pipeline's topic → SQS → subscription does, without the servers.
+//! pipeline's topic → SQS → subscription does, without the servers. In a
+//! chaos run, some deliveries are made twice (SNS delivers at least once).
 
+use super::invocation_faults::InvocationFaults;
 use super::log::EventLog;
 use lifo_lambda::notify::Wake;
 use lifo_lambda::{NotifyError, Wakeup};
@@ -22,6 +24,7 @@ struct Inner {
     published: AtomicU64,
     stats: Arc<PipelineStats>,
     log: EventLog,
+    faults: Option<Arc<InvocationFaults>>,
 }
 
 impl std::fmt::Debug for Topic {
@@ -31,13 +34,20 @@ impl std::fmt::Debug for Topic {
 }
 
 impl Topic {
-    pub fn new(name: &'static str, stats: Arc<PipelineStats>, log: EventLog) -> Self {
+    /// A topic; with `faults`, some deliveries are made twice.
+    pub fn new(
+        name: &'static str,
+        stats: Arc<PipelineStats>,
+        log: EventLog,
+        faults: Option<Arc<InvocationFaults>>,
+    ) -> Self {
         Self(Arc::new(Inner {
             name,
             subscriber: OnceLock::new(),
             published: AtomicU64::new(0),
             stats,
             log,
+            faults,
         }))
     }
 
@@ -75,7 +85,13 @@ impl Wake for Topic {
                 "Timestamp": "1970-01-01T00:00:00Z",
             });
             match inner.subscriber.get() {
-                Some(f) => f.deliver(sns_event_json(&envelope, inner.name)),
+                Some(f) => {
+                    let event = sns_event_json(&envelope, inner.name);
+                    if inner.faults.as_ref().is_some_and(|x| x.duplicate()) {
+                        f.deliver(event.clone());
+                    }
+                    f.deliver(event);
+                }
                 None => {
                     return Err(NotifyError {
                         topic_arn,
