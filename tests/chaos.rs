@@ -290,23 +290,11 @@ async fn stream_changes(h: &Harness) -> Vec<Change> {
     out
 }
 
-/// One processor (reserved concurrency 1), with two invocations racing it
-/// anyway: what a misconfigured concurrency or a duplicated wake-up does.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chaos_nothing_lost_nothing_stuck_nothing_committed_twice() {
-    chaos(1, 2, lifo_core::Order::Lifo).await;
-}
-
-/// The same in the adaptive order (`SelectionOrder: adaptive`): the
-/// deadline lane claims kept candidates that other invocations may have
-/// claimed, run or superseded since they were read.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chaos_in_the_adaptive_order_nothing_lost_nothing_stuck_nothing_committed_twice() {
-    chaos(1, 2, lifo_core::Order::Adaptive).await;
-}
-
 /// Three processors (ProcessorCount 3, shard group leases) and four
-/// invocations racing for the groups.
+/// invocations racing for the groups: the one run on DynamoDB Local and
+/// moto. One processor with two invocations racing it, and the adaptive
+/// order, run in virtual time over 50 seeds (lifo-lab's
+/// `tests/virtual_chaos.rs`), beside two and three processors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_with_three_processors_nothing_lost_nothing_stuck_nothing_committed_twice() {
     chaos(3, 4, lifo_core::Order::Lifo).await;
