@@ -510,12 +510,18 @@ impl<Q: Queue> Trigger<Q> {
         // "how deep is the queue?"; the control item says whether to wake.
         let paused = sweep.store.control(false).await?.paused;
         let shards: Vec<u32> = (0..sweep.shard_count.max(1)).collect();
+        // The reaper reads each band from its very oldest end, not from the
+        // horizon: a task that may wait as long as the largest TTL is past
+        // the horizon as it expires, and one claimed just before its expiry
+        // by the time its lease lapses; no reader would shed either. Below
+        // the horizon every task has expired, so the read there costs only
+        // what is still to shed.
         let reaped = sweep
             .store
             .reap(
                 &shards,
                 now,
-                horizon,
+                0,
                 self.clock.instant().into_std() + REAP_BUDGET,
             )
             .await?;

@@ -273,6 +273,67 @@ async fn the_sweep_sheds_what_expired_at_the_oldest_end_and_counts_it() {
     assert_eq!((out.depth, out.wakeups > 0), (Some(2), true));
 }
 
+/// A task that may wait as long as the largest TTL allowed leaves the
+/// window `now - MAX_TTL_SECONDS` of the claim reads as it expires, and one
+/// claimed just before its expiry whose invocation died leaves it before its
+/// lease lapses: the reaper reads each band from its oldest end, so it
+/// still sheds both (they stayed PENDING and TAKEN until DynamoDB's TTL
+/// deleted them, days later).
+#[tokio::test(start_paused = true)]
+async fn the_sweep_sheds_tasks_older_than_the_largest_ttl() {
+    use lifo_core::memory::{Lag, Memory};
+    use lifo_core::{Move, Step, Task, TaskStatus};
+    let t0 = 1_800_000_000_000;
+    let memory = Memory::new(Lag::Off);
+    let task = |id: &str| Task::new_pending(id.into(), lifo_core::Payload::new(), t0, 60, 1);
+    memory
+        .put_new(&[task("waited"), task("claimed")])
+        .await
+        .unwrap();
+    // Claimed a second before its expiry, by an invocation that dies: its
+    // lease runs 15 minutes on.
+    let claim = Move::Claim {
+        lease_until: t0 + 59_000 + 900_000,
+        claimed_by: "process-dead",
+    };
+    let step = Step {
+        now_ms: t0 + 59_000,
+        token: 0,
+        attempts: 1,
+    };
+    memory
+        .record("claimed", &claim, TaskStatus::Pending, &step)
+        .await
+        .unwrap();
+    let rule = ok_publish();
+    let sweep_at = |ms: u64| {
+        let clock: lifo_core::clock::SharedClock =
+            std::sync::Arc::new(lifo_core::clock::TokioClock::starting_at(ms));
+        trigger(&rule)
+            .with_sweep(Sweep {
+                store: memory.clone(),
+                shard_count: 1,
+                max_ttl_seconds: 60,
+            })
+            .with_clock(clock)
+    };
+    let status = |id: &str| memory.task(id).map(|t| t.task_status);
+    let out = sweep_at(t0 + 61_000)
+        .handle_outcome(scheduled())
+        .await
+        .unwrap();
+    assert_eq!(out.shed, 1);
+    assert_eq!(status("waited"), Some(TaskStatus::Expired));
+    assert_eq!(status("claimed"), Some(TaskStatus::Taken), "its lease runs");
+    let out = sweep_at(t0 + 59_000 + 900_000 + 60_000)
+        .handle_outcome(scheduled())
+        .await
+        .unwrap();
+    assert_eq!(out.shed, 1);
+    assert_eq!(status("claimed"), Some(TaskStatus::Expired));
+    assert_eq!(rule.num_calls(), 0, "nothing claimable: no wake-up");
+}
+
 #[tokio::test]
 async fn malformed_events_are_errors_not_panics() {
     let rule = ok_publish();
