@@ -10,7 +10,8 @@
 //!   SUPERSEDED) per task, with the token of the claim that ran it;
 //! - nothing stale: no task of a supersede key starts (a claim, or a
 //!   reclaim) after a newer task of its key (by creation, then id) was
-//!   written, nor after that write was answered; each key's newest runs.
+//!   written, nor after that write was answered; each key's newest runs
+//!   (or is shed by expiry).
 
 use lifo_core::{Task, TaskStatus};
 use std::collections::{HashMap, HashSet};
@@ -87,7 +88,8 @@ pub struct Verdict {
     /// Runs whose claim was stamped after a newer task of its key was
     /// answered.
     pub starts_after_answer: usize,
-    /// Keys whose newest task has no outcome, or ended SUPERSEDED.
+    /// Keys whose newest task neither ran (no outcome) nor was shed by
+    /// expiry, or ended SUPERSEDED.
     pub newest_unrun: usize,
     /// Tasks shed (moved to EXPIRED) more than once.
     pub shed_twice: usize,
@@ -175,7 +177,7 @@ pub fn judge(e: &Evidence<'_>) -> (Verdict, Ledger) {
 /// Latest wins: newer by creation (then id). No task starts (a claim, a
 /// reclaim) after a newer task of its key was inserted (the changes are in
 /// commit order), nor after a newer one's write was answered; each key's
-/// newest task runs.
+/// newest task runs (or is shed by expiry).
 fn judge_keys(e: &Evidence<'_>, l: &Ledger, v: &mut Verdict) {
     let created_at: HashMap<&str, u64> = e
         .tasks
@@ -240,7 +242,8 @@ fn judge_keys(e: &Evidence<'_>, l: &Ledger, v: &mut Verdict) {
             let ended_superseded = last_change
                 .get(*id)
                 .is_some_and(|c| c.new.is_some_and(|n| n.status == TaskStatus::Superseded));
-            !l.outcomes.contains_key(**id) || ended_superseded
+            let ended = l.outcomes.contains_key(**id) || l.sheds.contains_key(**id);
+            !ended || ended_superseded
         })
         .count();
 }
@@ -371,5 +374,20 @@ mod tests {
         assert_eq!(v.newest_unrun, 1, "new never ran");
         assert_eq!((v.shed_twice, v.shed), (1, 1));
         assert_eq!(l.sheds["e"], 2);
+    }
+
+    /// A key's newest task shed by expiry (it waited past its TTL) ended:
+    /// not counted as unrun; one still PENDING is.
+    #[test]
+    fn a_newest_task_shed_by_expiry_ended() {
+        let changes = [
+            change("n", None, Some((Pending, 0))),
+            change("n", Some((Pending, 0)), Some((TaskStatus::Expired, 0))),
+        ];
+        let keys = [("n", "k")];
+        let (v, _) = judged(&changes, &[("n", 1, TaskStatus::Expired)], &keys, &[], &[]);
+        assert_eq!((v.newest_unrun, v.shed, v.lost), (0, 1, 0));
+        let (v, _) = judged(&changes[..1], &[("n", 1, Pending)], &keys, &[], &[]);
+        assert_eq!((v.newest_unrun, v.lost), (1, 1));
     }
 }

@@ -18,6 +18,7 @@
 //!
 //! Units are what AWS's billing rules charge for each of the model's
 //! operations ([`lifo_core::memory::Billing`]), over the template's indexes.
+//!
 //! [`chaos`] runs the same functions under faults ([`faults`],
 //! [`invocation_faults`]) and judges what the store committed.
 //!
