@@ -57,6 +57,7 @@ fn chaos_in_virtual_time_nothing_lost_stuck_duplicated_or_stale_over_fifty_seeds
     let sum = |f: &dyn Fn(&ChaosRun) -> u64| runs.iter().map(f).sum::<u64>();
     let tasks = sum(&|r| r.created as u64);
     let processors = |n| runs.iter().filter(|r| r.chaos.processors == n).count();
+    let raced = runs.iter().filter(|r| r.chaos.racing > 0).count();
     let (lost, stuck, duplicated) = (
         sum(&|r| r.verdict.lost as u64),
         sum(&|r| r.verdict.stuck as u64),
@@ -73,7 +74,7 @@ fn chaos_in_virtual_time_nothing_lost_stuck_duplicated_or_stale_over_fifty_seeds
     });
     let newest_unrun = sum(&|r| r.verdict.newest_unrun as u64);
     eprintln!(
-        "virtual chaos: {} seeds (processors 1/2/3: {}/{}/{}, at most {at_once} invocations at once), tasks {tasks} (keyed {}, expired backlog {}), \
+        "virtual chaos: {} seeds (processors 1/2/3: {}/{}/{}, {raced} of the single ones raced by a second invocation, at most {at_once} invocations at once), tasks {tasks} (keyed {}, expired backlog {}), \
          succeeded {}, failed {}, superseded {}, shed {} (live tasks past their TTL {}); faults: store calls refused {}, applied then failed {}, \
          applied and resent {}, invocations cut short {}, SNS deliveries made twice {}; \
          create resends {}, invocations {} (errors {}), reclaims {}; \
@@ -140,4 +141,14 @@ fn chaos_in_virtual_time_nothing_lost_stuck_duplicated_or_stale_over_fifty_seeds
         assert!(n > 0, "no {what}");
     }
     assert!(at_once >= 2, "processors at once: {at_once} at most");
+    let raced_at_once = runs
+        .iter()
+        .filter(|r| r.chaos.racing > 0)
+        .map(|r| r.invocation_faults.most_at_once)
+        .max()
+        .unwrap_or(0);
+    assert!(
+        raced_at_once >= 2,
+        "a second invocation raced the only processor"
+    );
 }

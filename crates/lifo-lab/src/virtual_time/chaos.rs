@@ -4,10 +4,12 @@
 //! process invocations are cut short (their claims' leases must run out
 //! and be reclaimed); SNS delivers some messages twice; with
 //! `ProcessorCount` above one, processors claim at once, each from its
-//! shard group; the claimable index lags as AWS's does. Tasks come in three
-//! priorities and four tenants (the fair share on); one in five carries a
-//! `supersedeKey`, and several producers write each key's tasks at about
-//! the same moment, resending a request until it is answered (same ids).
+//! shard group, and with one, a second invocation sometimes races it over
+//! the same shards; the claimable index lags as AWS's does. Tasks come in
+//! three priorities and four tenants (the fair share on); one in five
+//! carries a `supersedeKey`, and several producers write each key's tasks
+//! at about the same moment, resending a request until it is answered
+//! (same ids).
 //! Beside them, a backlog of tasks already expired must be shed, once,
 //! and never run. Each store request takes DynamoDB's round trip.
 //!
@@ -66,6 +68,11 @@ pub struct Chaos {
     pub producers: usize,
     /// `ProcessorCount` (process's reserved concurrency).
     pub processors: u32,
+    /// Invocations Lambda runs beyond `processors` at once: a second one
+    /// racing the only processor over the same shards (a misconfigured
+    /// concurrency, or a duplicated wake-up run beside the first), as the
+    /// chaos test on DynamoDB Local once raced it.
+    pub racing: u32,
     pub shards: u32,
     pub order: Order,
     /// A store call meets a fault (refused, failed after it was applied,
@@ -78,16 +85,19 @@ pub struct Chaos {
 }
 
 impl Chaos {
-    /// `tasks` tasks under every fault; the processors (one, two or three)
-    /// and the order (LIFO or adaptive) vary with `seed`.
+    /// `tasks` tasks under every fault; the processors (one, two or three;
+    /// half of the single ones raced by a second invocation) and the order
+    /// (LIFO or adaptive) vary with `seed`.
     pub fn of_seed(seed: u64, tasks: usize) -> Self {
+        let processors = 1 + (seed % 3) as u32;
         Self {
             seed,
             tasks,
             arrivals_over: Duration::from_secs(60),
             backlog: 100,
             producers: 4,
-            processors: 1 + (seed % 3) as u32,
+            processors,
+            racing: u32::from(processors == 1 && (seed / 6).is_multiple_of(2)),
             shards: 4,
             order: if (seed / 3).is_multiple_of(2) {
                 Order::Lifo
@@ -168,7 +178,7 @@ impl ChaosRun {
             &self.pipeline,
         );
         format!(
-            "seed {} (processors {}, at once {}, {}): tasks {} (keyed {}), succeeded {}, failed {}, superseded {}, shed {}; \
+            "seed {} (processors {}{}, at once {}, {}): tasks {} (keyed {}), succeeded {}, failed {}, superseded {}, shed {}; \
              faults: store {} before + {} after + {} resent, invocations cut short {}, SNS duplicates {}, \
              create resends {}; invocations {} (throttled {}, errors {}), runs {}, reclaims {}; \
              lost {}, stuck {}, duplicated {}, stale {} (starts after a newer write {}, after its answer {}, \
@@ -176,6 +186,7 @@ impl ChaosRun {
              live tasks shed by expiry {}, ends not one {}; {:.0} s virtual, log {}",
             c.seed,
             c.processors,
+            if c.racing > 0 { " raced" } else { "" },
             i.most_at_once,
             c.order,
             self.created,
@@ -389,6 +400,7 @@ async fn run_paused(chaos: &Chaos) -> Result<ChaosRun> {
         runner: Arc::clone(&runner),
         config,
         faults: Some(Arc::clone(&faults)),
+        racing: chaos.racing,
     })?;
     let creator = Creator::new(
         store.clone(),

@@ -139,6 +139,7 @@ async fn run_paused(
         runner,
         config: workload.process_config(order, ProcessConfig::new("virtual", "virtual")),
         faults: None,
+        racing: 0,
     })?;
     let create_config = CreateConfig {
         shard_count: workload.shards,
@@ -201,6 +202,10 @@ struct Setup<'a, Q, R> {
     config: ProcessConfig,
     /// A chaos run's invocations cut short and deliveries made twice.
     faults: Option<Arc<InvocationFaults>>,
+    /// Invocations Lambda may run beyond `processors` (0 as deployed): a
+    /// chaos run's second invocation racing the only processor, as a
+    /// misconfigured concurrency or a duplicated wake-up would.
+    racing: u32,
 }
 
 /// The AWS side of a run: the process function behind Lambda's
@@ -239,7 +244,7 @@ impl Functions {
         );
         let processors = processor.config().processors.max(1);
         let mut process_config = s.template.async_config("ProcessFunction")?;
-        process_config.reserved = Some(processors as usize);
+        process_config.reserved = Some((processors + s.racing) as usize);
         let process_fn = {
             let (processor, clock, counts, log, faults) = (
                 processor,
