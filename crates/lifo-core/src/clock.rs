@@ -30,9 +30,17 @@ pub type SharedClock = Arc<dyn Clock>;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
+/// Milliseconds since the Unix epoch, by the system's clock.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        crate::now_ms()
+        now_ms()
     }
 
     fn instant(&self) -> Instant {

@@ -7,7 +7,6 @@
 use crate::exact::Payload;
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Largest payload accepted, measured as compact JSON.
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
@@ -387,13 +386,7 @@ pub fn seed_task_ids(seeded: Option<(u64, crate::clock::SharedClock)>) {
     SEEDED_IDS.set(seeded.map(|(seed, clock)| (fastrand::Rng::with_seed(seed), clock)));
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use crate::clock::now_ms;
 
 /// The write shard of a task: a stable hash (FNV-1a) of its id, so the same
 /// id always lands on the same shard and ids spread evenly.

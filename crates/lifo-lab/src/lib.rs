@@ -17,6 +17,7 @@
 
 pub mod bench;
 pub mod chaos;
+pub mod engine;
 pub mod ideal;
 pub mod latency;
 pub mod loads;

@@ -178,7 +178,7 @@ pub async fn run(
                     workload.duration.as_secs(),
                     workload.capacity_per_second()
                 );
-                let outcome = simulate::run(&workload, *order, &arrivals, &mut |_| {})
+                let outcome = crate::engine::run(&workload, *order, &arrivals, &mut |_| {})
                     .await
                     .with_context(|| format!("the {} load, {order}, seed {seed}", load.name()))?;
                 let first = arrivals.first().copied().unwrap_or_default();

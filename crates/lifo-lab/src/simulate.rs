@@ -364,15 +364,6 @@ pub async fn run_specs(
     specs: Option<&[serde_json::Value]>,
     on_progress: &mut (dyn FnMut(&Progress) + Send),
 ) -> Result<Outcome> {
-    if workload.engine == Engine::Virtual {
-        let run = crate::virtual_time::run(workload, order, arrivals, specs)?;
-        let mut outcome = run.outcome;
-        outcome.virtual_run = Some(VirtualRunInfo {
-            wall: run.wall,
-            log_hash: run.log.hash(),
-        });
-        return Ok(outcome);
-    }
     let stack = LocalStack::start_with(lifo_local::stack::StackOptions {
         template: workload.template.as_deref().cloned(),
         index_lag: workload.index_lag,

@@ -270,7 +270,7 @@ pub async fn run_all(args: &SimulateArgs, shards: u32) -> anyhow::Result<Vec<Out
     for order in orders {
         let bar = bar(order, arrivals.len());
         let mut on_progress = |p: &Progress| show(&bar, p);
-        let outcome = simulate::run(&workload, order, &arrivals, &mut on_progress)
+        let outcome = crate::engine::run(&workload, order, &arrivals, &mut on_progress)
             .await
             .with_context(|| format!("{order} run"))?;
         bar.finish_and_clear();

@@ -4,7 +4,7 @@
 use super::part::{BenchArgs, Line, Report};
 use crate::report::percentile;
 use crate::report::secs;
-use crate::simulate::{self, Outcome, Workload};
+use crate::simulate::{Outcome, Workload};
 use anyhow::Context as _;
 use lifo_core::Order;
 use serde_json::json;
@@ -25,7 +25,7 @@ pub(super) fn overload(duration: Duration, ttl_seconds: u64) -> Workload {
 
 async fn run_order(workload: &Workload, order: Order) -> anyhow::Result<Outcome> {
     let arrivals = workload.arrivals();
-    simulate::run(workload, order, &arrivals, &mut |_| {})
+    crate::engine::run(workload, order, &arrivals, &mut |_| {})
         .await
         .with_context(|| format!("{order} run"))
 }

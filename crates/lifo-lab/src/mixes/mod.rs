@@ -18,7 +18,7 @@
 
 use crate::report::percentile;
 use crate::report::secs;
-use crate::simulate::{self, Outcome, Start, Workload};
+use crate::simulate::{Outcome, Start, Workload};
 use anyhow::Context as _;
 use lifo_core::{Order, Task, TaskStatus};
 use serde_json::{Value, json};
@@ -205,7 +205,7 @@ pub async fn run(
             p.workload.duration.as_secs(),
             p.workload.capacity_per_second()
         );
-        let outcome = simulate::run_specs(
+        let outcome = crate::engine::run_specs(
             &p.workload,
             Order::Lifo,
             &p.arrivals,
