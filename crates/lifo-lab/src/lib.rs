@@ -11,12 +11,15 @@
 //!   [`ideal`]: the ideal scheduler the fair share is judged by;
 //!   [`virtual_time`]: the same workloads through the real handlers in
 //!   virtual time, over the queue's in-memory model (`--engine virtual`);
+//!   [`constants`]: each tuning constant's effect, swept in virtual time
+//!   (`--constants`);
 //! - [`bench`]: `lifo bench`, one file per part ([`latency`]: a delay in
 //!   front of DynamoDB Local); `lifo-bench-scheduler` (src/bin) for the
 //!   scheduler's shard counts.
 
 pub mod bench;
 pub mod chaos;
+pub mod constants;
 pub mod engine;
 pub mod ideal;
 pub mod latency;

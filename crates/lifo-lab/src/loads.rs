@@ -66,7 +66,7 @@ impl Load {
 
     /// This pattern's arrivals (offsets from the start), over `base`'s
     /// downstream.
-    fn arrivals(
+    pub(crate) fn arrivals(
         self,
         base: &simulate::Workload,
         light_seconds: u64,

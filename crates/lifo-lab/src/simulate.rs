@@ -76,6 +76,9 @@ pub struct Workload {
     pub engine: Engine,
     /// With [`Engine::Virtual`]: each store request's round trip.
     pub store_latency: Duration,
+    /// process's claim policy and claim loop constants: the defaults but
+    /// in `lifo simulate --constants` ([`crate::constants`]).
+    pub tuning: process::select::Tuning,
 }
 
 /// Where a run happens.
@@ -149,6 +152,7 @@ impl Workload {
             downstream: None,
             engine: Engine::Local,
             store_latency: STORE_LATENCY,
+            tuning: process::select::Tuning::default(),
         }
     }
 
@@ -183,6 +187,7 @@ impl Workload {
             fair_share: self.fair_share,
             tenant_max_in_flight: self.tenant_max_in_flight,
             concurrency: self.runner_concurrency,
+            tuning: self.tuning,
             ..base
         }
     }

@@ -141,6 +141,12 @@ pub struct SimulateArgs {
     /// (a round trip to DynamoDB in a region is a few milliseconds).
     #[arg(long, default_value_t = simulate::STORE_LATENCY.as_millis() as u64, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub store_latency_ms: u64,
+    /// Each tuning constant of the claim policy and the claim loop (those
+    /// named, comma-separated; every one when none is), with
+    /// --engine virtual: as deployed, without it, at half and at double
+    /// its value, on the workloads it was made for, over --seeds seeds.
+    #[arg(long, value_delimiter = ',', num_args = 0.., value_name = "NAME")]
+    pub constants: Option<Vec<String>>,
 }
 
 /// `--downstream-capacity`'s schedule, its error naming the entry.
@@ -193,6 +199,7 @@ impl SimulateArgs {
             runner_concurrency,
             engine: self.engine,
             store_latency: Duration::from_millis(self.store_latency_ms),
+            tuning: process::select::Tuning::default(),
             downstream: self
                 .downstream_capacity
                 .clone()
@@ -358,6 +365,9 @@ pub fn json(outcomes: &[Outcome]) -> Value {
 
 /// `lifo simulate`: runs, prints the table (or JSON), writes the plot.
 pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow::Result<String> {
+    if let Some(names) = &args.constants {
+        return crate::constants::command(args, shards, names);
+    }
     if let Some(mix) = args.mix {
         return mix_command(mix, args, shards, as_json).await;
     }

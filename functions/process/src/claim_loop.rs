@@ -30,13 +30,13 @@ use tokio::task::JoinSet;
 
 /// How long after a rest's end an invocation waiting for it reads again
 /// (the claim query's `retryAt` filter uses the reader's clock).
-const REST_END_MARGIN_MS: u64 = 20;
+pub(crate) const REST_END_MARGIN_MS: u64 = 20;
 /// While it waits for a rest to end, an invocation reads again at least
 /// this often: a task that arrives meanwhile cannot wake it (its wake-up
 /// is throttled: this invocation holds the reserved concurrency), so it
 /// would otherwise wait for the whole rest (10 to 30 s at the template's
 /// RetryBackoffSeconds).
-const REST_WAIT_STEP: Duration = Duration::from_secs(1);
+pub(crate) const REST_WAIT_STEP: Duration = Duration::from_secs(1);
 
 /// The loop's memory across refills.
 pub(crate) struct LoopState {
@@ -319,6 +319,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
                     .tenant_max_in_flight
                     .map(|n| share(n.get()) as usize),
                 handover: self.handover,
+                tuning: self.config.tuning,
             },
             now,
         )
@@ -350,7 +351,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
         // alarm's precision; without an alarm, within the budget): sleep
         // until its rest ends, reading again each second so new work is not
         // held back. A later rest end is the alarm's, set at the end.
-        let now = self.clock.now_ms();
+        let (now, tuning) = (self.clock.now_ms(), &self.config.tuning);
         let longest = if self.alarm {
             MAX_REST_SLEEP
         } else {
@@ -358,7 +359,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
         };
         let wait = state
             .next_rest_end(now)
-            .map(|at| Duration::from_millis(at - now + REST_END_MARGIN_MS))
+            .map(|at| Duration::from_millis(at - now + tuning.rest_end_margin_ms))
             .filter(|w| *w <= longest && self.clock.instant() + *w < stop_claiming_at);
         let Some(wait) = wait else {
             report.stop = StopReason::Empty;
@@ -368,7 +369,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
             event = "process.awaiting_rest",
             waitMs = wait.as_millis() as u64
         );
-        self.nap(wait.min(REST_WAIT_STEP)).await;
+        self.nap(wait.min(tuning.rest_wait_step)).await;
         false
     }
 

@@ -2,6 +2,7 @@
 
 use crate::rest::RestPolicy;
 use crate::runner::Concurrency;
+use crate::select::Tuning;
 use lifo_core::Order;
 use lifo_lambda::config::{self, ConfigError, Source};
 use std::num::NonZeroU32;
@@ -69,6 +70,11 @@ pub struct ProcessConfig {
     pub concurrency: Concurrency,
     /// The settings changed to work together ([`Clamp`]).
     pub clamps: Vec<Clamp>,
+    /// The claim policy's and the claim loop's constants: always
+    /// [`Tuning::default`] as deployed (never read from the environment);
+    /// the lab changes one to measure what it does (`lifo simulate
+    /// --constants`).
+    pub tuning: Tuning,
 }
 
 impl ProcessConfig {
@@ -97,6 +103,7 @@ impl ProcessConfig {
             tenant_max_in_flight: None,
             concurrency: Concurrency::Fixed,
             clamps: Vec::new(),
+            tuning: Tuning::default(),
         }
     }
 

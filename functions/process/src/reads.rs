@@ -87,6 +87,7 @@ mod tests {
             fair_share: false,
             tenant_max_in_flight: None,
             handover: None,
+            tuning: Default::default(),
         };
         let mut select = stack(&setup, T0 + 10);
         let exclude = Ids::from(["t3".to_owned()]);

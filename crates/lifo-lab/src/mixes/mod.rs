@@ -97,11 +97,11 @@ fn merged(base: &Workload, rates: &[f64]) -> Vec<(Duration, usize)> {
 }
 
 /// A run's arrivals and the create request of each.
-struct Plan {
-    label: String,
-    workload: Workload,
-    arrivals: Vec<Duration>,
-    specs: Vec<Value>,
+pub(crate) struct Plan {
+    pub(crate) label: String,
+    pub(crate) workload: Workload,
+    pub(crate) arrivals: Vec<Duration>,
+    pub(crate) specs: Vec<Value>,
 }
 
 fn plan(label: &str, workload: &Workload, arrivals: Vec<(Duration, Value)>) -> Plan {
@@ -123,7 +123,7 @@ fn spec(n: usize, ttl: u64, extra: Value) -> Value {
 }
 
 /// The runs of `mix` over `base`'s downstream.
-fn plans(mix: Mix, base: &Workload, tenants: &tenants::TenantsArgs) -> Vec<Plan> {
+pub(crate) fn plans(mix: Mix, base: &Workload, tenants: &tenants::TenantsArgs) -> Vec<Plan> {
     let cap = base.capacity_per_second();
     let ttl = base.ttl_seconds;
     let mut w = base.clone();

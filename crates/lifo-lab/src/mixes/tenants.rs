@@ -24,7 +24,7 @@
 mod late;
 mod report;
 
-pub use report::{SeedFigures, figures, json, summary};
+pub use report::{SeedFigures, figures, json, quiet_p95, quiet_shed, summary};
 
 use super::{Plan, merged, plan, spec};
 use crate::simulate::Workload;

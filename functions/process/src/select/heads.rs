@@ -37,14 +37,19 @@ impl HeadsPolicy {
     /// claims, and brings a shard's share of them plus two (8 to 40: an
     /// index entry is about 100 bytes, 40 fit in one read unit).
     pub fn new(shards: usize, in_flight: usize) -> Self {
+        Self::tuned(shards, in_flight, &super::Tuning::default())
+    }
+
+    /// [`HeadsPolicy::new`] with `tuning`'s read-again ages.
+    pub fn tuned(shards: usize, in_flight: usize, tuning: &super::Tuning) -> Self {
         let shards = shards.max(1);
         let refresh_claims = 2 * shards.max(in_flight).max(1);
         Self {
             page: (refresh_claims / shards + 2).clamp(8, 40),
             refresh_claims,
             min_claims: 2 * shards - 1,
-            min_age: Duration::from_millis(100),
-            max_age: Duration::from_secs(1),
+            min_age: tuning.heads_min_age,
+            max_age: tuning.heads_max_age,
         }
     }
 }

@@ -19,6 +19,9 @@ pub mod deadline;
 pub mod fair;
 pub mod heads;
 pub mod priorities;
+pub mod tuning;
+
+pub use tuning::Tuning;
 
 use heads::{Heads, HeadsPolicy};
 use lifo_core::{Candidate, Order};
@@ -152,6 +155,8 @@ pub struct Setup<'a> {
     pub tenant_max_in_flight: Option<usize>,
     /// What the invocation before handed over.
     pub handover: Option<&'a Handover>,
+    /// The layers' constants ([`Tuning::default`] but in the lab).
+    pub tuning: Tuning,
 }
 
 /// The stack for `setup` at `now`: an order, then each layer the settings
@@ -159,7 +164,7 @@ pub struct Setup<'a> {
 pub fn stack(setup: &Setup<'_>, now: u64) -> Box<dyn Select> {
     let (shards, policy) = (
         setup.shards.clone(),
-        HeadsPolicy::new(setup.shards.len(), setup.capacity),
+        HeadsPolicy::tuned(setup.shards.len(), setup.capacity, &setup.tuning),
     );
     let base = match setup.order {
         Order::Lifo | Order::Adaptive => Heads::lifo(shards, policy),
@@ -171,11 +176,10 @@ pub fn stack(setup: &Setup<'_>, now: u64) -> Box<dyn Select> {
         s = Box::new(fair::FairShare::new(s, setup, handed, now));
     }
     if setup.order == Order::Adaptive {
-        s = Box::new(deadline::DeadlineLane::new(
-            s,
-            setup.capacity,
-            setup.per_second,
-        ));
+        s = Box::new(
+            deadline::DeadlineLane::new(s, setup.capacity, setup.per_second)
+                .with_tuning(setup.tuning),
+        );
     }
     s
 }

@@ -145,6 +145,7 @@ fn processor_with(
         tenant_max_in_flight: None,
         concurrency: crate::runner::Concurrency::Fixed,
         clamps: Vec::new(),
+        tuning: Default::default(),
     };
     let runner = Arc::new(SimulatedRunner::new(2, Duration::from_millis(5), 0.0, 0.0));
     Processor::new(

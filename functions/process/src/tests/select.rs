@@ -76,6 +76,7 @@ pub fn setup(order: Order, fair_share: bool) -> Setup<'static> {
         fair_share,
         tenant_max_in_flight: None,
         handover: None,
+        tuning: Default::default(),
     }
 }
 

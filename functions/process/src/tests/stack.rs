@@ -25,6 +25,34 @@ fn the_stack_has_the_layers_the_settings_turn_on() {
     assert_eq!(first(Order::Adaptive).map(|r| r.order), Some(Order::Lifo));
 }
 
+/// The stack reads with the setup's tuning: the heads' ages, the fair
+/// share's first page.
+#[test]
+fn the_stack_reads_as_its_tuning_says() {
+    let none = Ids::new();
+    let ask = Ask::new(1, &none);
+    let tuned = Tuning {
+        first_read_page: 0,
+        heads_max_age: std::time::Duration::from_secs(3),
+        ..Tuning::default()
+    };
+    let first_page = |tuning| {
+        let setup = Setup {
+            tuning,
+            ..setup(Order::Lifo, true)
+        };
+        stack(&setup, NOW).next_read(&ask, NOW).map(|r| r.page)
+    };
+    assert_eq!(first_page(Tuning::default()), Some(FIRST_READ_PAGE));
+    assert_eq!(first_page(tuned), Some(HeadsPolicy::new(1, 2).page));
+    let policy = HeadsPolicy::tuned(1, 2, &tuned);
+    assert_eq!(policy.max_age, std::time::Duration::from_secs(3));
+    assert_eq!(
+        HeadsPolicy::tuned(1, 2, &Tuning::default()),
+        HeadsPolicy::new(1, 2)
+    );
+}
+
 #[test]
 fn the_whole_stack_a_high_task_then_the_lane_then_the_share() {
     // Two slots, 5 s holds: 0.4 starts a second. "near" has 3 s left,

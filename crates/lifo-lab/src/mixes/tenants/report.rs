@@ -7,6 +7,7 @@ use crate::ideal::{self, Arrival, Slots};
 use crate::mixes::MixRun;
 use crate::report::percentile;
 use crate::report::secs;
+use crate::simulate::Outcome;
 use lifo_core::{Task, TaskStatus};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -52,8 +53,8 @@ pub struct SeedFigures {
 }
 
 /// Starts while tasks arrived (ms of age), of `tasks`.
-fn ages_under_load(run: &MixRun, tasks: &[&Task]) -> Vec<u64> {
-    let end = run.outcome.epoch_ms + run.outcome.workload.duration.as_millis() as u64;
+fn ages_under_load(outcome: &Outcome, tasks: &[&Task]) -> Vec<u64> {
+    let end = outcome.epoch_ms + outcome.workload.duration.as_millis() as u64;
     let mut ages: Vec<u64> = tasks
         .iter()
         .filter_map(|t| {
@@ -65,12 +66,23 @@ fn ages_under_load(run: &MixRun, tasks: &[&Task]) -> Vec<u64> {
     ages
 }
 
-fn quiet(run: &MixRun) -> Vec<&Task> {
-    run.outcome
-        .tasks
+fn quiet(outcome: &Outcome) -> Vec<&Task> {
+    outcome.tasks.iter().filter(|t| !is_flooder(t)).collect()
+}
+
+/// The tenants not flooding: their p95 age at start while tasks arrived
+/// (ms).
+pub fn quiet_p95(outcome: &Outcome) -> u64 {
+    percentile(&ages_under_load(outcome, &quiet(outcome)), 95.0)
+}
+
+/// The tenants not flooding: their tasks never started (shed), less
+/// those superseded.
+pub fn quiet_shed(outcome: &Outcome) -> usize {
+    quiet(outcome)
         .iter()
-        .filter(|t| !is_flooder(t))
-        .collect()
+        .filter(|t| t.started_at.is_none() && t.task_status != TaskStatus::Superseded)
+        .count()
 }
 
 /// What a start held its slot for beyond the run itself, on average over
@@ -216,7 +228,7 @@ fn written_ms(run: &MixRun, t: &Task) -> u64 {
 
 /// The nine's writes, stamp to return: p50 and p95 (ms).
 fn quiet_writes(run: &MixRun) -> (u64, u64) {
-    let mut ms: Vec<u64> = quiet(run)
+    let mut ms: Vec<u64> = quiet(&run.outcome)
         .iter()
         .map(|t| written_ms(run, t) - t.ready_at)
         .collect();
@@ -230,7 +242,7 @@ pub fn figures(seed: u64, runs: &[MixRun]) -> SeedFigures {
         seed,
         ..SeedFigures::default()
     };
-    let p95 = |run: &MixRun| percentile(&ages_under_load(run, &quiet(run)), 95.0);
+    let p95 = |run: &MixRun| quiet_p95(&run.outcome);
     let flooder_starts = |run: &MixRun| {
         run.outcome
             .tasks
@@ -263,14 +275,7 @@ pub fn figures(seed: u64, runs: &[MixRun]) -> SeedFigures {
             }
             "share on" => {
                 f.quiet_p95_on = Some(p95(run));
-                f.quiet_shed_on = Some(
-                    quiet(run)
-                        .iter()
-                        .filter(|t| {
-                            t.started_at.is_none() && t.task_status != TaskStatus::Superseded
-                        })
-                        .count(),
-                );
+                f.quiet_shed_on = Some(quiet_shed(&run.outcome));
                 f.flooder_starts_on = Some(flooder_starts(run));
                 f.read_units_on = Some(run.outcome.read_units_per_success);
                 f.quiet_p95_ideal = Some(ideal_quiet_p95(run, Duration::ZERO, seed));

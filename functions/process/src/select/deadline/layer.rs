@@ -2,9 +2,9 @@
 //! when its books want it, gives the slots its backlog needs, and leaves
 //! the others to the inner selection.
 
-use super::{Deadlines, OLDEST_READ_PAGE};
+use super::Deadlines;
 use crate::select::heads::Heads;
-use crate::select::{Ask, Event, Handover, Ids, Purpose, Read, Select, Tally};
+use crate::select::{Ask, Event, Handover, Ids, Purpose, Read, Select, Tally, Tuning};
 use lifo_core::{Candidate, Order};
 
 /// The lane's own reads.
@@ -15,6 +15,8 @@ pub struct DeadlineLane {
     lane: Deadlines,
     /// This refill has asked for its oldest-first read, or decided not to.
     asked: bool,
+    /// Entries per shard of an oldest-first read (0: none).
+    page: usize,
 }
 
 impl DeadlineLane {
@@ -24,6 +26,16 @@ impl DeadlineLane {
             inner,
             lane: Deadlines::new(slots, per_second),
             asked: false,
+            page: super::OLDEST_READ_PAGE,
+        }
+    }
+
+    /// The same with `tuning`'s constants.
+    pub fn with_tuning(self, tuning: Tuning) -> Self {
+        Self {
+            lane: self.lane.with_tuning(tuning),
+            page: tuning.oldest_read_page,
+            ..self
         }
     }
 }
@@ -43,10 +55,10 @@ impl Select for DeadlineLane {
             return None;
         }
         let shards = heads.cut_short();
-        (!shards.is_empty()).then_some(Read {
+        (!shards.is_empty() && self.page > 0).then_some(Read {
             order: Order::Fifo,
             shards,
-            page: OLDEST_READ_PAGE,
+            page: self.page,
             since_ms: None,
             purpose: OLDEST,
         })

@@ -17,6 +17,7 @@ mod layer;
 
 pub use layer::DeadlineLane;
 
+use super::Tuning;
 use lifo_core::Candidate;
 use lifo_core::priority::at_ms;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -43,7 +44,7 @@ pub const OLDEST_READ_GAP: u64 = 1_000;
 /// Until a claim ended, a claim is taken to hold its slot this long (ms).
 pub const PRIOR_HOLD_MS: f64 = 1000.0;
 /// Weight of the latest hold in the hold's mean and variance.
-const HOLD_WEIGHT: f64 = 0.1;
+pub const HOLD_WEIGHT: f64 = 0.1;
 /// Deviations of the hold the guard keeps in reserve.
 pub const JITTER_DEVIATIONS: f64 = 2.0;
 
@@ -75,6 +76,8 @@ pub struct Deadlines {
     overloaded: bool,
     /// Starts the lane gave.
     pub starts: usize,
+    /// The lane's constants.
+    tuning: Tuning,
 }
 
 impl Deadlines {
@@ -87,13 +90,22 @@ impl Deadlines {
         }
     }
 
+    /// The same with `tuning`'s constants.
+    pub fn with_tuning(self, tuning: Tuning) -> Self {
+        Self { tuning, ..self }
+    }
+
     /// Whether an oldest-first read is due at `now_ms`: at the `first_read`,
     /// and once arrivals stop after some came since the last one, at most
     /// one every [`OLDEST_READ_GAP`].
     pub fn wants_oldest(&self, first_read: bool, now_ms: u64) -> bool {
         match self.oldest_read_ms {
             None => first_read || !self.arriving(),
-            Some(at) => self.newest_ms > at && !self.arriving() && now_ms >= at + OLDEST_READ_GAP,
+            Some(at) => {
+                self.newest_ms > at
+                    && !self.arriving()
+                    && now_ms >= at.saturating_add(self.tuning.oldest_read_gap)
+            }
         }
     }
 
@@ -131,15 +143,16 @@ impl Deadlines {
     /// Whether tasks still arrive: the last newest-first read saw one that
     /// became claimable within [`ARRIVAL_GAP`] before it.
     pub fn arriving(&self) -> bool {
-        self.newest_ms > 0 && self.newest_ms + ARRIVAL_GAP >= self.read_ms
+        self.newest_ms > 0 && self.newest_ms.saturating_add(self.tuning.arrival_gap) >= self.read_ms
     }
 
     /// Tasks that became claimable per second over the last
     /// [`ARRIVALS_WINDOW_MS`] before `now_ms`, as the reads saw them.
     pub fn arrival_rate(&mut self, now_ms: u64) -> f64 {
-        let from = now_ms.saturating_sub(ARRIVALS_WINDOW_MS);
+        let window = self.tuning.arrivals_window_ms.max(1);
+        let from = now_ms.saturating_sub(window);
         self.arrivals.retain(|at| *at >= from);
-        self.arrivals.len() as f64 * 1000.0 / ARRIVALS_WINDOW_MS as f64
+        self.arrivals.len() as f64 * 1000.0 / window as f64
     }
 
     /// Starts per second: the slots over the mean hold, or the rate limit
@@ -168,7 +181,7 @@ impl Deadlines {
             .backlog
             .values()
             .filter(|c| {
-                deadline_ms(c) >= now_ms + MARGIN
+                deadline_ms(c) >= now_ms + self.tuning.margin
                     && !exclude.contains(&c.task_id)
                     && !self.given.contains(&c.task_id)
             })
@@ -197,9 +210,10 @@ impl Deadlines {
         let rate = self.arrival_rate(now_ms);
         let backlog = self.by_deadline(exclude, now_ms);
         let mut slack = self.slack_of(&backlog, now_ms, throughput);
+        let t = &self.tuning;
         let enters =
-            slack < -(throughput * OVERLOAD_SECONDS) || rate >= OVERLOAD_RATIO * throughput;
-        let stays = self.overloaded && rate >= OVERLOAD_LEAVE_RATIO * throughput;
+            slack < -(throughput * t.overload_seconds) || rate >= t.overload_ratio * throughput;
+        let stays = self.overloaded && rate >= t.overload_leave_ratio * throughput;
         let overloaded = self.arriving() && (enters || stays);
         let mut out: Vec<Candidate> = Vec::new();
         if !overloaded {
@@ -240,13 +254,15 @@ impl Deadlines {
     }
 
     fn hold(&self) -> f64 {
-        self.hold_ms.unwrap_or(PRIOR_HOLD_MS)
+        self.hold_ms.unwrap_or(self.tuning.prior_hold_ms)
     }
 
     /// How long before its deadline a start is due (ms): [`MARGIN`], a
     /// hold (the next free slot), and [`JITTER_DEVIATIONS`] of it.
     pub fn guard(&self) -> f64 {
-        MARGIN as f64 + self.hold() + JITTER_DEVIATIONS * self.hold_var.sqrt()
+        self.tuning.margin as f64
+            + self.hold()
+            + self.tuning.jitter_deviations * self.hold_var.sqrt()
     }
 
     /// An exponentially weighted mean and variance of the hold (Finch,
@@ -256,9 +272,10 @@ impl Deadlines {
         match self.hold_ms {
             Some(mean) => {
                 let diff = ms - mean;
-                let step = HOLD_WEIGHT * diff;
+                let weight = self.tuning.hold_weight;
+                let step = weight * diff;
                 self.hold_ms = Some(mean + step);
-                self.hold_var = (1.0 - HOLD_WEIGHT) * (self.hold_var + diff * step);
+                self.hold_var = (1.0 - weight) * (self.hold_var + diff * step);
             }
             None => self.hold_ms = Some(ms),
         }

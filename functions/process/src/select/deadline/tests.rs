@@ -346,6 +346,31 @@ mod layer {
         assert_eq!(tally.deadline_starts, 1);
     }
 
+    /// The lane's oldest-first read is as deep as its tuning says, and
+    /// none at 0 (`lifo simulate --constants` runs it so).
+    #[test]
+    fn a_tuned_lane_reads_oldest_first_as_deep_as_told() {
+        let reads_with = |page: usize| {
+            let tuning = crate::select::Tuning {
+                oldest_read_page: page,
+                ..Default::default()
+            };
+            let mut s = DeadlineLane::new(
+                Box::new(Heads::lifo(vec![0], HeadsPolicy::new(1, 1))),
+                1,
+                None,
+            )
+            .with_tuning(tuning);
+            let shard: Vec<Candidate> = (0..40)
+                .map(|i| task(&format!("t{i:02}"), 16_000 - 100 * i, 20))
+                .collect();
+            let (reads, _) = fill(&mut s, &Shards(vec![shard]), 1, &Ids::new(), NOW);
+            reads.iter().map(|r| (r.order, r.page)).collect::<Vec<_>>()
+        };
+        assert_eq!(reads_with(7), [(Order::Lifo, 8), (Order::Fifo, 7)]);
+        assert_eq!(reads_with(0), [(Order::Lifo, 8)]);
+    }
+
     #[test]
     fn with_every_deadline_in_reach_the_slots_are_the_inner_order_s() {
         let mut s = DeadlineLane::new(

@@ -1,14 +1,13 @@
 //! What the fair share hands to the next invocation of the tail-call loop
 //! ([`Handed`], under [`NAME`] in the opaque handover): each tenant's
-//! starts in the last [`WINDOW`] (`served`), so the next invocation does
+//! starts in the last [`WINDOW`](super::WINDOW) (`served`), so the next invocation does
 //! not hand the flooding tenant the top again, and the candidates in view
 //! of the tenants not flooding (`inView`), which its first read, newest
 //! first, would not show. Bounded ([`MAX_BYTES`], [`MAX_IN_VIEW_BYTES`]; an
 //! SNS message may be 256 KB); times count back from `at`, the sender's
 //! clock. One this code cannot read is ignored.
 
-use super::PAGE;
-use super::ledger::{Ledger, WINDOW};
+use super::ledger::Ledger;
 use super::tenants::{tenant_heads, tenant_of};
 use crate::select::heads::Heads;
 use crate::select::{Handover, Ids};
@@ -66,9 +65,16 @@ impl Handed {
 }
 
 /// The candidates in `heads` (none in `exclude` or expired at `now_ms`) of
-/// the tenants not flooding: up to [`PAGE`] each in the claim order, the
-/// fewest waiting first, within [`MAX_IN_VIEW_BYTES`] of JSON.
-pub fn in_view(heads: &Heads, exclude: &Ids, ledger: &Ledger, now_ms: u64) -> Vec<Candidate> {
+/// the tenants not flooding: up to `page` each in the claim order
+/// ([`super::PAGE`]), the fewest waiting first, within
+/// [`MAX_IN_VIEW_BYTES`] of JSON.
+pub fn in_view(
+    heads: &Heads,
+    exclude: &Ids,
+    ledger: &Ledger,
+    page: usize,
+    now_ms: u64,
+) -> Vec<Candidate> {
     let seen = tenant_heads(heads, exclude);
     let waiting = seen.iter().map(|(t, h)| (t.clone(), h.waiting)).collect();
     let flooding = ledger.flooding(&waiting);
@@ -86,7 +92,7 @@ pub fn in_view(heads: &Heads, exclude: &Ids, ledger: &Ledger, now_ms: u64) -> Ve
             .iter()
             .filter(|c| tenant_of(c) == tenant && !exclude.contains(&c.task_id))
             .filter(|c| c.expires_at > now_ms / 1000)
-            .take(PAGE);
+            .take(page);
         for c in theirs {
             // Its JSON and a comma.
             let cost = serde_json::to_string(c).map_or(usize::MAX, |j| j.len() + 1);
@@ -101,7 +107,7 @@ pub fn in_view(heads: &Heads, exclude: &Ids, ledger: &Ledger, now_ms: u64) -> Ve
 }
 
 impl Ledger {
-    /// Each tenant's starts of the last [`WINDOW`] at `now_ms` (ms before
+    /// Each tenant's starts of the last [`WINDOW`](super::WINDOW) at `now_ms` (ms before
     /// it, newest first), the most served first, within [`MAX_BYTES`].
     pub fn served(&mut self, now_ms: u64) -> Served {
         self.forget(now_ms);
@@ -129,7 +135,7 @@ impl Ledger {
     /// Takes over the starts handed over at `at_ms` (the sender's clock),
     /// before anything this invocation booked.
     pub fn take_over(&mut self, served: &Served, at_ms: u64) {
-        let window = WINDOW.as_millis() as u64;
+        let window = self.window().as_millis() as u64;
         for (tenant, ago) in served {
             let times = self.starts.entry(tenant.clone()).or_default();
             let mut before: Vec<u64> = ago
@@ -226,7 +232,13 @@ mod tests {
         });
         entries.sort_by_key(|c| std::cmp::Reverse(c.claimable_at));
         let exclude = Ids::from(["b-running".to_owned()]);
-        let got = in_view(&heads_of(entries), &exclude, &Ledger::new(None), NOW);
+        let got = in_view(
+            &heads_of(entries),
+            &exclude,
+            &Ledger::new(None),
+            crate::select::fair::PAGE,
+            NOW,
+        );
         let got: Vec<&str> = got.iter().map(|c| c.task_id.as_str()).collect();
         // b (two waiting, one expired) before a (three), each newest first.
         assert_eq!(got, ["b1", "a2", "a3", "a1"]);
@@ -236,7 +248,14 @@ mod tests {
             .chain([t("a1", "a", NOW - 900)])
             .collect();
         assert_eq!(
-            in_view(&heads_of(few), &exclude, &Ledger::new(None), NOW).len(),
+            in_view(
+                &heads_of(few),
+                &exclude,
+                &Ledger::new(None),
+                crate::select::fair::PAGE,
+                NOW
+            )
+            .len(),
             4
         );
     }
@@ -250,7 +269,13 @@ mod tests {
                 ..Candidate::pending(&format!("{i:036}"), 0, Priority::Normal.key(NOW - i))
             })
             .collect();
-        let got = in_view(&heads_of(entries), &Ids::new(), &Ledger::new(None), NOW);
+        let got = in_view(
+            &heads_of(entries),
+            &Ids::new(),
+            &Ledger::new(None),
+            crate::select::fair::PAGE,
+            NOW,
+        );
         let json = serde_json::to_string(&got).unwrap_or_default();
         assert!(json.len() <= MAX_IN_VIEW_BYTES, "{}", json.len());
         assert!(got.len() > 100 && got.len() < 400, "{}", got.len());

@@ -53,6 +53,8 @@ pub struct Ledger {
     flooding: HashSet<String>,
     /// What operators see of the share ([`Fairness`]).
     seen: Fairness,
+    /// How far back service counts, when not [`WINDOW`].
+    window: Option<Duration>,
 }
 
 /// What an invocation saw of the fair share, for its metrics.
@@ -103,6 +105,19 @@ impl Ledger {
         Self { order, ..self }
     }
 
+    /// The same counting service over `window`.
+    pub fn with_window(self, window: Duration) -> Self {
+        Self {
+            window: Some(window),
+            ..self
+        }
+    }
+
+    /// How far back service counts.
+    pub fn window(&self) -> Duration {
+        self.window.unwrap_or(WINDOW)
+    }
+
     /// The same with a per-tenant cap.
     pub fn with_cap(self, cap: Option<Cap>) -> Self {
         Self { cap, ..self }
@@ -145,7 +160,7 @@ impl Ledger {
 
     /// Drops the starts older than [`WINDOW`] at `now_ms`.
     pub(super) fn forget(&mut self, now_ms: u64) {
-        let window = WINDOW.as_millis() as u64;
+        let window = self.window().as_millis() as u64;
         for times in self.starts.values_mut() {
             while times
                 .front()
@@ -225,12 +240,21 @@ pub fn flooding<'a>(load: impl IntoIterator<Item = (&'a str, usize)>) -> HashSet
 /// most [`FEW_WAITING`] waiting, not flooding. Their work is not piling up,
 /// so they go first and give their oldest task first.
 pub fn keeping_up(waiting: &HashMap<String, usize>, flooding: &HashSet<String>) -> HashSet<String> {
+    keeping_up_within(waiting, flooding, FEW_WAITING)
+}
+
+/// [`keeping_up`] with at most `few` waiting.
+pub fn keeping_up_within(
+    waiting: &HashMap<String, usize>,
+    flooding: &HashSet<String>,
+    few: usize,
+) -> HashSet<String> {
     if flooding.is_empty() {
         return HashSet::new();
     }
     waiting
         .iter()
-        .filter(|(t, n)| **n <= FEW_WAITING && !flooding.contains(*t))
+        .filter(|(t, n)| **n <= few && !flooding.contains(*t))
         .map(|(t, _)| t.clone())
         .collect()
 }

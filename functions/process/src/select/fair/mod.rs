@@ -21,12 +21,14 @@ mod reach;
 mod tenants;
 
 pub use handover::{Handed, MAX_BYTES, MAX_IN_VIEW_BYTES, Served};
-pub use ledger::{Cap, FEW_WAITING, Fairness, Ledger, Shares, WINDOW, flooding, keeping_up};
+pub use ledger::{
+    Cap, FEW_WAITING, Fairness, Ledger, Shares, WINDOW, flooding, keeping_up, keeping_up_within,
+};
 pub use reach::{LATE_WINDOW, LateReach, MAX_MARGIN, Reach};
 pub use tenants::{TenantHead, any_tenant, tenant_heads, tenant_of};
 
 use super::heads::{Due, Heads, HeadsPolicy};
-use super::{Ask, Event, Handover, Ids, Purpose, Read, Select, Setup, Tally};
+use super::{Ask, Event, Handover, Ids, Purpose, Read, Select, Setup, Tally, Tuning};
 use lifo_core::Candidate;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -60,9 +62,14 @@ pub const FIRST_READ_PAGE: usize = 100;
 
 /// The heads' policy once tasks with a tenant are seen.
 pub fn tenanted(base: HeadsPolicy) -> HeadsPolicy {
+    tenanted_by(base, &Tuning::default())
+}
+
+/// [`tenanted`] with `tuning`'s page and age.
+fn tenanted_by(base: HeadsPolicy, tuning: &Tuning) -> HeadsPolicy {
     HeadsPolicy {
-        page: base.page.max(PAGE),
-        min_age: MIN_AGE,
+        page: base.page.max(tuning.page),
+        min_age: tuning.min_age,
         ..base
     }
 }
@@ -78,6 +85,7 @@ pub struct FairShare {
     /// The first read is to come: it goes [`FIRST_READ_PAGE`] deep.
     first_read: bool,
     reach: Reach,
+    tuning: Tuning,
 }
 
 impl FairShare {
@@ -92,25 +100,28 @@ impl FairShare {
         let cap = setup
             .tenant_max_in_flight
             .map(|n| Cap::new(n, setup.capacity, setup.per_second));
+        let t = setup.tuning;
         let mut share = Self {
             ledger: Ledger::new(setup.per_second)
                 .in_order(inner.heads().order())
-                .with_cap(cap),
+                .with_cap(cap)
+                .with_window(t.window),
             base: inner.heads().policy(),
             tenanted: false,
             first_read: true,
-            reach: Reach::new(REACH_BACK, LATE_REACH),
+            reach: Reach::new(t.reach_back, t.late_reach).with_limits(t.late_window, t.max_margin),
             inner,
+            tuning: t,
         };
         let mut policy = share.base;
         if let Some(h) = handed {
             share.ledger.take_over(&h.served, h.at);
             share.tenanted = true;
-            policy = tenanted(share.base);
+            policy = tenanted_by(share.base, &t);
             share.reach.remember(h.in_view.iter(), now);
             share.inner.heads_mut().put_back(h.in_view);
         }
-        policy.page = FIRST_READ_PAGE;
+        policy.page = policy.page.max(t.first_read_page);
         share.inner.heads_mut().set_policy(policy);
         share
     }
@@ -119,11 +130,19 @@ impl FairShare {
     /// would go to a tenant not favoured (decided on copies).
     fn needs_fresh_heads(&self, ask: &Ask<'_>, now: u64) -> bool {
         let heads = self.inner.heads();
-        if heads.age(now).is_none_or(|age| age < FRESH) {
+        if heads.age(now).is_none_or(|age| age < self.tuning.fresh) {
             return false;
         }
         let (mut heads, mut ledger) = (heads.clone(), self.ledger.clone());
-        take(&mut heads, ask, &mut |_| true, &mut ledger, now).1
+        take(
+            &mut heads,
+            ask,
+            &mut |_| true,
+            &mut ledger,
+            &self.tuning,
+            now,
+        )
+        .1
     }
 
     /// After a read of the heads: the share's reads once one `showed` a
@@ -132,11 +151,13 @@ impl FairShare {
         if !self.tenanted && showed {
             self.tenanted = true;
             self.first_read = false;
-            self.inner.heads_mut().set_policy(tenanted(self.base));
+            self.inner
+                .heads_mut()
+                .set_policy(tenanted_by(self.base, &self.tuning));
         } else if self.first_read && self.inner.heads().reads() == 1 {
             self.first_read = false;
             let policy = match self.tenanted {
-                true => tenanted(self.base),
+                true => tenanted_by(self.base, &self.tuning),
                 false => self.base,
             };
             self.inner.heads_mut().set_policy(policy);
@@ -170,6 +191,7 @@ fn take(
     ask: &Ask<'_>,
     admit: &mut dyn FnMut(&Candidate) -> bool,
     ledger: &mut Ledger,
+    tuning: &Tuning,
     now: u64,
 ) -> (Vec<Candidate>, bool) {
     let mut to_unfavoured = false;
@@ -183,7 +205,7 @@ fn take(
         .filter(|(t, _)| !flooding.contains(*t))
         .map(|(_, h)| now.saturating_sub(h.oldest_ms))
         .max();
-    let keeping = keeping_up(&waiting, &flooding);
+    let keeping = keeping_up_within(&waiting, &flooding, tuning.few_waiting);
     ledger.observe(flooding, quiet_oldest);
     let mut shares = ledger
         .shares(seen.keys().map(String::as_str), now)
@@ -262,7 +284,15 @@ impl Select for FairShare {
         if !any_tenant(self.inner.heads()) {
             return self.inner.pick(ask, admit, now);
         }
-        take(&mut *self.inner, ask, admit, &mut self.ledger, now).0
+        take(
+            &mut *self.inner,
+            ask,
+            admit,
+            &mut self.ledger,
+            &self.tuning,
+            now,
+        )
+        .0
     }
 
     fn tell(&mut self, event: Event<'_>, now: u64) {
@@ -275,7 +305,7 @@ impl Select for FairShare {
                     let before = self.tenanted.then(|| self.inner.heads().each().to_vec());
                     self.inner.tell(event, now);
                     if let Some(before) = before {
-                        tenants::carry(self.inner.heads_mut(), before, PAGE, now);
+                        tenants::carry(self.inner.heads_mut(), before, self.tuning.page, now);
                     }
                     self.reach.read_taken(now);
                 } else {
@@ -327,7 +357,13 @@ impl Select for FairShare {
     }
 
     fn hand_over(&mut self, exclude: &Ids, now: u64, out: &mut Handover) {
-        let in_view = handover::in_view(self.inner.heads(), exclude, &self.ledger, now);
+        let in_view = handover::in_view(
+            self.inner.heads(),
+            exclude,
+            &self.ledger,
+            self.tuning.page,
+            now,
+        );
         let served = self.ledger.served(now);
         Handed {
             at: now,

@@ -40,6 +40,9 @@ pub struct Reach {
     covered: Vec<Option<(u64, u64)>>,
     /// Tasks found late: when, and at least how late (ms).
     found: Vec<(u64, u64)>,
+    /// [`LATE_WINDOW`] and [`MAX_MARGIN`], unless tuned.
+    late_window: Duration,
+    max_margin: Duration,
 }
 
 impl Reach {
@@ -47,7 +50,19 @@ impl Reach {
         Self {
             margin,
             late,
+            late_window: LATE_WINDOW,
+            max_margin: MAX_MARGIN,
             ..Self::default()
+        }
+    }
+
+    /// The same with `late_window` for [`LATE_WINDOW`] and `max_margin`
+    /// for [`MAX_MARGIN`].
+    pub fn with_limits(self, late_window: Duration, max_margin: Duration) -> Self {
+        Self {
+            late_window,
+            max_margin,
+            ..self
         }
     }
 
@@ -66,14 +81,14 @@ impl Reach {
     /// How late, at most, a task found in the [`LATE_WINDOW`] before `now`
     /// showed up (ms, at most [`MAX_MARGIN`]).
     pub fn late_by(&self, now: u64) -> u64 {
-        let window = LATE_WINDOW.as_millis() as u64;
+        let window = self.late_window.as_millis() as u64;
         let found = self.found.iter();
         let most = found
             .filter(|(at, _)| now.saturating_sub(*at) < window)
             .map(|(_, by)| *by)
             .max()
             .unwrap_or(0);
-        most.min(MAX_MARGIN.as_millis() as u64)
+        most.min(self.max_margin.as_millis() as u64)
     }
 
     /// Whether a read at `now` must reach [`LateReach::reach`] back.
@@ -89,7 +104,7 @@ impl Reach {
     /// claimed before re-enters under its first stamp: not counted).
     pub fn learn(&mut self, read: &[(Vec<Candidate>, bool)], read_at: Option<u64>, now: u64) {
         let since = self.since(read_at, now);
-        let window = LATE_WINDOW.as_millis() as u64;
+        let window = self.late_window.as_millis() as u64;
         self.found
             .retain(|(at, _)| now.saturating_sub(*at) < window);
         let fresh = |c: &&Candidate| c.attempts == 0 && c.lease_until.is_none();
@@ -129,7 +144,8 @@ impl Reach {
     /// Remembers `seen` as shown at `now` (handed over, or a partial read),
     /// forgetting what no read can find late any more.
     pub fn remember<'a>(&mut self, seen: impl Iterator<Item = &'a Candidate>, now: u64) {
-        let keep_from = now.saturating_sub((self.late.reach + MAX_MARGIN).as_millis() as u64);
+        let keep = self.late.reach.saturating_add(self.max_margin);
+        let keep_from = now.saturating_sub(keep.as_millis() as u64);
         self.recent.retain(|_, at| *at >= keep_from);
         for c in seen {
             self.recent.insert(c.task_id.clone(), at_ms(c.claimable_at));

@@ -46,7 +46,7 @@ fn flood_and_two_keeping_up(order: Order, quiet_at: u64, cut_short: bool) -> Hea
 fn take_ids(h: &mut Heads, want: usize, ledger: &mut Ledger) -> Vec<String> {
     let none = Ids::new();
     let ask = Ask::new(want, &none);
-    let (got, _) = take(h, &ask, &mut |_| true, ledger, NOW);
+    let (got, _) = take(h, &ask, &mut |_| true, ledger, &Tuning::default(), NOW);
     got.into_iter().map(|c| c.task_id).collect()
 }
 

@@ -24,6 +24,7 @@ pub fn start(
         fair_share: config.share,
         tenant_max_in_flight: config.cap.map(|n| n as usize),
         handover: handover.as_ref(),
+        tuning: Default::default(),
     };
     Box::new(Stacked(select::stack(&setup, now)))
 }
