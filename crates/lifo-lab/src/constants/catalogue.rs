@@ -67,14 +67,6 @@ pub fn all() -> Vec<Constant> {
             apply: |t, f| t.heads_max_age = f.map_or(NEVER, |f| t.heads_max_age.mul_f64(f)),
         },
         Constant {
-            name: "MARGIN",
-            place: "select/deadline/mod.rs",
-            does: "the lane leaves a task this close to its deadline to expire (100 ms); part of the guard",
-            without: Some("0 ms"),
-            benches: LANE,
-            apply: |t, f| t.margin = f.map_or(0, |f| scale_ms(t.margin, f)),
-        },
-        Constant {
             name: "OVERLOAD_SECONDS",
             place: "select/deadline/mod.rs",
             does: "a backlog short of this many seconds of throughput is an overload (2 s): newest first",

@@ -2,9 +2,9 @@ use super::*;
 
 #[test]
 fn constants_are_named_as_in_the_code_and_an_unknown_one_is_refused() {
-    let picked = catalogue::select(&["MARGIN".to_owned(), "FRESH".to_owned()]).unwrap();
+    let picked = catalogue::select(&["JITTER_DEVIATIONS".to_owned(), "FRESH".to_owned()]).unwrap();
     let names: Vec<&str> = picked.iter().map(|c| c.name).collect();
-    assert_eq!(names, ["MARGIN", "FRESH"]);
+    assert_eq!(names, ["JITTER_DEVIATIONS", "FRESH"]);
     assert_eq!(
         catalogue::select(&[]).unwrap().len(),
         catalogue::all().len()

@@ -18,9 +18,6 @@ pub struct Tuning {
     /// ([`super::heads::HeadsPolicy::max_age`]).
     pub heads_max_age: Duration,
 
-    /// The deadline lane leaves a task this close to its deadline (ms) to
-    /// expire ([`deadline::MARGIN`]).
-    pub margin: u64,
     /// A backlog short of this many seconds of throughput is an overload
     /// ([`deadline::OVERLOAD_SECONDS`]).
     pub overload_seconds: f64,
@@ -100,7 +97,6 @@ impl Default for Tuning {
         Self {
             heads_min_age: HEADS_MIN_AGE,
             heads_max_age: HEADS_MAX_AGE,
-            margin: deadline::MARGIN,
             overload_seconds: deadline::OVERLOAD_SECONDS,
             overload_ratio: deadline::OVERLOAD_RATIO,
             overload_leave_ratio: deadline::OVERLOAD_LEAVE_RATIO,

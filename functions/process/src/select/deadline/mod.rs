@@ -23,8 +23,6 @@ use lifo_core::priority::at_ms;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-/// A task this close to its deadline (ms) is left to expire.
-pub const MARGIN: u64 = 100;
 /// A backlog short of this many seconds of throughput is an overload.
 pub const OVERLOAD_SECONDS: f64 = 2.0;
 /// So are arrivals at this many times the throughput or more.
@@ -181,7 +179,7 @@ impl Deadlines {
             .backlog
             .values()
             .filter(|c| {
-                deadline_ms(c) >= now_ms + self.tuning.margin
+                deadline_ms(c) > now_ms
                     && !exclude.contains(&c.task_id)
                     && !self.given.contains(&c.task_id)
             })
@@ -257,12 +255,10 @@ impl Deadlines {
         self.hold_ms.unwrap_or(self.tuning.prior_hold_ms)
     }
 
-    /// How long before its deadline a start is due (ms): [`MARGIN`], a
-    /// hold (the next free slot), and [`JITTER_DEVIATIONS`] of it.
+    /// How long before its deadline a start is due (ms): a hold (the next
+    /// free slot), and [`JITTER_DEVIATIONS`] of it.
     pub fn guard(&self) -> f64 {
-        self.tuning.margin as f64
-            + self.hold()
-            + self.tuning.jitter_deviations * self.hold_var.sqrt()
+        self.hold() + self.tuning.jitter_deviations * self.hold_var.sqrt()
     }
 
     /// An exponentially weighted mean and variance of the hold (Finch,

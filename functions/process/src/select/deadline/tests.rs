@@ -61,25 +61,25 @@ fn throughput_is_the_slots_over_the_hold_or_the_rate_if_lower() {
 #[test]
 fn newest_first_while_the_backlog_keeps_its_deadlines() {
     // 2 starts a second, a claim holds its slot 0.5 s: three tasks 5.3,
-    // 6.3 and 7.3 s from their deadlines, less MARGIN and a hold, leave
-    // slacks of 8.4, 9.4 and 10.4 starts.
+    // 6.3 and 7.3 s from their deadlines, less a hold, leave slacks of
+    // 8.6, 9.6 and 10.6 starts.
     let mut d = lane_with(500, &abc());
     let none = HashSet::new();
-    assert_eq!(slack(&d, NOW, 2.0), 2.0 * 4.7 - 1.0);
+    assert_eq!(slack(&d, NOW, 2.0), 2.0 * 4.8 - 1.0);
     assert!(
         d.take(5, &none, NOW, |_| true).is_empty(),
         "all five slots fresh"
     );
     // 1.5 s later, with 0.4 starts a second (a 2.5 s hold): a is 3.8 s
-    // away, 1.2 s once guarded, 0.48 starts: it goes first; then b
-    // (4.8 s, 0.88 starts for two) too. Nothing arrived for 13.5 s.
+    // away, 1.3 s once guarded, 0.52 starts: it goes first; then b
+    // (4.8 s, 0.92 starts for two) too. Nothing arrived for 13.5 s.
     let mut d = lane_with(2_500, &abc());
     let got = d.take(2, &none, NOW + 1_500, |_| true);
     assert_eq!(ids(&got), ["a", "b"]);
 }
 
 #[test]
-fn least_time_left_first_and_one_that_cannot_start_is_left_to_expire() {
+fn least_time_left_first_and_one_past_its_deadline_is_forgotten() {
     let mut d = lane(10_000);
     d.observe(
         &[
@@ -93,11 +93,10 @@ fn least_time_left_first_and_one_that_cannot_start_is_left_to_expire() {
     // Drained (the read saw nothing newer than 16 s): an infeasible
     // backlog is still served least time left first.
     assert!(!d.arriving());
-    // 250 ms on, "late" is 50 ms from its deadline.
+    // 250 ms on, "late" is 50 ms from its deadline: it still goes first.
     let got = d.take(5, &HashSet::new(), NOW + 250, |_| true);
-    assert_eq!(ids(&got), ["sooner", "later"]);
-    // The one past its deadline is forgotten; the one within MARGIN stays
-    // in the backlog until then.
+    assert_eq!(ids(&got), ["late", "sooner", "later"]);
+    // The one past its deadline is forgotten.
     assert_eq!(d.backlog.len(), 3);
 }
 
@@ -210,16 +209,16 @@ fn given_and_started_tasks_are_not_given_again_nor_back_in_the_backlog() {
 
 #[test]
 fn the_guard_keeps_two_deviations_of_the_hold_in_reserve() {
-    // One hold of 600 ms: no spread yet, the guard is MARGIN + 600.
+    // One hold of 600 ms: no spread yet, the guard is the hold.
     let steady = lane(600);
-    assert_eq!(steady.guard(), 700.0);
+    assert_eq!(steady.guard(), 600.0);
     // 500 then 1500 ms: mean 600, variance 0.9 × 1000 × 100 = 90 000,
-    // a deviation of 300 ms: the guard is 100 + 600 + 2 × 300.
+    // a deviation of 300 ms: the guard is 600 + 2 × 300.
     let mut jittery = lane(500);
     jittery.held(Duration::from_millis(1500));
     assert_eq!(jittery.throughput(), steady.throughput());
     assert!(
-        (jittery.guard() - 1300.0).abs() < 1e-6,
+        (jittery.guard() - 1200.0).abs() < 1e-6,
         "{}",
         jittery.guard()
     );
