@@ -6,7 +6,7 @@
 use crate::report::{Observer, Report, percentile};
 use anyhow::Result;
 use anyhow::{Context, anyhow};
-use lifo_core::store::Op;
+use lifo_core::store::{CapacityMeter, Op};
 use lifo_core::{Order, Store, now_ms};
 use lifo_local::pipeline::PipelineStats;
 use lifo_local::{LocalStack, Pipeline, PipelineOptions};
@@ -35,6 +35,10 @@ pub struct Workload {
     pub ttl_seconds: u64,
     /// claimable index shards.
     pub shards: u32,
+    /// `ProcessorCount`: processors claiming at once, each from its group
+    /// of shards under a group lease, with an even share of the runner's
+    /// slots (at most the shards).
+    pub processors: u32,
     /// Time budget of one process invocation (then it tail-calls).
     pub budget: Duration,
     /// Seed of the arrival sequence: the same seed, the same arrivals.
@@ -136,6 +140,7 @@ impl Workload {
             latency_jitter: 0.0,
             ttl_seconds: 20,
             shards: 1,
+            processors: 1,
             budget: Duration::from_secs(60),
             seed,
             rate_limit: None,
@@ -171,9 +176,10 @@ impl Workload {
         (Arc::new(runner), downstream)
     }
 
-    /// process's settings for a run in `order`, the rest from `base`: one
-    /// processor, the workload's shards, TTL, budget, linger, rests, rate
-    /// limit, fair share and concurrency.
+    /// process's settings for a run in `order`, the rest from `base`: the
+    /// workload's processors (at most its shards, as process clamps them),
+    /// shards, TTL, budget, linger, rests, rate limit, fair share and
+    /// concurrency.
     pub fn process_config(&self, order: Order, base: ProcessConfig) -> ProcessConfig {
         ProcessConfig {
             shard_count: self.shards,
@@ -182,7 +188,7 @@ impl Workload {
             linger: self.linger.unwrap_or(base.linger),
             rest: self.rest,
             rate_limit: self.rate_limit,
-            processors: 1,
+            processors: self.processors.clamp(1, self.shards.max(1)),
             order,
             fair_share: self.fair_share,
             tenant_max_in_flight: self.tenant_max_in_flight,
@@ -276,6 +282,9 @@ pub struct Outcome {
     /// put + claim + finish: what one task that succeeds first time costs.
     pub write_units_per_successful_task: f64,
     pub read_units_per_success: f64,
+    /// Every read and write unit the pipeline spent.
+    pub read_units: f64,
+    pub write_units: f64,
     /// SNS messages (trigger wake-ups and tail calls) per created task.
     pub publishes_per_task: f64,
     /// Starts that skipped a newer waiting task (0 for a LIFO run).
@@ -386,12 +395,17 @@ pub async fn run_specs(
         max_ttl_seconds: max_ttl,
         ..CreateConfig::new(stack.table.clone())
     };
+    let processors = workload.processors.clamp(1, workload.shards.max(1));
     let creator = if workload.through_create {
-        stack.creator(store.clone(), create_config, 1)
+        stack.creator(store.clone(), create_config, processors)
     } else {
         Creator::new(store.clone(), create_config)
     };
-    let trigger = Arc::new(stack.trigger(store.clone(), workload.shards, max_ttl));
+    let trigger = Arc::new(
+        stack
+            .trigger(store.clone(), workload.shards, max_ttl)
+            .with_processors(processors),
+    );
     let (runner, downstream) = workload.runner();
     let processor = Arc::new(stack.processor(
         store.clone(),
@@ -442,7 +456,7 @@ pub async fn run_specs(
         &created,
         &observer,
         &report,
-        store.meter().spent(Op::Read).units,
+        store.meter(),
         &stats,
         epoch_ms,
         started.elapsed(),
@@ -563,7 +577,7 @@ pub(crate) async fn create<Q: lifo_core::store::Queue>(
 }
 
 /// A run's [`Outcome`] from what it created, the tasks as they ended, its
-/// report and counters (`read_units`: every read unit the pipeline spent).
+/// report and counters (`meter`: every unit the pipeline spent).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn outcome_of(
     workload: &Workload,
@@ -571,7 +585,7 @@ pub(crate) fn outcome_of(
     created: &[String],
     observer: &Observer,
     report: &Report,
-    read_units: f64,
+    meter: &CapacityMeter,
     stats: &PipelineStats,
     epoch_ms: u64,
     elapsed: Duration,
@@ -597,6 +611,7 @@ pub(crate) fn outcome_of(
     under_load.sort_unstable();
     let count = |status: &str| report.by_status.get(status).copied().unwrap_or(0);
     let processed = count("SUCCESS");
+    let (read_units, write_units) = (meter.spent(Op::Read).units, meter.write_units());
     let per_success = |units: f64| {
         if processed > 0 {
             units / processed as f64
@@ -617,6 +632,8 @@ pub(crate) fn outcome_of(
         write_units_per_success: report.write.total_per_success,
         write_units_per_successful_task: report.write.per_successful_task,
         read_units_per_success: per_success(read_units),
+        read_units,
+        write_units,
         publishes_per_task: if created.is_empty() {
             0.0
         } else {

@@ -179,6 +179,7 @@ impl SimulateArgs {
             latency_jitter: 0.0,
             ttl_seconds: self.ttl,
             shards,
+            processors: 1,
             budget: Duration::from_secs(budget),
             seed: self.seed,
             rate_limit: self.pacing.rate_limit(),

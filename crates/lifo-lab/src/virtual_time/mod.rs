@@ -40,7 +40,7 @@ use crate::simulate::{Outcome, PipelineCounts, Workload, create, outcome_of};
 use anyhow::{Context, Result, anyhow};
 use lifo_core::clock::{Clock, SharedClock, TokioClock};
 use lifo_core::memory::{Billing, Memory};
-use lifo_core::store::{CapacityMeter, Op, Queue, QueueOps};
+use lifo_core::store::{CapacityMeter, Queue, QueueOps};
 use lifo_core::{Order, TaskStatus};
 use lifo_lambda::notify::Fanout;
 use lifo_local::aws::AwsTiming;
@@ -51,7 +51,7 @@ use process::ProcessConfig;
 use process::runner::TaskRunner;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 use tokio::sync::watch;
 use topic::Topic;
@@ -61,12 +61,37 @@ use trigger::{Sweep, Trigger};
 /// same seed writes the same times.
 pub const EPOCH_MS: u64 = 1_800_000_000_000;
 
-/// A virtual run: what it did, its event log, and the wall time it took.
+/// A virtual run: what it did, its event log, the time its functions ran,
+/// and the wall time it took.
 #[derive(Debug)]
 pub struct VirtualRun {
     pub outcome: Outcome,
     pub log: EventLog,
+    pub lambda: LambdaTime,
     pub wall: Duration,
+}
+
+/// How long the run's functions ran, in virtual time, as Lambda bills it
+/// (each invocation rounded up to the millisecond; inits left out).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LambdaTime {
+    /// Every process invocation's duration, summed (ms).
+    pub process_ms: u64,
+    /// Every trigger invocation's (the sweep's included).
+    pub trigger_ms: u64,
+    /// create's invocations: one per create request.
+    pub create_requests: usize,
+    pub create_ms: u64,
+}
+
+/// Milliseconds an invocation that began at `start` is billed for so far.
+fn billed_ms(start: tokio::time::Instant) -> u64 {
+    u64::try_from(start.elapsed().as_micros().div_ceil(1000)).unwrap_or(u64::MAX)
+}
+
+/// Adds an invocation's billed time to `total`.
+fn add_billed(total: &AtomicU64, start: tokio::time::Instant) {
+    total.fetch_add(billed_ms(start), Ordering::Relaxed);
 }
 
 /// Runs `workload` in `order` with the arrival offsets `arrivals` (each
@@ -100,9 +125,10 @@ pub fn run(
             .join()
             .map_err(|_| anyhow!("the virtual engine's thread panicked"))?
     })
-    .map(|(outcome, log)| VirtualRun {
+    .map(|(outcome, log, lambda)| VirtualRun {
         outcome,
         log,
+        lambda,
         wall: wall.elapsed(),
     })
 }
@@ -113,7 +139,7 @@ async fn run_paused(
     order: Order,
     arrivals: &[Duration],
     specs: Option<&[serde_json::Value]>,
-) -> Result<(Outcome, EventLog)> {
+) -> Result<(Outcome, EventLog, LambdaTime)> {
     let template = match &workload.template {
         Some(t) => t.as_ref().clone(),
         None => lifo_local::Template::workspace()?,
@@ -155,8 +181,8 @@ async fn run_paused(
         d.start_now();
     }
     let driven = drive(workload, arrivals, specs, &creator, &memory, clock.as_ref()).await;
-    functions.stop().await;
-    let (created, written_ms) = driven?;
+    let ran = functions.stop().await;
+    let (created, written_ms, create_time) = driven?;
     let mut observer = Observer::default();
     observer.observe(memory.snapshot().tasks.into_values().collect());
     let now = clock.now_ms();
@@ -168,7 +194,7 @@ async fn run_paused(
         &created,
         &observer,
         &report,
-        meter.spent(Op::Read).units,
+        &meter,
         &stats,
         EPOCH_MS,
         Duration::from_millis(now.saturating_sub(EPOCH_MS)),
@@ -176,7 +202,12 @@ async fn run_paused(
     );
     outcome.downstream_runs = downstream.map(|d| d.runs()).unwrap_or_default();
     outcome.pipeline = PipelineCounts::of(&stats);
-    Ok((outcome, log))
+    let lambda = LambdaTime {
+        process_ms: ran.process_ms,
+        trigger_ms: ran.trigger_ms,
+        ..create_time
+    };
+    Ok((outcome, log, lambda))
 }
 
 /// The run's clock, from [`EPOCH_MS`], and every random draw of the run
@@ -214,6 +245,9 @@ struct Setup<'a, Q, R> {
 struct Functions {
     process_topic: Topic,
     processors: u32,
+    /// process's and trigger's invocations, their billed time (ms).
+    process_ms: Arc<AtomicU64>,
+    trigger_ms: Arc<AtomicU64>,
     process_fn: Arc<AsyncFunction>,
     trigger_fn: Arc<AsyncFunction>,
     sweep: tokio::task::JoinHandle<()>,
@@ -243,25 +277,29 @@ impl Functions {
             .with_clock(Arc::clone(s.clock)),
         );
         let processors = processor.config().processors.max(1);
+        let (process_ms, trigger_ms) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let mut process_config = s.template.async_config("ProcessFunction")?;
         process_config.reserved = Some((processors + s.racing) as usize);
         let process_fn = {
-            let (processor, clock, counts, log, faults) = (
+            let (processor, clock, counts, log, faults, busy) = (
                 processor,
                 Arc::clone(s.clock),
                 Arc::clone(s.stats),
                 s.log.clone(),
                 s.faults,
+                Arc::clone(&process_ms),
             );
             let handler: Handler = Arc::new(move |event| {
-                let (processor, clock, stats, log, faults) = (
+                let (processor, clock, stats, log, faults, busy) = (
                     Arc::clone(&processor),
                     Arc::clone(&clock),
                     Arc::clone(&counts),
                     log.clone(),
                     faults.clone(),
+                    Arc::clone(&busy),
                 );
                 Box::pin(async move {
+                    let start = tokio::time::Instant::now();
                     stats.process_invocations.fetch_add(1, Ordering::Relaxed);
                     let _running = faults.as_ref().map(|f| f.enter());
                     let wake = process::Wakeups::parse(event).map_err(|e| e.to_string())?;
@@ -272,9 +310,10 @@ impl Functions {
                     let ends = faults
                         .as_ref()
                         .map_or(process_timeout, |f| f.cut(process_timeout));
-                    let Ok(report) =
-                        tokio::time::timeout(ends, processor.handle(&wake, deadline)).await
-                    else {
+                    let report =
+                        tokio::time::timeout(ends, processor.handle(&wake, deadline)).await;
+                    add_billed(&busy, start);
+                    let Ok(report) = report else {
                         if let Some(f) = &faults {
                             f.count_cut();
                         }
@@ -310,15 +349,16 @@ impl Functions {
                 .with_clock(Arc::clone(s.clock)),
         );
         let trigger_fn = {
-            let counts = Arc::clone(s.stats);
+            let (counts, busy) = (Arc::clone(s.stats), Arc::clone(&trigger_ms));
             let handler: Handler = Arc::new(move |event| {
-                let (trigger, stats) = (Arc::clone(&trigger), Arc::clone(&counts));
+                let (trigger, stats, busy) =
+                    (Arc::clone(&trigger), Arc::clone(&counts), Arc::clone(&busy));
                 Box::pin(async move {
+                    let start = tokio::time::Instant::now();
                     stats.trigger_invocations.fetch_add(1, Ordering::Relaxed);
-                    let outcome = trigger
-                        .handle_outcome(event)
-                        .await
-                        .map_err(|e| lifo_core::error::chain(&e))?;
+                    let outcome = trigger.handle_outcome(event).await;
+                    add_billed(&busy, start);
+                    let outcome = outcome.map_err(|e| lifo_core::error::chain(&e))?;
                     stats.shed.fetch_add(outcome.shed, Ordering::Relaxed);
                     Ok(())
                 })
@@ -346,6 +386,8 @@ impl Functions {
         Ok(Self {
             process_topic,
             processors,
+            process_ms,
+            trigger_ms,
             process_fn,
             trigger_fn,
             sweep,
@@ -359,17 +401,26 @@ impl Functions {
     }
 
     /// Stops the sweep and Lambda's retries; waits for what still runs.
-    async fn stop(self) {
+    /// How long process and trigger ran.
+    async fn stop(self) -> LambdaTime {
         let _ = self.shutdown.send(true);
         let _ = self.sweep.await;
         for f in [&self.process_fn, &self.trigger_fn] {
             f.drain().await;
         }
+        LambdaTime {
+            process_ms: self.process_ms.load(Ordering::Relaxed),
+            trigger_ms: self.trigger_ms.load(Ordering::Relaxed),
+            ..LambdaTime::default()
+        }
     }
 }
 
-/// Creates the arrivals on time, then waits for the drain: the created ids
-/// in creation order, and when each one's request returned.
+/// What [`drive`] returns: the created ids in creation order, when each
+/// one's request returned, and create's invocations (requests, time).
+type Driven = (Vec<String>, HashMap<String, u64>, LambdaTime);
+
+/// Creates the arrivals on time, then waits for the drain.
 async fn drive(
     workload: &Workload,
     arrivals: &[Duration],
@@ -377,23 +428,38 @@ async fn drive(
     creator: &Creator<Memory>,
     memory: &Memory,
     clock: &dyn Clock,
-) -> Result<(Vec<String>, HashMap<String, u64>)> {
+) -> Result<Driven> {
     let started = tokio::time::Instant::now();
     let ttl = Duration::from_secs(workload.ttl_seconds);
     let drain_limit = workload.duration + ttl + Duration::from_secs(30);
     let mut created: Vec<String> = Vec::with_capacity(arrivals.len());
     let mut written: HashMap<String, u64> = HashMap::with_capacity(arrivals.len());
+    let mut create_time = LambdaTime::default();
     let batch = workload.create_batch.clamp(1, MAX_TASKS_PER_REQUEST);
     let mut next = 0;
     while next < arrivals.len() {
-        // A batching producer waits for its batch (the last one may be short).
-        let last = (next + batch).min(arrivals.len()) - 1;
-        tokio::time::sleep_until(started + arrivals[last]).await;
-        let ids = create(creator, workload, specs, next..last + 1).await?;
+        let end = if batch == 1 {
+            // Each moment's arrivals as they come, as the local engine
+            // sends them: every one due by now (a burst's, or those that
+            // came while the last request ran) in one request.
+            tokio::time::sleep_until(started + arrivals[next]).await;
+            let due = arrivals.partition_point(|a| started + *a <= tokio::time::Instant::now());
+            due.clamp(next + 1, next + MAX_TASKS_PER_REQUEST)
+        } else {
+            // A batching producer waits for its batch (the last one may be
+            // short).
+            let end = (next + batch).min(arrivals.len());
+            tokio::time::sleep_until(started + arrivals[end - 1]).await;
+            end
+        };
+        let request = tokio::time::Instant::now();
+        let ids = create(creator, workload, specs, next..end).await?;
+        create_time.create_requests += 1;
+        create_time.create_ms += billed_ms(request);
         let at = clock.now_ms();
         written.extend(ids.iter().map(|id| (id.clone(), at)));
         created.extend(ids);
-        next = last + 1;
+        next = end;
     }
     // The drain: until no task is taken or still claimable.
     loop {
@@ -409,7 +475,7 @@ async fn drive(
             })
             .count();
         if outstanding == 0 {
-            return Ok((created, written));
+            return Ok((created, written, create_time));
         }
         if started.elapsed() > drain_limit {
             return Err(anyhow!(

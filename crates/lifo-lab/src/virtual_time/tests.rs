@@ -60,3 +60,79 @@ fn a_producer_past_create_is_refused_naming_the_flag() {
     let e = run(&w, Order::Lifo, &w.arrivals(), None).expect_err("refused");
     assert!(e.to_string().contains("--producer direct"), "{e}");
 }
+
+/// Two processors over four shards (`ProcessorCount` 2): each wake-up names
+/// a group, both groups run, and every task created is run or shed, none
+/// twice, as with one.
+#[test]
+fn two_processors_split_the_shards_and_every_task_is_run_or_shed_once() {
+    let w = Workload {
+        shards: 4,
+        processors: 2,
+        ..demo(5, 20)
+    };
+    let run = run(&w, Order::Lifo, &w.arrivals(), None).expect("a virtual run");
+    let o = &run.outcome;
+    assert_eq!(o.processed + o.shed, o.created, "{:?}", o.pipeline);
+    assert!(o.processed > 150, "{} processed", o.processed);
+    let log = run.log.text();
+    for group in ["group=Some(0)", "group=Some(1)"] {
+        let wakeups = log
+            .lines()
+            .filter(|l| l.contains("publish process") && l.contains(group))
+            .count();
+        assert!(wakeups > 0, "no wake-up for {group}");
+    }
+    let claimed: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split(" claims=").nth(1))
+        .flat_map(|ids| ids.split(',').filter(|id| !id.is_empty()))
+        .collect();
+    let mut unique = claimed.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), claimed.len(), "a task claimed twice");
+    // One processor's figures, for comparison: the slots are split, not
+    // added.
+    let one = run_demo(5, Order::Lifo).outcome;
+    assert!(
+        o.processed <= one.processed + one.processed / 10,
+        "{} against {}",
+        o.processed,
+        one.processed
+    );
+}
+
+/// Arrivals due at one instant go out in one create request (up to
+/// create's 1,000), as the local engine sends each moment's arrivals; each
+/// request is a create invocation, its time counted as Lambda bills it,
+/// beside process's; the run's units are totalled too.
+#[test]
+fn arrivals_due_together_are_one_create_request_of_at_most_1000() {
+    let w = Workload {
+        concurrency: 50,
+        latency: Duration::from_millis(10),
+        ttl_seconds: 10,
+        ..demo(1, 2)
+    };
+    let arrivals = vec![Duration::from_millis(500); 1005];
+    let run = run(&w, Order::Lifo, &arrivals, None).expect("a virtual run");
+    let o = &run.outcome;
+    assert_eq!(o.created, 1005);
+    assert_eq!(run.lambda.create_requests, 2, "1,000 then 5");
+    let mut stamps: Vec<u64> = o.written_ms.values().copied().collect();
+    stamps.sort_unstable();
+    stamps.dedup();
+    assert_eq!(stamps.len(), 2, "{stamps:?}");
+    let trip = crate::simulate::STORE_LATENCY.as_millis() as u64;
+    assert!(run.lambda.create_ms >= 2 * trip, "{:?}", run.lambda);
+    assert!(run.lambda.process_ms > 0, "{:?}", run.lambda);
+    assert!(
+        (o.write_units_per_success * o.processed as f64 - o.write_units).abs() < 1e-6,
+        "{} × {} against {}",
+        o.write_units_per_success,
+        o.processed,
+        o.write_units
+    );
+    assert!(o.read_units > 0.0);
+}
