@@ -461,25 +461,26 @@ async fn drive(
         created.extend(ids);
         next = end;
     }
-    // The drain: until no task is taken or still claimable.
+    // The drain: until no task is taken or still claimable. A task that is
+    // neither stays so (finished, or expired: a claim past its deadline is
+    // refused), so each look reads only those still to do.
+    let mut outstanding: Vec<&String> = created.iter().collect();
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = clock.now_ms();
-        let tasks = memory.snapshot().tasks;
-        let outstanding = created
-            .iter()
-            .filter_map(|id| tasks.get(id))
-            .filter(|t| {
+        outstanding.retain(|id| {
+            memory.task(id).is_some_and(|t| {
                 t.task_status == TaskStatus::Taken
                     || (t.task_status == TaskStatus::Pending && !t.is_expired(now))
             })
-            .count();
-        if outstanding == 0 {
+        });
+        if outstanding.is_empty() {
             return Ok((created, written, create_time));
         }
         if started.elapsed() > drain_limit {
             return Err(anyhow!(
-                "{outstanding} tasks still to do {} s after arrivals stopped",
+                "{} tasks still to do {} s after arrivals stopped",
+                outstanding.len(),
                 (started.elapsed().saturating_sub(workload.duration)).as_secs()
             ));
         }
