@@ -367,7 +367,8 @@ pub fn json(outcomes: &[Outcome]) -> Value {
 /// `lifo simulate`: runs, prints the table (or JSON), writes the plot.
 pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow::Result<String> {
     if let Some(names) = &args.constants {
-        return crate::constants::command(args, shards, names);
+        let seeds = args.seed..args.seed + args.seeds;
+        return crate::constants::command(&args.workload(shards)?, names, seeds);
     }
     if let Some(mix) = args.mix {
         return mix_command(mix, args, shards, as_json).await;

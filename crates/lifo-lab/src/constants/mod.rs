@@ -436,26 +436,20 @@ pub fn sweep(
     Ok(swept)
 }
 
-/// `lifo simulate --engine virtual --constants [NAME,…]`: the sweep and
-/// its table.
-pub fn command(
-    args: &crate::simulate_command::SimulateArgs,
-    shards: u32,
-    names: &[String],
-) -> Result<String> {
-    if args.engine != Engine::Virtual {
+/// `lifo simulate --engine virtual --constants [NAME,…]`: the sweep of
+/// `base` over `seeds`, and its table.
+pub fn command(base: &Workload, names: &[String], seeds: std::ops::Range<u64>) -> Result<String> {
+    if base.engine != Engine::Virtual {
         anyhow::bail!("--constants runs in virtual time only: add --engine virtual");
     }
     let constants = catalogue::select(names)?;
-    let base = args.workload(shards)?;
     let wall = std::time::Instant::now();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let swept = sweep(&base, constants, args.seed..args.seed + args.seeds, threads)?;
+    let (first, count) = (seeds.start, seeds.end - seeds.start);
+    let swept = sweep(base, constants, seeds, threads)?;
     let mut out = table(&swept);
     out.push_str(&format!(
-        "\n{} seeds from {}, {:.0} s of wall time on {threads} thread(s).\n",
-        args.seeds,
-        args.seed,
+        "\n{count} seeds from {first}, {:.0} s of wall time on {threads} thread(s).\n",
         wall.elapsed().as_secs_f64()
     ));
     Ok(out)
