@@ -1,15 +1,15 @@
 //! What the queue sheds stops costing it reads: on DynamoDB Local, with
 //! the real handlers, a shed backlog leaves the claimable index (the sweep's
 //! reaper, the claim reads on their way), so that draining live work
-//! costs what it costs with no backlog, the sweep's reads do not grow with
-//! it, and every shed is counted in the minute it happens.
+//! costs what it costs with no backlog and the sweep's reads do not grow
+//! with it. (Reads over a backlog no sweep has reached yet, and the sweep's
+//! count of what it shed, are timed in virtual time: lifo-lab's
+//! `virtual_time::tests`.)
 
 use lifo_core::store::Op;
 use lifo_core::{Task, TaskStatus, now_ms};
-use lifo_local::{Pipeline, PipelineOptions, pipeline::PipelineStats};
 use lifo_tests::{Harness, deadline};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// `n` tasks that expired a minute ago (older than any live one), never
 /// started: a shed backlog as an overload leaves it.
@@ -173,87 +173,4 @@ async fn the_claim_read_sheds_the_expired_entries_it_meets() {
         .filter(|t| t.task_status == TaskStatus::Expired)
         .count();
     assert_eq!(expired, 600);
-}
-
-/// Over a backlog that expired and that no sweep has reached yet (the
-/// minute after an overload), a quiet queue's reads stay flat in the
-/// backlog: a claim read runs into it by a page at most, and leaves the rest
-/// to the sweep, instead of reading (and shedding) eight pages of it on
-/// every refill (issue 50, item 5: 1.6 and 2.15 read units per success at
-/// 1,000 and 10,000, against 0.3 with none).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reads_stay_flat_over_a_backlog_no_sweep_has_reached() {
-    let mut per_success = Vec::new();
-    for n in [1_000, 4_000] {
-        let h = Harness::own_dynamodb(1).await;
-        backlog(&h, n).await;
-        let (reads, shed) = drain(&h, 10, "quiet").await;
-        println!(
-            "{n} expired, not swept: {reads:.2} read units per success, {shed} shed by the claim reads"
-        );
-        per_success.push(reads);
-    }
-    let (lo, hi) = (
-        per_success[0].min(per_success[1]),
-        per_success[0].max(per_success[1]),
-    );
-    assert!(hi <= 1.40, "{per_success:?}");
-    // Within 1.2× or two reads of each other (a query is 0.05 read units
-    // per success of 10 tasks, and a slower machine refills more often).
-    assert!(
-        hi <= (lo * 1.2).max(lo + 0.1) + 1e-9,
-        "flat in the backlog: {per_success:?}"
-    );
-}
-
-/// On the local stack, with the sweep at the template's rate (every
-/// minute), a task shed by expiry is counted (`TasksShed`) within two
-/// minutes of its expiry, and has left the claimable index.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tasks_expired_counts_a_shed_task_within_two_minutes_of_its_expiry() {
-    let h = Harness::as_deployed(1).await;
-    // Paused: nothing is claimed, so every task is shed.
-    h.store.set_paused(true, "test", now_ms()).await.unwrap();
-    let processor = Arc::new(h.processor(3, Duration::ZERO, Duration::from_secs(3)));
-    let pipeline = Pipeline::start(
-        &h.stack,
-        Arc::new(h.trigger()),
-        processor,
-        PipelineOptions {
-            // AWS: the sweep at the template's rate (every minute).
-            sweep: lifo_local::SweepRate::Template,
-            ..PipelineOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    let tasks: Vec<serde_json::Value> = (0..20)
-        .map(|i| serde_json::json!({"taskId": format!("t-{i}"), "payload": {"n": i}, "ttlSeconds": 2}))
-        .collect();
-    h.creator()
-        .handle(serde_json::json!({ "tasks": tasks }))
-        .await
-        .unwrap();
-    let expires_at_ms = (now_ms() / 1000 + 2) * 1000;
-    let started = Instant::now();
-    while PipelineStats::get(&pipeline.stats.shed) < 20 {
-        assert!(
-            started.elapsed() < Duration::from_secs(125),
-            "only {} counted",
-            PipelineStats::get(&pipeline.stats.shed)
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let counted_at = now_ms();
-    pipeline.stop().await;
-    assert!(
-        counted_at - expires_at_ms <= 120_000,
-        "counted {} ms after expiry",
-        counted_at - expires_at_ms
-    );
-    for t in h.tasks().await {
-        assert_eq!(t.task_status, TaskStatus::Expired, "{t:?}");
-        let shed_at = t.shed_at.unwrap();
-        assert!(shed_at >= t.expires_at * 1000 && shed_at - t.expires_at * 1000 <= 120_000);
-    }
 }

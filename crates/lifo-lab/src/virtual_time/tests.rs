@@ -136,3 +136,194 @@ fn arrivals_due_together_are_one_create_request_of_at_most_1000() {
     );
     assert!(o.read_units > 0.0);
 }
+
+/// With the sweep at the template's rate (every minute), a task shed by
+/// expiry is counted (`TasksShed`) within two minutes of its expiry and has
+/// left the claimable index. The queue is paused, so nothing is claimed and
+/// the sweep sheds every task.
+#[test]
+fn the_sweep_counts_a_shed_task_within_two_minutes_of_its_expiry() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let template = lifo_local::Template::workspace().expect("the template");
+        let clock = seeded_clock(1);
+        let memory = Memory::new(lifo_core::memory::Lag::Aws { seed: 1 })
+            .with_latency(crate::simulate::STORE_LATENCY);
+        memory
+            .set_paused(true, "test", clock.now_ms())
+            .await
+            .expect("paused");
+        let stats = Arc::new(PipelineStats::default());
+        let log = EventLog::new(Arc::clone(&clock));
+        let runner = Arc::new(process::runner::SimulatedRunner::new(
+            3,
+            Duration::from_millis(100),
+            0.0,
+            0.0,
+        ));
+        let functions = Functions::deploy(Setup {
+            template: &template,
+            clock: &clock,
+            stats: &stats,
+            log: &log,
+            store: memory.clone(),
+            runner,
+            config: ProcessConfig {
+                shard_count: 1,
+                max_ttl_seconds: 60,
+                ..ProcessConfig::new("virtual", "virtual")
+            },
+            faults: None,
+            racing: 0,
+        })
+        .expect("deployed");
+        let creator = Creator::new(
+            memory.clone(),
+            CreateConfig {
+                shard_count: 1,
+                max_ttl_seconds: 60,
+                ..CreateConfig::new("virtual")
+            },
+        )
+        .with_clock(Arc::clone(&clock))
+        .with_wakeups(functions.wakeups());
+        let tasks: Vec<serde_json::Value> = (0..20)
+            .map(|i| serde_json::json!({"taskId": format!("t-{i}"), "payload": {"n": i}, "ttlSeconds": 2}))
+            .collect();
+        creator
+            .handle(serde_json::json!({ "tasks": tasks }))
+            .await
+            .expect("created");
+        let expires_at_ms = (clock.now_ms() / 1000 + 2) * 1000;
+        let started = tokio::time::Instant::now();
+        while PipelineStats::get(&stats.shed) < 20 {
+            assert!(
+                started.elapsed() < Duration::from_secs(125),
+                "only {} counted",
+                PipelineStats::get(&stats.shed)
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let counted_ms = clock.now_ms() - expires_at_ms;
+        functions.stop().await;
+        assert!(counted_ms <= 120_000, "counted {counted_ms} ms after expiry");
+        let tasks = memory.snapshot().tasks;
+        assert_eq!(tasks.len(), 20);
+        for t in tasks.values() {
+            assert_eq!(t.task_status, TaskStatus::Expired, "{t:?}");
+            assert!(t.claimable_at.is_none(), "left the claimable index: {t:?}");
+            let shed_at = t.shed_at.expect("shed");
+            assert!(shed_at >= t.expires_at * 1000 && shed_at - t.expires_at * 1000 <= 120_000);
+        }
+    });
+}
+
+/// Over a backlog that expired and that no sweep has reached yet (the
+/// minute after an overload), a quiet queue's reads stay flat in the
+/// backlog: a claim read runs into it by a page at most and leaves the rest
+/// to the sweep, instead of reading (and shedding) pages of it on every
+/// refill. Read units per success of 10 new tasks, by AWS's billing rules,
+/// over 1,000 and 4,000 expired tasks.
+#[test]
+fn reads_stay_flat_over_a_backlog_no_sweep_has_reached() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let per_success: Vec<f64> = [1_000u64, 4_000]
+        .into_iter()
+        .map(|n| runtime.block_on(reads_per_success_over_a_backlog(n, 10)))
+        .collect();
+    println!("read units per success over 1,000 and 4,000 expired tasks: {per_success:?}");
+    let (lo, hi) = (
+        per_success[0].min(per_success[1]),
+        per_success[0].max(per_success[1]),
+    );
+    // Within 1.2× or two queries of each other (a query is 0.05 read units
+    // per success of 10 tasks).
+    assert!(
+        hi <= (lo * 1.2).max(lo + 0.1) + 1e-9,
+        "flat in the backlog: {per_success:?}"
+    );
+    // A claim read is a page into the backlog at most: not the 1.6 and 2.15
+    // read units per success that reading (and shedding) eight pages of it
+    // on every refill cost on DynamoDB Local.
+    assert!(hi <= 1.5, "{per_success:?}");
+}
+
+/// `backlog` tasks that expired a minute ago, then `live` new ones drained
+/// by one invocation after another: the read units per success.
+async fn reads_per_success_over_a_backlog(backlog: u64, live: usize) -> f64 {
+    let template = lifo_local::Template::workspace().expect("the template");
+    let clock = seeded_clock(1);
+    let meter = Arc::new(CapacityMeter::default());
+    let memory = Memory::new(lifo_core::memory::Lag::Off).with_billing(Billing {
+        indexes: template
+            .table(lifo_local::stack::TABLE)
+            .expect("the table")
+            .billed_indexes(),
+        meter: Arc::clone(&meter),
+    });
+    let created = clock.now_ms() - 120_000;
+    let old: Vec<lifo_core::Task> = (0..backlog)
+        .map(|i| {
+            let payload = serde_json::json!({"n": i})
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            lifo_core::Task::new_pending(format!("old-{i:06}"), payload, created + i, 60, 1)
+        })
+        .collect();
+    memory.put_new(&old).await.expect("the backlog");
+    let creator = Creator::new(
+        memory.clone(),
+        CreateConfig {
+            shard_count: 1,
+            ..CreateConfig::new("virtual")
+        },
+    )
+    .with_clock(Arc::clone(&clock));
+    let tasks: Vec<serde_json::Value> = (0..live)
+        .map(|i| serde_json::json!({"taskId": format!("live-{i}"), "payload": {"n": 1}}))
+        .collect();
+    creator
+        .handle(serde_json::json!({ "tasks": tasks }))
+        .await
+        .expect("created");
+    let stats = Arc::new(PipelineStats::default());
+    let tail = Topic::new("process", stats, EventLog::new(Arc::clone(&clock)), None);
+    let runner = Arc::new(process::runner::SimulatedRunner::new(
+        3,
+        Duration::ZERO,
+        0.0,
+        0.0,
+    ));
+    let config = ProcessConfig {
+        shard_count: 1,
+        max_ttl_seconds: 604_800,
+        time_budget: Duration::from_secs(5),
+        ..ProcessConfig::new("virtual", "virtual")
+    };
+    let p = process::Processor::over(memory.clone(), Arc::new(tail), runner, config)
+        .with_clock(Arc::clone(&clock));
+    let before = meter.spent(lifo_core::store::Op::Read).units;
+    let mut succeeded = 0;
+    for _ in 0..20 {
+        let deadline = UNIX_EPOCH + Duration::from_millis(clock.now_ms() + 900_000);
+        let report = p
+            .handle(&process::Wakeups::one(), deadline)
+            .await
+            .expect("an invocation");
+        succeeded += report.succeeded;
+        if succeeded >= live {
+            break;
+        }
+    }
+    assert_eq!(succeeded, live);
+    (meter.spent(lifo_core::store::Op::Read).units - before) / live as f64
+}
