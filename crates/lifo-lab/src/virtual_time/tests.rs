@@ -1,5 +1,33 @@
 use super::*;
 
+mod lane;
+
+/// A processor over `memory` on `clock` whose tail calls go nowhere (one
+/// invocation at a time), running `slots.0` tasks at once for `slots.1`.
+fn processor(
+    memory: &Memory,
+    clock: &SharedClock,
+    slots: (usize, Duration),
+    config: ProcessConfig,
+) -> process::Processor<process::runner::SimulatedRunner, Memory> {
+    let stats = Arc::new(PipelineStats::default());
+    let tail = Topic::new("process", stats, EventLog::new(Arc::clone(clock)), None);
+    let runner = Arc::new(process::runner::SimulatedRunner::new(
+        slots.0, slots.1, 0.0, 0.0,
+    ));
+    process::Processor::over(memory.clone(), Arc::new(tail), runner, config)
+        .with_clock(Arc::clone(clock))
+}
+
+/// A runtime of one thread on tokio's paused clock, as [`run`]'s.
+fn paused() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime")
+}
+
 fn demo(seed: u64, seconds: u64) -> Workload {
     Workload::demo(20.0, Duration::from_secs(seconds), seed)
 }
@@ -143,11 +171,7 @@ fn arrivals_due_together_are_one_create_request_of_at_most_1000() {
 /// the sweep sheds every task.
 #[test]
 fn the_sweep_counts_a_shed_task_within_two_minutes_of_its_expiry() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
+    let runtime = paused();
     runtime.block_on(async {
         let template = lifo_local::Template::workspace().expect("the template");
         let clock = seeded_clock(1);
@@ -230,11 +254,7 @@ fn the_sweep_counts_a_shed_task_within_two_minutes_of_its_expiry() {
 /// over 1,000 and 4,000 expired tasks.
 #[test]
 fn reads_stay_flat_over_a_backlog_no_sweep_has_reached() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
+    let runtime = paused();
     let per_success: Vec<f64> = [1_000u64, 4_000]
         .into_iter()
         .map(|n| runtime.block_on(reads_per_success_over_a_backlog(n, 10)))
@@ -295,22 +315,13 @@ async fn reads_per_success_over_a_backlog(backlog: u64, live: usize) -> f64 {
         .handle(serde_json::json!({ "tasks": tasks }))
         .await
         .expect("created");
-    let stats = Arc::new(PipelineStats::default());
-    let tail = Topic::new("process", stats, EventLog::new(Arc::clone(&clock)), None);
-    let runner = Arc::new(process::runner::SimulatedRunner::new(
-        3,
-        Duration::ZERO,
-        0.0,
-        0.0,
-    ));
     let config = ProcessConfig {
         shard_count: 1,
         max_ttl_seconds: 604_800,
         time_budget: Duration::from_secs(5),
         ..ProcessConfig::new("virtual", "virtual")
     };
-    let p = process::Processor::over(memory.clone(), Arc::new(tail), runner, config)
-        .with_clock(Arc::clone(&clock));
+    let p = processor(&memory, &clock, (3, Duration::ZERO), config);
     let before = meter.spent(lifo_core::store::Op::Read).units;
     let mut succeeded = 0;
     for _ in 0..20 {
