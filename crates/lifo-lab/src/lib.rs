@@ -12,7 +12,7 @@
 //!   [`virtual_time`]: the same workloads through the real handlers in
 //!   virtual time, over the queue's in-memory model (`--engine virtual`);
 //!   [`constants`]: each tuning constant's effect, swept in virtual time
-//!   (`--constants`);
+//!   (`--constants`); [`parallel`]: many runs side by side;
 //! - [`bench`]: `lifo bench`, one file per part ([`latency`]: a delay in
 //!   front of DynamoDB Local); `lifo-bench-scheduler` (src/bin) for the
 //!   scheduler's shard counts.
@@ -25,6 +25,7 @@ pub mod ideal;
 pub mod latency;
 pub mod loads;
 pub mod mixes;
+pub mod parallel;
 pub mod phases;
 pub mod plot;
 pub mod report;

@@ -25,8 +25,6 @@ use crate::simulate::{DownstreamSpec, Engine, Outcome, Workload};
 use anyhow::{Context as _, Result};
 use lifo_core::Order;
 use process::select::Tuning;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// A workload a constant is judged on.
@@ -331,30 +329,16 @@ fn run_job(base: &Workload, job: &Job) -> Result<Done> {
 
 /// Runs every job on `threads` threads; each job's outcome in order.
 fn run_jobs(base: &Workload, jobs: &[Job], threads: usize) -> Result<Vec<Done>> {
-    let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let out: Mutex<Vec<Option<Result<Done>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads.max(1) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(job) = jobs.get(i) else { return };
-                    let r = run_job(base, job);
-                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    if n.is_multiple_of(50) || n == jobs.len() {
-                        eprintln!("constants: {n}/{} runs", jobs.len());
-                    }
-                    out.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
-                }
-            });
-        }
-    });
-    out.into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(anyhow::anyhow!("a run was never made"))))
-        .collect()
+    crate::parallel::map(
+        jobs,
+        threads,
+        |job| run_job(base, job),
+        |n| {
+            if n.is_multiple_of(50) || n == jobs.len() {
+                eprintln!("constants: {n}/{} runs", jobs.len());
+            }
+        },
+    )
 }
 
 /// Sweeps `constants` over `seeds` on `base`'s downstream, on `threads`
@@ -444,7 +428,7 @@ pub fn command(base: &Workload, names: &[String], seeds: std::ops::Range<u64>) -
     }
     let constants = catalogue::select(names)?;
     let wall = std::time::Instant::now();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = crate::parallel::threads();
     let (first, count) = (seeds.start, seeds.end - seeds.start);
     let swept = sweep(base, constants, seeds, threads)?;
     let mut out = table(&swept);
