@@ -13,6 +13,8 @@
 //!   virtual time, over the queue's in-memory model (`--engine virtual`);
 //!   [`constants`]: each tuning constant's effect, swept in virtual time
 //!   (`--constants`); [`parallel`]: many runs side by side;
+//! - [`plan`]: `lifo plan`, which order and size a workload needs and
+//!   what it costs, from runs in virtual time;
 //! - [`bench`]: `lifo bench`, one file per part ([`latency`]: a delay in
 //!   front of DynamoDB Local); `lifo-bench-scheduler` (src/bin) for the
 //!   scheduler's shard counts.
@@ -27,6 +29,7 @@ pub mod loads;
 pub mod mixes;
 pub mod parallel;
 pub mod phases;
+pub mod plan;
 pub mod plot;
 pub mod report;
 pub mod simulate;

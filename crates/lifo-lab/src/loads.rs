@@ -190,7 +190,7 @@ pub async fn run(
 }
 
 /// The median of `v` (the lower middle one), 0 when empty.
-fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<T> {
+pub(crate) fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<T> {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     v.get(v.len().saturating_sub(1) / 2).copied()
 }

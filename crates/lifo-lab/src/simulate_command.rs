@@ -149,6 +149,22 @@ pub struct SimulateArgs {
     pub constants: Option<Vec<String>>,
 }
 
+/// The template's defaults a run takes when no flag says otherwise:
+/// `RunnerConcurrency` and `TimeBudgetSeconds`.
+pub fn template_settings(
+    template: &lifo_local::Template,
+) -> anyhow::Result<(process::runner::Concurrency, u64)> {
+    let concurrency = template
+        .parameter_default("RunnerConcurrency")?
+        .parse()
+        .map_err(|e| anyhow::anyhow!("template parameter RunnerConcurrency: {e}"))?;
+    let budget = template
+        .parameter_default("TimeBudgetSeconds")?
+        .parse()
+        .context("TimeBudgetSeconds")?;
+    Ok((concurrency, budget))
+}
+
 /// `--downstream-capacity`'s schedule, its error naming the entry.
 fn parse_schedule(text: &str) -> Result<process::runner::downstream::Schedule, String> {
     process::runner::downstream::Schedule::parse(text)
@@ -157,20 +173,9 @@ fn parse_schedule(text: &str) -> Result<process::runner::downstream::Schedule, S
 impl SimulateArgs {
     pub fn workload(&self, shards: u32) -> anyhow::Result<Workload> {
         let template = lifo_local::Template::load_or_workspace(self.template.as_deref())?;
-        let runner_concurrency = match self.concurrency {
-            Some(c) => c,
-            None => template
-                .parameter_default("RunnerConcurrency")?
-                .parse()
-                .map_err(|e| anyhow::anyhow!("template parameter RunnerConcurrency: {e}"))?,
-        };
-        let budget = match self.budget {
-            Some(b) => b,
-            None => template
-                .parameter_default("TimeBudgetSeconds")?
-                .parse()
-                .context("TimeBudgetSeconds")?,
-        };
+        let (default_concurrency, default_budget) = template_settings(&template)?;
+        let runner_concurrency = self.concurrency.unwrap_or(default_concurrency);
+        let budget = self.budget.unwrap_or(default_budget);
         Ok(Workload {
             rate: self.rate,
             duration: Duration::from_secs(self.duration),

@@ -76,7 +76,9 @@ impl Schedule {
     }
 }
 
-fn duration(t: &str) -> Option<Duration> {
+/// A time as 30s, 1500ms or 2m (non-negative, under 10^7 s); `None`
+/// otherwise.
+pub fn duration(t: &str) -> Option<Duration> {
     let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
         (n, 0.001)
     } else if let Some(n) = t.strip_suffix('s') {
