@@ -120,6 +120,22 @@ pub enum Command {
         after_help = "Example: lifo simulate --compare --rate 20 --capacity 5 --latency-ms 500 --duration 40 --ttl 20"
     )]
     Simulate(lifo_lab::simulate_command::SimulateArgs),
+    /// Plan a deployment: which order, how many shards and processors, the p95 age at start
+    /// and tasks shed to expect, and the cost per million tasks beside SQS's.
+    ///
+    /// From an arrival rate (or bursts), the downstream's concurrency and latency, a TTL and a
+    /// payload size, it runs the workload in every order for each seed in virtual time (the
+    /// real process handler over the queue's in-memory model): seconds, no servers. The same
+    /// flags and seed give the same answer.
+    ///
+    /// At the peak (the rate plus the most burst tasks within a second), starts/s = min(peak,
+    /// concurrency / (latency + 2 × 5 ms)); under a steady overload shed/s = rate − that.
+    /// ShardCount = ⌈(peak + 2 × starts/s + shed/s) / 750⌉: a task writes its shard's index key
+    /// when it is put, claimed and finished, or put and shed, and a key takes 1,000 writes a
+    /// second, planned at 75%. ProcessorCount = ⌈starts/s / (0.75 × 1000 × min(MemorySize,
+    /// 1769) / 1769)⌉: ≈ 1 ms of CPU a task at one vCPU.
+    #[command(after_help = lifo_lab::plan::HELP_EXAMPLE)]
+    Plan(lifo_lab::plan::PlanArgs),
     /// Measure what the README quotes: write units per task, freshness under 2× overload
     /// (LIFO vs FIFO), CPU and memory of the process binary, cold starts, binary sizes.
     /// Prints a Markdown table with the command line that reproduces each row.
@@ -324,7 +340,7 @@ impl Cli {
     }
 }
 
-/// Runs a command (other than `local up`, `simulate`, `bench` and `ui`) and
+/// Runs a command (other than `local up`, `simulate`, `plan`, `bench` and `ui`) and
 /// returns what to print.
 pub async fn run(cli: &Cli, q: &Queue) -> Result<String, CliError> {
     let as_json = cli.json;
@@ -365,11 +381,13 @@ pub async fn run(cli: &Cli, q: &Queue) -> Result<String, CliError> {
                 text
             })
         }
-        Command::Local(_) | Command::Simulate(_) | Command::Bench(_) | Command::Ui(_) => {
-            Err(CliError::Other(
-                "this command runs a server or the local stack, not one request".into(),
-            ))
-        }
+        Command::Local(_)
+        | Command::Simulate(_)
+        | Command::Plan(_)
+        | Command::Bench(_)
+        | Command::Ui(_) => Err(CliError::Other(
+            "this command runs a server or the local stack, not one request".into(),
+        )),
     }
 }
 

@@ -76,6 +76,10 @@ async fn main() -> std::process::ExitCode {
                 _ = lifo_local::interrupted() => Err("interrupted; the local servers are stopped".to_owned()),
             }
         }
+        // Virtual time, on threads of its own: no servers to stop.
+        Command::Plan(args) => lifo_lab::plan::command(args, cli.json)
+            .map(Some)
+            .map_err(|e| once(&*e)),
         Command::Bench(args) => {
             tokio::select! {
                 r = lifo_lab::bench::command(args, cli.json) => r.map(Some).map_err(|e| once(&*e)),
