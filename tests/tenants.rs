@@ -111,65 +111,6 @@ async fn without_the_share_the_newest_of_any_tenant_starts_first() {
     }
 }
 
-/// The adaptive order with the share on or off: one slot, runs of 200 ms
-/// (about 4 starts a second). A flooding tenant's thirty tasks 4–6 s from
-/// their deadline (more than the slot can start by then, so the lane
-/// keeps giving), a quiet tenant's three 6–7 s from theirs, and newer
-/// ones: the flood's ten, a third tenant's two. The claims in order, and
-/// how many the lane gave.
-async fn adaptive_under_a_flood(fair_share: bool) -> (Vec<String>, usize) {
-    let h = Harness::start(1).await;
-    let now = lifo_core::now_ms();
-    let task = |id: String, tenant: &str, age_ms: u64, ttl: u64| lifo_core::Task {
-        tenant: Some(tenant.to_owned()),
-        ..lifo_core::Task::new_pending(id, lifo_core::Payload::new(), now - age_ms, ttl, 1)
-    };
-    let mut tasks: Vec<lifo_core::Task> = (0..30u64)
-        .map(|i| task(format!("flood-near-{i:02}"), "flood", 33_000 + i * 10, 39))
-        .collect();
-    tasks.extend((0..3).map(|i| task(format!("quiet-near-{i}"), "quiet", 33_000, 40)));
-    tasks.extend((0..10u64).map(|i| task(format!("flood-{i:02}"), "flood", 5_000 - i, 3600)));
-    tasks.extend((0..2).map(|i| task(format!("third-{i}"), "third", 4_000, 3600)));
-    h.store.put_new(&tasks).await.unwrap();
-    let config = ProcessConfig {
-        fair_share,
-        order: lifo_core::Order::Adaptive,
-        time_budget: Duration::from_secs(30),
-        ..h.process_config()
-    };
-    let report = h
-        .processor_with(1, Duration::from_millis(200), config)
-        .handle(&process::Wakeups::one(), deadline())
-        .await
-        .unwrap();
-    (report.claimed, report.deadline_starts)
-}
-
-/// The adaptive order's lane never puts a flooding tenant's tasks first:
-/// with the share, the flood's tasks near their deadline (the nearest of
-/// all) get what the others leave, and the lane gives its slots to the
-/// quiet tenant's, least time left first. Without the share, the lane
-/// starts the flood's nearest first.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_adaptive_lane_passes_over_a_flooding_tenant() {
-    let (claimed, lane) = adaptive_under_a_flood(true).await;
-    assert!(claimed.len() >= 3, "{claimed:?}");
-    let mut first: Vec<&str> = claimed[..3].iter().map(String::as_str).collect();
-    first.sort();
-    assert_eq!(
-        first,
-        ["quiet-near-0", "quiet-near-1", "quiet-near-2"],
-        "the quiet tenant's near tasks first: {claimed:?}"
-    );
-    assert!(lane >= 3, "the lane gave them: {lane} lane starts");
-    let (claimed, lane) = adaptive_under_a_flood(false).await;
-    assert!(
-        claimed[0].starts_with("flood-near-"),
-        "without the share, the nearest deadline of any tenant: {claimed:?}"
-    );
-    assert!(lane >= 1, "{lane} lane starts");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tenant_defaults_to_the_user_and_costs_nothing() {
     let h = Harness::start(1).await;

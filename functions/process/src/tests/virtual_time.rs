@@ -35,24 +35,33 @@ async fn claim_in(
     latency: Duration,
     make: impl FnOnce(u64) -> Vec<Task>,
 ) -> (Vec<Task>, Vec<String>) {
-    let clock = Arc::new(TokioClock::starting_at(NOW));
-    let memory = Memory::new(Lag::Off);
     let tasks = make(NOW);
     let shards: std::collections::HashSet<u32> = tasks.iter().map(|t| t.lifo_shard).collect();
     assert_eq!(shards.len(), 4, "the tasks span every shard");
-    memory.put_new(&tasks).await.unwrap();
     let config = ProcessConfig {
         order,
         shard_count: 4,
+        ..ProcessConfig::new("t", "t")
+    };
+    let report = claim(&tasks, config, latency).await;
+    (tasks, report.claimed)
+}
+
+/// `tasks` claimed by one invocation of one processor with `config` that
+/// runs them one at a time, each for `latency`, from [`NOW`]: its report.
+async fn claim(tasks: &[Task], config: ProcessConfig, latency: Duration) -> crate::ProcessReport {
+    let clock = Arc::new(TokioClock::starting_at(NOW));
+    let memory = Memory::new(Lag::Off);
+    memory.put_new(tasks).await.unwrap();
+    let config = ProcessConfig {
         max_ttl_seconds: 3600,
         time_budget: Duration::from_secs(30),
-        ..ProcessConfig::new("t", "t")
+        ..config
     };
     let runner = Arc::new(SimulatedRunner::new(1, latency, 0.0, 0.0));
     let p = Processor::over(memory, Arc::new(NoTail), runner, config).with_clock(clock.clone());
     let deadline = SystemTime::UNIX_EPOCH + Duration::from_millis(clock.now_ms() + 900_000);
-    let report = p.handle(&Wakeups::one(), deadline).await.unwrap();
-    (tasks, report.claimed)
+    p.handle(&Wakeups::one(), deadline).await.unwrap()
 }
 
 fn newest_first_of(tasks: &[Task]) -> Vec<String> {
@@ -199,4 +208,56 @@ async fn a_task_created_mid_run_is_claimed_within_one_refill() {
     let newest_first: Vec<&String> = old.iter().rev().map(|t| &t.task_id).collect();
     let before: Vec<&String> = report.claimed[..runner.at].iter().collect();
     assert_eq!(before, newest_first[..runner.at]);
+}
+
+/// The adaptive order with the share on or off: one slot, runs of 200 ms
+/// (about 4 starts a second). A flooding tenant's thirty tasks 4–6 s from
+/// their deadline (more than the slot can start by then, so the lane
+/// keeps giving), a quiet tenant's three 6–7 s from theirs, and newer
+/// ones: the flood's ten, a third tenant's two. The claims in order, and
+/// how many the lane gave.
+async fn adaptive_under_a_flood(fair_share: bool) -> (Vec<String>, usize) {
+    let task = |id: String, tenant: &str, age_ms: u64, ttl: u64| Task {
+        tenant: Some(tenant.to_owned()),
+        ..Task::new_pending(id, lifo_core::Payload::new(), NOW - age_ms, ttl, 1)
+    };
+    let mut tasks: Vec<Task> = (0..30u64)
+        .map(|i| task(format!("flood-near-{i:02}"), "flood", 33_000 + i * 10, 39))
+        .collect();
+    tasks.extend((0..3).map(|i| task(format!("quiet-near-{i}"), "quiet", 33_000, 40)));
+    tasks.extend((0..10u64).map(|i| task(format!("flood-{i:02}"), "flood", 5_000 - i, 3600)));
+    tasks.extend((0..2).map(|i| task(format!("third-{i}"), "third", 4_000, 3600)));
+    let config = ProcessConfig {
+        fair_share,
+        order: lifo_core::Order::Adaptive,
+        shard_count: 1,
+        ..ProcessConfig::new("t", "t")
+    };
+    let report = claim(&tasks, config, Duration::from_millis(200)).await;
+    (report.claimed, report.deadline_starts)
+}
+
+/// The adaptive order's lane never puts a flooding tenant's tasks first:
+/// with the share, the flood's tasks near their deadline (the nearest of
+/// all) get what the others leave, and the lane gives its slots to the
+/// quiet tenant's, least time left first. Without the share, the lane
+/// starts the flood's nearest first.
+#[tokio::test(start_paused = true)]
+async fn the_adaptive_lane_passes_over_a_flooding_tenant() {
+    let (claimed, lane) = adaptive_under_a_flood(true).await;
+    assert!(claimed.len() >= 3, "{claimed:?}");
+    let mut first: Vec<&str> = claimed[..3].iter().map(String::as_str).collect();
+    first.sort();
+    assert_eq!(
+        first,
+        ["quiet-near-0", "quiet-near-1", "quiet-near-2"],
+        "the quiet tenant's near tasks first: {claimed:?}"
+    );
+    assert!(lane >= 3, "the lane gave them: {lane} lane starts");
+    let (claimed, lane) = adaptive_under_a_flood(false).await;
+    assert!(
+        claimed[0].starts_with("flood-near-"),
+        "without the share, the nearest deadline of any tenant: {claimed:?}"
+    );
+    assert!(lane >= 1, "{lane} lane starts");
 }
