@@ -239,7 +239,7 @@ pub(crate) struct Assignment {
     /// How many of them may run now: the runner-side limit, told each
     /// run's latency and outcome.
     pub(crate) slots: Arc<Slots>,
-    pub(crate) limiter: Option<Arc<governor::DefaultDirectRateLimiter>>,
+    pub(crate) limiter: Option<Arc<crate::rate_limit::Limiter>>,
     /// This invocation, as its claims and its group lease name it
     /// (`claimedBy`).
     pub(crate) claimed_by: Arc<str>,
@@ -265,30 +265,18 @@ pub(crate) struct Claiming<'a, R, Q> {
 /// Takes a start from `limiter` for each of `candidates` in turn: those
 /// left without one, and when a start is free again.
 fn grant(
-    limiter: Option<&governor::DefaultDirectRateLimiter>,
+    limiter: Option<&crate::rate_limit::Limiter>,
     candidates: &mut Vec<lifo_core::Candidate>,
     now: Instant,
 ) -> (Vec<lifo_core::Candidate>, Option<Instant>) {
     let mut granted = 0;
     while granted < candidates.len() {
-        match take_start(limiter) {
+        match crate::rate_limit::take_start(limiter) {
             Ok(()) => granted += 1,
             Err(wait) => return (candidates.split_off(granted), Some(now + wait)),
         }
     }
     (Vec::new(), None)
-}
-
-/// Takes one start from `limiter`: `Ok` (or no limit), or how long until
-/// one is free.
-fn take_start(limiter: Option<&governor::DefaultDirectRateLimiter>) -> Result<(), Duration> {
-    let Some(limiter) = limiter else {
-        return Ok(());
-    };
-    limiter.check().map_err(|not_until| {
-        use governor::clock::Clock;
-        not_until.wait_time_from(governor::clock::DefaultClock::default().now())
-    })
 }
 
 impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {

@@ -20,6 +20,7 @@ mod finish;
 mod halt;
 mod handle;
 mod processor;
+mod rate_limit;
 mod reads;
 mod report;
 pub mod rest;

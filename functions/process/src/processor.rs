@@ -19,7 +19,6 @@ use lifo_lambda::alarm::RestAlarm;
 use lifo_lambda::notify::Wake;
 use lifo_lambda::{Notifier, Wakeup};
 use std::collections::HashMap;
-use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinSet;
@@ -38,7 +37,7 @@ pub struct Processor<R, Q = Store> {
     /// The downstream's rate limit (this processor's share), per shard
     /// group, kept by the sandbox across invocations (a warm Lambda keeps
     /// its bucket).
-    pub(crate) limiters: Mutex<HashMap<u32, Arc<governor::DefaultDirectRateLimiter>>>,
+    pub(crate) limiters: Mutex<HashMap<u32, Arc<crate::rate_limit::Limiter>>>,
     /// The adaptive limit each shard group ended its last invocation with
     /// in this sandbox: where an invocation that no tail call handed a
     /// limit to starts.
@@ -112,17 +111,14 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Processor<R, Q> {
     }
 
     /// Group `group`'s rate limiter (its share of the rate and burst).
-    fn limiter(&self, group: u32) -> Option<Arc<governor::DefaultDirectRateLimiter>> {
+    fn limiter(&self, group: u32) -> Option<Arc<crate::rate_limit::Limiter>> {
         let limit = self.config.rate_limit?;
         let p = self.processors();
         let mut map = self.limiters.lock().ok()?;
         let limiter = map.entry(group).or_insert_with(|| {
             let per_second = groups::share(limit.per_second.get(), group, p);
             let burst = groups::share(limit.burst.get(), group, p);
-            Arc::new(governor::RateLimiter::direct(
-                governor::Quota::per_second(NonZeroU32::new(per_second).unwrap_or(NonZeroU32::MIN))
-                    .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN)),
-            ))
+            Arc::new(crate::rate_limit::limiter(per_second, burst))
         });
         Some(Arc::clone(limiter))
     }
