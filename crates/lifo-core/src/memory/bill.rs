@@ -4,8 +4,9 @@
 //! a simulation's write and read units.
 //!
 //! - a write: the larger of the item's images, per started KB, plus each
-//!   index entry it places, changes or removes; a transaction's writes
-//!   (latest wins per key) twice that; a write whose condition fails, 1;
+//!   index entry it places, changes or removes (each in its partition, for
+//!   [`super::limits`]); a transaction's writes (latest wins per key) twice
+//!   that; a write whose condition fails, 1;
 //! - a query: the index entries it evaluates (before the filter), summed
 //!   and rounded up to 4 KB, halved (eventually consistent);
 //! - a read of one item: its size rounded up to 4 KB, halved unless
@@ -14,8 +15,8 @@
 use super::index::Entry;
 use crate::expr::attr;
 use crate::model::Task;
-use crate::store::billing::{self, Index};
-use crate::store::{CapacityMeter, Op, item};
+use crate::store::billing::{self, Index, Partition};
+use crate::store::{CapacityMeter, Item, Op, item};
 use std::sync::Arc;
 
 /// The table's indexes and the meter the model's units go to.
@@ -26,48 +27,40 @@ pub struct Billing {
 }
 
 impl Billing {
-    /// A write of `op` that changed a task from `before` to `after` (both
-    /// `None`: a small queue item); `transaction`: one of a
-    /// TransactWriteItems's writes.
-    pub(super) fn write(
-        &self,
-        op: Op,
-        before: Option<&Task>,
-        after: Option<&Task>,
-        transaction: bool,
-    ) {
-        let image = |t: Option<&Task>| t.and_then(|t| item::to_item(t).ok());
-        let (before, after) = (image(before), image(after));
-        let units = billing::write_units(
-            before.as_ref(),
-            after.as_ref(),
-            &self.indexes,
-            attr::TASK_ID,
-        );
-        self.meter
-            .add(op, if transaction { 2.0 * units } else { units });
+    /// `units` spent by one request of `op`.
+    pub(super) fn spend(&self, op: Op, units: f64) {
+        self.meter.add(op, units);
     }
 
     /// A conditional write whose condition failed.
     pub(super) fn rejected(&self) {
         self.meter.record_rejected();
     }
+}
 
-    /// A query of the claimable index that evaluated `entries`.
-    pub(super) fn query<'a>(&self, entries: impl Iterator<Item = &'a Entry>) {
-        let bytes: usize = entries.map(Entry::bytes).sum();
-        self.meter
-            .add(Op::Read, billing::query_read_units(&[bytes], false));
-    }
+/// The units of a write that changed an item from `before` to `after`
+/// (their images), by the partition each goes to, over `indexes`.
+pub(super) fn write_charges(
+    before: Option<&Item>,
+    after: Option<&Item>,
+    indexes: &[Index],
+) -> Vec<(Partition, f64)> {
+    billing::write_units_by_partition(before, after, indexes, attr::TASK_ID)
+}
 
-    /// A read of one item of `bytes` (a small queue item when `None`).
-    pub(super) fn get(&self, task: Option<&Task>, consistent: bool) {
-        let bytes = task
-            .and_then(|t| item::to_item(t).ok())
-            .map_or(0, |i| billing::item_bytes(&i));
-        self.meter
-            .add(Op::Read, billing::query_read_units(&[bytes], consistent));
-    }
+/// The read units of a query of the claimable index that evaluated
+/// `entries` (eventually consistent).
+pub(super) fn query_units<'a>(entries: impl Iterator<Item = &'a Entry>) -> f64 {
+    let bytes: usize = entries.map(Entry::bytes).sum();
+    billing::query_read_units(&[bytes], false)
+}
+
+/// The read units of a read of one item (a small queue item when `None`).
+pub(super) fn get_units(task: Option<&Task>, consistent: bool) -> f64 {
+    let bytes = task
+        .and_then(|t| item::to_item(t).ok())
+        .map_or(0, |i| billing::item_bytes(&i));
+    billing::query_read_units(&[bytes], consistent)
 }
 
 impl Entry {
@@ -99,27 +92,7 @@ impl Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::billing::Projection;
-
-    /// template.yaml's claimable index, as its billing reads it.
-    fn claimable() -> Index {
-        Index {
-            name: crate::expr::CLAIMABLE_INDEX.into(),
-            keys: vec![attr::SHARD.into(), attr::CLAIMABLE_AT.into()],
-            projection: Projection::Include(
-                [
-                    "expiresAt",
-                    "leaseUntil",
-                    "token",
-                    "attempts",
-                    "retryAt",
-                    "tenant",
-                ]
-                .map(String::from)
-                .to_vec(),
-            ),
-        }
-    }
+    use crate::memory::throttle_tests::claimable_index as claimable;
 
     /// An entry's size is its projected item's, as DynamoDB sizes it.
     #[test]

@@ -269,6 +269,11 @@ fn bounds(read: &IndexRead) -> (u32, i64, i64) {
     }
 }
 
+/// The shard a read reads (its partition of the index).
+pub(super) fn shard_of(read: &IndexRead) -> u32 {
+    bounds(read).0
+}
+
 /// Whether entry `e` passes `read`'s filter.
 fn matches(read: &IndexRead, e: &Entry) -> bool {
     let c = &e.candidate;

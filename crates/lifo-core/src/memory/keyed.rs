@@ -2,12 +2,14 @@
 //! write reads the key's newest task and, in one step, writes the task,
 //! points the key at it and ends the previous task (SUPERSEDED if PENDING,
 //! marked if TAKEN, left if it already ended), or writes the task
-//! SUPERSEDED when the key's newest is newer.
+//! SUPERSEDED when the key's newest is newer. The transaction's units are
+//! counted against the partition limits but never refused by them.
 
-use super::{KeyItem, State};
+use super::limits::Kind;
+use super::{KeyItem, State, table};
 use crate::expr::{Move, Step};
 use crate::model::{Task, TaskStatus};
-use crate::store::supersede::{KeyedWrite, arrived_superseded, decide};
+use crate::store::supersede::{KeyedWrite, arrived_superseded, decide, key_item_id};
 use crate::store::{Keyed, Op, StoreError};
 
 impl State {
@@ -20,9 +22,8 @@ impl State {
         };
         let id = task.task_id.as_str();
         // The store reads the key item first (strongly consistent).
-        if let Some(b) = &self.billing {
-            b.get(None, true);
-        }
+        let key_item = table(&key_item_id(key));
+        self.spend_read(&key_item, super::bill::get_units(None, true));
         let head = self.items.keys.get(key).map(|k| {
             // A key item older than `latestCreated`: its task's creation.
             let created = k
@@ -78,8 +79,9 @@ impl State {
         }
         self.put(task, Op::Supersede, true)?;
         // The key item, written in the same transaction.
+        self.take(Kind::Write, &[(key_item, 1.0)], 2.0);
         if let Some(b) = &self.billing {
-            b.write(Op::Supersede, None, None, true);
+            b.spend(Op::Supersede, 2.0);
         }
         self.items.keys.insert(
             key.to_owned(),

@@ -15,19 +15,24 @@
 mod bill;
 mod index;
 mod keyed;
+pub mod limits;
 pub mod moves;
 
 pub use bill::Billing;
 
 pub use index::{AWS_LAG_MEDIAN_MS, Entry, Lag, aws_lag};
+pub use limits::PartitionLimits;
 
 use crate::expr::{Move, Step, truncate};
 use crate::model::{Task, TaskStatus};
 use crate::state;
+use crate::store::billing::Partition;
 use crate::store::{
-    DownstreamLimit, IndexPage, IndexRead, Item, Keyed, Op, Queue, QueueControl, StoreError, item,
+    CONTROL_ID, DOWNSTREAM_ID, DownstreamLimit, IndexPage, IndexRead, Item, Keyed, Op, Queue,
+    QueueControl, StoreError, UNPROCESSED_RESENDS, item,
 };
 use index::Index;
+use limits::Kind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -72,6 +77,19 @@ struct State {
     written: BTreeSet<String>,
     /// Where its operations' units are counted, if anywhere.
     billing: Option<Billing>,
+    /// DynamoDB's per-partition limits, when enforced.
+    limits: Option<PartitionLimits>,
+}
+
+/// The table's partition of the model's own queue item `key` (`#control`,
+/// `#group-<g>`, …) or of a task.
+fn table(key: &str) -> Partition {
+    Partition::table(key)
+}
+
+/// The claimable index's partition of `shard`.
+fn shard_partition(shard: u32) -> Partition {
+    Partition::index(crate::expr::CLAIMABLE_INDEX, &shard.to_string())
 }
 
 impl State {
@@ -82,15 +100,26 @@ impl State {
 
     /// Writes `task` as the store's items hold it (through the item's
     /// encoding, so both hold the same values).
+    /// A transaction's write (`transaction`) is not held to the limits
+    /// (its units are counted against them): a refusal part-way through
+    /// one is not modelled.
     fn put(&mut self, task: &Task, op: Op, transaction: bool) -> Result<(), StoreError> {
-        let stored = item::from_item(item::to_item(task)?)?;
+        let after = item::to_item(task)?;
+        let charges = self.write_charges(self.items.tasks.get(&task.task_id), &after)?;
+        let stored = item::from_item(after)?;
+        let factor = if transaction { 2.0 } else { 1.0 };
+        let operation = match op {
+            Op::Put => "PutItem",
+            Op::Supersede => "TransactWriteItems",
+            _ => "UpdateItem",
+        };
+        if transaction {
+            self.take(Kind::Write, &charges, factor);
+        } else {
+            self.admit(Kind::Write, &charges, operation)?;
+        }
         if let Some(b) = &self.billing {
-            b.write(
-                op,
-                self.items.tasks.get(&task.task_id),
-                Some(&stored),
-                transaction,
-            );
+            b.spend(op, factor * charges.iter().map(|(_, u)| u).sum::<f64>());
         }
         self.index.write(&task.task_id, Some(&stored), self.clock);
         self.written.insert(task.task_id.clone());
@@ -106,14 +135,73 @@ impl State {
         Ok(true)
     }
 
-    /// A conditional write of a queue item (control, group lease) that
-    /// passed (`true`) or failed.
-    fn bill_queue_item(&self, op: Op, passed: bool) {
+    /// What a write of a task from `before` to the image `after` costs,
+    /// by partition (nothing when neither billing nor limits ask).
+    fn write_charges(
+        &self,
+        before: Option<&Task>,
+        after: &Item,
+    ) -> Result<Vec<(Partition, f64)>, StoreError> {
+        let indexes = match (&self.limits, &self.billing) {
+            (Some(l), _) => &l.indexes,
+            (None, Some(b)) => &b.indexes,
+            (None, None) => return Ok(Vec::new()),
+        };
+        let before = before.map(item::to_item).transpose()?;
+        Ok(bill::write_charges(before.as_ref(), Some(after), indexes))
+    }
+
+    /// Admits a request of `kind` over `charges`' partitions and takes
+    /// their units, or refuses it (nothing taken) as DynamoDB throttles.
+    fn admit(
+        &mut self,
+        kind: Kind,
+        charges: &[(Partition, f64)],
+        operation: &'static str,
+    ) -> Result<(), StoreError> {
+        if let Some(l) = &mut self.limits {
+            l.admit(kind, charges.iter().map(|(p, _)| p))
+                .map_err(|t| t.error(operation))?;
+        }
+        self.take(kind, charges, 1.0);
+        Ok(())
+    }
+
+    /// Takes `factor` × `charges`' units from their partitions, admitted
+    /// or not.
+    fn take(&mut self, kind: Kind, charges: &[(Partition, f64)], factor: f64) {
+        if let Some(l) = &mut self.limits {
+            for (p, units) in charges {
+                l.take(kind, p, factor * units);
+            }
+        }
+    }
+
+    /// Admits a read of `partition` (its units, known once it is served,
+    /// are taken by [`State::spend_read`]).
+    fn read(&mut self, partition: &Partition, operation: &'static str) -> Result<(), StoreError> {
+        self.admit(Kind::Read, &[(partition.clone(), 0.0)], operation)
+    }
+
+    /// A read's `units`, from `partition` and billed.
+    fn spend_read(&mut self, partition: &Partition, units: f64) {
+        self.take(Kind::Read, &[(partition.clone(), units)], 1.0);
+        if let Some(b) = &self.billing {
+            b.spend(Op::Read, units);
+        }
+    }
+
+    /// A conditional write of a queue item `key` (control, group lease) or
+    /// of a task whose condition failed: 1 unit of its partition, if
+    /// admitted; billed as `op` when it passed, else as a rejection.
+    fn write_queue_item(&mut self, key: &str, op: Op, passed: bool) -> Result<(), StoreError> {
+        self.admit(Kind::Write, &[(table(key), 1.0)], "UpdateItem")?;
         match &self.billing {
-            Some(b) if passed => b.write(op, None, None, false),
+            Some(b) if passed => b.spend(op, 1.0),
             Some(b) => b.rejected(),
             None => {}
         }
+        Ok(())
     }
 
     fn update(
@@ -130,12 +218,12 @@ impl State {
             current: current.cloned().map(Box::new),
         };
         let Some(t) = self.items.tasks.get(task_id) else {
-            self.bill_queue_item(Op::Rejected, false);
+            self.write_queue_item(task_id, Op::Rejected, false)?;
             return Err(failed(None));
         };
         if !moves::allows(mv, step, t) {
             let err = failed(Some(t));
-            self.bill_queue_item(Op::Rejected, false);
+            self.write_queue_item(task_id, Op::Rejected, false)?;
             return Err(err);
         }
         let after = moves::apply(mv, step, t);
@@ -166,6 +254,7 @@ impl Memory {
                 index: Index::new(lag),
                 written: BTreeSet::new(),
                 billing: None,
+                limits: None,
             })),
             shed_by_reads: Arc::new(AtomicU64::new(0)),
             latency: std::time::Duration::ZERO,
@@ -191,6 +280,40 @@ impl Memory {
     pub fn with_billing(self, billing: Billing) -> Self {
         self.state().billing = Some(billing);
         self
+    }
+
+    /// Holding each partition to DynamoDB's limits ([`limits`]): a request
+    /// past them is retried as the SDK does, then answers
+    /// [`StoreError::Throttled`].
+    pub fn with_partition_limits(self, limits: PartitionLimits) -> Self {
+        self.state().limits = Some(limits);
+        self
+    }
+
+    /// What the limits saw: `f` of them, when enforced.
+    pub fn partition_limits<T>(&self, f: impl FnOnce(&PartitionLimits) -> T) -> Option<T> {
+        self.state().limits.as_ref().map(f)
+    }
+
+    /// One request: its round trip, then `f` on the state; a throttled
+    /// one is sent again after the SDK's backoff, up to its
+    /// [`limits::SDK_ATTEMPTS`] tries.
+    async fn send<T>(
+        &self,
+        mut f: impl FnMut(&mut State) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut tries = 1;
+        loop {
+            self.trip().await;
+            let answer = f(&mut self.state());
+            match answer {
+                Err(StoreError::Throttled { .. }) if tries < limits::SDK_ATTEMPTS => {
+                    tokio::time::sleep(limits::sdk_backoff(tries)).await;
+                    tries += 1;
+                }
+                answer => return answer,
+            }
+        }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -263,28 +386,82 @@ impl Memory {
 }
 
 impl Queue for Memory {
+    /// As the store's BatchWriteItem: each task admitted on its own; the
+    /// refused ones are left unprocessed and sent again after
+    /// [`crate::store::resend_wait`], up to the store's resends; a send
+    /// whose every task was refused is throttled as a whole (the SDK
+    /// retries it).
     async fn put_new(&self, tasks: &[Task]) -> Result<usize, StoreError> {
-        self.trip().await;
-        let mut st = self.state();
-        for t in tasks {
-            st.tick(t.task_updated);
-            st.put(t, Op::Put, false)?;
+        let mut left: Vec<&Task> = tasks.iter().collect();
+        let (mut resends, mut tries) = (0, 1);
+        loop {
+            self.trip().await;
+            let before = left.len();
+            {
+                let mut st = self.state();
+                let mut failure = None;
+                left.retain(|t| {
+                    if failure.is_some() {
+                        return true;
+                    }
+                    st.tick(t.task_updated);
+                    match st.put(t, Op::Put, false) {
+                        Ok(()) => false,
+                        Err(StoreError::Throttled { .. }) => true,
+                        Err(e) => {
+                            failure = Some(e);
+                            true
+                        }
+                    }
+                });
+                if let Some(e) = failure {
+                    return Err(e);
+                }
+            }
+            if left.is_empty() {
+                return Ok(tasks.len());
+            }
+            let written = tasks.len() - left.len();
+            let error = if left.len() == before {
+                tries += 1;
+                (tries > limits::SDK_ATTEMPTS).then(|| StoreError::Throttled {
+                    operation: "BatchWriteItem",
+                    source: "ProvisionedThroughputExceededException: every item throttled".into(),
+                })
+            } else {
+                resends += 1;
+                (resends > UNPROCESSED_RESENDS).then_some(StoreError::Unprocessed {
+                    operation: "BatchWriteItem",
+                    remaining: left.len(),
+                    retries: UNPROCESSED_RESENDS,
+                })
+            };
+            if let Some(e) = error {
+                return Err(e.after_writing(written, tasks.len()));
+            }
+            tokio::time::sleep(if left.len() == before {
+                limits::sdk_backoff(tries - 1)
+            } else {
+                crate::store::resend_wait(resends)
+            })
+            .await;
         }
-        Ok(tasks.len())
     }
 
     async fn put_if_absent(&self, task: &Task) -> Result<bool, StoreError> {
-        self.trip().await;
-        let mut st = self.state();
-        st.tick(task.task_updated);
-        st.put_if_absent(task)
+        self.send(|st| {
+            st.tick(task.task_updated);
+            st.put_if_absent(task)
+        })
+        .await
     }
 
     async fn put_keyed_at(&self, task: &Task, now_ms: u64) -> Result<Keyed, StoreError> {
-        self.trip().await;
-        let mut st = self.state();
-        st.tick(task.task_updated.max(now_ms));
-        st.put_keyed(task, now_ms)
+        self.send(|st| {
+            st.tick(task.task_updated.max(now_ms));
+            st.put_keyed(task, now_ms)
+        })
+        .await
     }
 
     async fn apply(
@@ -294,8 +471,7 @@ impl Queue for Memory {
         current: TaskStatus,
         step: &Step,
     ) -> Result<Task, StoreError> {
-        self.trip().await;
-        self.state().update(task_id, mv, current, step)
+        self.send(|st| st.update(task_id, mv, current, step)).await
     }
 
     async fn record(
@@ -305,18 +481,19 @@ impl Queue for Memory {
         current: TaskStatus,
         step: &Step,
     ) -> Result<(), StoreError> {
-        self.trip().await;
-        self.state().update(task_id, mv, current, step).map(drop)
+        self.send(|st| st.update(task_id, mv, current, step).map(drop))
+            .await
     }
 
     async fn get_item(&self, task_id: &str) -> Result<Option<Task>, StoreError> {
-        self.trip().await;
-        let st = self.state();
-        let task = st.items.tasks.get(task_id).cloned();
-        if let Some(b) = &st.billing {
-            b.get(task.as_ref(), true);
-        }
-        Ok(task)
+        self.send(|st| {
+            let partition = table(task_id);
+            st.read(&partition, "GetItem")?;
+            let task = st.items.tasks.get(task_id).cloned();
+            st.spend_read(&partition, bill::get_units(task.as_ref(), true));
+            Ok(task)
+        })
+        .await
     }
 
     async fn index_page(
@@ -326,36 +503,41 @@ impl Queue for Memory {
         limit: Option<i32>,
         start: Option<Item>,
     ) -> Result<IndexPage, StoreError> {
-        self.trip().await;
-        let mut st = self.state();
-        let at = st.tick(read_time(&read));
-        st.index.settle(at);
-        let (page, evaluated) = st.index.page(&read, forward, limit, start.as_ref());
-        if let Some(b) = &st.billing {
-            b.query(evaluated.iter().copied());
-        }
-        Ok(page)
+        self.send(|st| {
+            let partition = shard_partition(index::shard_of(&read));
+            st.read(&partition, "Query")?;
+            let at = st.tick(read_time(&read));
+            st.index.settle(at);
+            let (page, evaluated) = st.index.page(&read, forward, limit, start.as_ref());
+            let units = bill::query_units(evaluated.into_iter());
+            st.spend_read(&partition, units);
+            Ok(page)
+        })
+        .await
     }
 
     async fn index_count(&self, read: IndexRead) -> Result<usize, StoreError> {
-        self.trip().await;
-        let mut st = self.state();
-        let at = st.tick(read_time(&read));
-        st.index.settle(at);
-        let (count, evaluated) = st.index.count(&read);
-        if let Some(b) = &st.billing {
-            b.query(evaluated.iter().copied());
-        }
-        Ok(count)
+        self.send(|st| {
+            let partition = shard_partition(index::shard_of(&read));
+            st.read(&partition, "Query")?;
+            let at = st.tick(read_time(&read));
+            st.index.settle(at);
+            let (count, evaluated) = st.index.count(&read);
+            let units = bill::query_units(evaluated.into_iter());
+            st.spend_read(&partition, units);
+            Ok(count)
+        })
+        .await
     }
 
     async fn control(&self, consistent: bool) -> Result<QueueControl, StoreError> {
-        self.trip().await;
-        let st = self.state();
-        if let Some(b) = &st.billing {
-            b.get(None, consistent);
-        }
-        Ok(st.items.control.clone().unwrap_or_default())
+        self.send(|st| {
+            let partition = table(CONTROL_ID);
+            st.read(&partition, "GetItem")?;
+            st.spend_read(&partition, bill::get_units(None, consistent));
+            Ok(st.items.control.clone().unwrap_or_default())
+        })
+        .await
     }
 
     async fn set_paused(
@@ -364,25 +546,27 @@ impl Queue for Memory {
         reason: &str,
         now_ms: u64,
     ) -> Result<QueueControl, StoreError> {
-        self.trip().await;
-        let mut st = self.state();
-        st.tick(now_ms);
-        st.bill_queue_item(Op::Operate, true);
-        let c = st.items.control.get_or_insert_with(QueueControl::default);
-        c.paused = paused;
-        c.changed_at = Some(now_ms);
-        c.reason = Some(truncate(reason));
-        Ok(c.clone())
+        self.send(|st| {
+            st.tick(now_ms);
+            st.write_queue_item(CONTROL_ID, Op::Operate, true)?;
+            let c = st.items.control.get_or_insert_with(QueueControl::default);
+            c.paused = paused;
+            c.changed_at = Some(now_ms);
+            c.reason = Some(truncate(reason));
+            Ok(c.clone())
+        })
+        .await
     }
 
     async fn nudge(&self, now_ms: u64) -> Result<QueueControl, StoreError> {
-        self.trip().await;
-        let mut st = self.state();
-        st.tick(now_ms);
-        st.bill_queue_item(Op::Operate, true);
-        let c = st.items.control.get_or_insert_with(QueueControl::default);
-        c.nudged_at = Some(now_ms);
-        Ok(c.clone())
+        self.send(|st| {
+            st.tick(now_ms);
+            st.write_queue_item(CONTROL_ID, Op::Operate, true)?;
+            let c = st.items.control.get_or_insert_with(QueueControl::default);
+            c.nudged_at = Some(now_ms);
+            Ok(c.clone())
+        })
+        .await
     }
 
     async fn take_group(
@@ -392,40 +576,45 @@ impl Queue for Memory {
         now_ms: u64,
         claimed_by: &str,
     ) -> Result<Option<u64>, StoreError> {
-        self.trip().await;
-        let mut st = self.state();
-        st.tick(now_ms);
-        let held = st.items.groups.get(&group);
-        // Free when it never was taken or its lease ended.
-        if held.is_some_and(|g| g.lease_until >= now_ms) {
-            st.bill_queue_item(Op::Group, false);
-            return Ok(None);
-        }
-        st.bill_queue_item(Op::Group, true);
-        let token = held.map_or(0, |g| g.token) + 1;
-        st.items.groups.insert(
-            group,
-            GroupItem {
-                lease_until,
-                token,
-                claimed_by: truncate(claimed_by),
-            },
-        );
-        Ok(Some(token))
+        let key = crate::groups::group_key(group);
+        self.send(|st| {
+            st.tick(now_ms);
+            let held = st.items.groups.get(&group);
+            // Free when it never was taken or its lease ended.
+            if held.is_some_and(|g| g.lease_until >= now_ms) {
+                st.write_queue_item(&key, Op::Group, false)?;
+                return Ok(None);
+            }
+            let token = held.map_or(0, |g| g.token) + 1;
+            st.write_queue_item(&key, Op::Group, true)?;
+            st.items.groups.insert(
+                group,
+                GroupItem {
+                    lease_until,
+                    token,
+                    claimed_by: truncate(claimed_by),
+                },
+            );
+            Ok(Some(token))
+        })
+        .await
     }
 
     async fn release_group(&self, group: u32, token: u64) -> Result<bool, StoreError> {
-        self.trip().await;
-        let mut st = self.state();
-        let released = match st.items.groups.get_mut(&group) {
-            Some(g) if g.token == token => {
+        let key = crate::groups::group_key(group);
+        self.send(|st| {
+            let releases = st
+                .items
+                .groups
+                .get(&group)
+                .is_some_and(|g| g.token == token);
+            st.write_queue_item(&key, Op::Group, releases)?;
+            if let Some(g) = st.items.groups.get_mut(&group).filter(|_| releases) {
                 g.lease_until = 0;
-                true
             }
-            _ => false,
-        };
-        st.bill_queue_item(Op::Group, released);
-        Ok(released)
+            Ok(releases)
+        })
+        .await
     }
 
     fn add_shed_by_reads(&self, n: u64) {
@@ -442,11 +631,12 @@ impl Queue for Memory {
     }
 
     async fn record_limit(&self, limit: &DownstreamLimit) -> Result<(), StoreError> {
-        self.trip().await;
-        let mut st = self.state();
-        st.bill_queue_item(Op::Operate, true);
-        st.items.downstream = Some(*limit);
-        Ok(())
+        self.send(|st| {
+            st.write_queue_item(DOWNSTREAM_ID, Op::Operate, true)?;
+            st.items.downstream = Some(*limit);
+            Ok(())
+        })
+        .await
     }
 }
 
@@ -463,3 +653,5 @@ fn read_time(read: &IndexRead) -> u64 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod throttle_tests;

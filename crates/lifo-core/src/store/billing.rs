@@ -98,31 +98,104 @@ fn units(bytes: usize) -> f64 {
 }
 
 /// What AWS bills for a write that changes an item from `before` to
-/// `after` (`None`: absent), table and indexes together.
+/// `after` (`None`: absent), with `indexes` on the table.
 pub fn write_units(
     before: Option<&Item>,
     after: Option<&Item>,
     indexes: &[Index],
     table_key: &str,
 ) -> f64 {
+    write_units_by_partition(before, after, indexes, table_key)
+        .iter()
+        .map(|(_, units)| units)
+        .sum()
+}
+
+/// Where a request's units go: a partition key value of the table
+/// (`index: None`) or of one global secondary index. DynamoDB limits each
+/// one's throughput on its own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Partition {
+    pub index: Option<String>,
+    pub key: String,
+}
+
+impl Partition {
+    /// The table's partition of the item whose key is `key`.
+    pub fn table(key: &str) -> Self {
+        Self {
+            index: None,
+            key: key.to_owned(),
+        }
+    }
+
+    /// `index`'s partition of key value `key`.
+    pub fn index(index: &str, key: &str) -> Self {
+        Self {
+            index: Some(index.to_owned()),
+            key: key.to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.index {
+            Some(index) => write!(f, "{index} {}", self.key),
+            None => write!(f, "table {}", self.key),
+        }
+    }
+}
+
+/// A partition key's value as text (a string or a number as written).
+fn key_text(v: Option<&AttributeValue>) -> String {
+    match v {
+        Some(AttributeValue::S(s)) => s.clone(),
+        Some(AttributeValue::N(n)) => n.clone(),
+        Some(other) => format!("{other:?}"),
+        None => String::new(),
+    }
+}
+
+/// [`write_units`] by the partition each unit goes to: the item's own
+/// (its table key), then each index entry the write places, changes or
+/// removes, in its entry's partition (an entry that moves between
+/// partitions costs its delete in the old one and its put in the new).
+pub fn write_units_by_partition(
+    before: Option<&Item>,
+    after: Option<&Item>,
+    indexes: &[Index],
+    table_key: &str,
+) -> Vec<(Partition, f64)> {
     let size = |i: Option<&Item>| i.map_or(0, item_bytes);
-    let mut total = units(size(before).max(size(after)));
+    let key = after.or(before).and_then(|i| i.get(table_key));
+    let mut out = vec![(
+        Partition::table(&key_text(key)),
+        units(size(before).max(size(after))),
+    )];
     for index in indexes {
         let old = before.and_then(|i| entry(i, index, table_key));
         let new = after.and_then(|i| entry(i, index, table_key));
-        let key = |e: &Item| -> Vec<Option<AttributeValue>> {
+        let keys = |e: &Item| -> Vec<Option<AttributeValue>> {
             index.keys.iter().map(|k| e.get(k).cloned()).collect()
         };
-        total += match (&old, &new) {
-            (None, None) => 0.0,
-            (Some(e), None) | (None, Some(e)) => units(item_bytes(e)),
-            (Some(o), Some(n)) if key(o) != key(n) => units(item_bytes(o)) + units(item_bytes(n)),
-            // The entry is rewritten only when what it holds changed.
-            (Some(o), Some(n)) if o == n => 0.0,
-            (Some(o), Some(n)) => units(item_bytes(o).max(item_bytes(n))),
+        let part = |e: &Item| {
+            let hash = index.keys.first().and_then(|k| e.get(k));
+            Partition::index(&index.name, &key_text(hash))
         };
+        match (&old, &new) {
+            (None, None) => {}
+            (Some(e), None) | (None, Some(e)) => out.push((part(e), units(item_bytes(e)))),
+            (Some(o), Some(n)) if keys(o) != keys(n) => {
+                out.push((part(o), units(item_bytes(o))));
+                out.push((part(n), units(item_bytes(n))));
+            }
+            // The entry is rewritten only when what it holds changed.
+            (Some(o), Some(n)) if o == n => {}
+            (Some(o), Some(n)) => out.push((part(n), units(item_bytes(o).max(item_bytes(n))))),
+        }
     }
-    total
+    out
 }
 
 /// What AWS bills for a Query that read items of these sizes.
@@ -206,5 +279,63 @@ mod tests {
         let mut big = done.clone();
         big.insert("p".into(), s(&"x".repeat(1500)));
         assert_eq!(write_units(Some(&done), Some(&big), &[], "taskId"), 2.0);
+    }
+
+    /// Each unit goes to the partition that spends it: the item's own, and
+    /// the index entry's partition (its hash key's value); an entry that
+    /// moves to another shard spends in both.
+    #[test]
+    fn write_units_are_split_by_partition() {
+        let index = Index {
+            name: "claimable-index".into(),
+            keys: vec!["shard".into(), "at".into()],
+            projection: Projection::KeysOnly,
+        };
+        let item = |shard: &str, at: Option<&str>| -> Item {
+            let mut i: Item = [
+                ("taskId".to_owned(), s("t")),
+                ("shard".to_owned(), n(shard)),
+            ]
+            .into();
+            if let Some(at) = at {
+                i.insert("at".into(), n(at));
+            }
+            i
+        };
+        let ix = std::slice::from_ref(&index);
+        let (a, b) = (item("3", Some("1")), item("3", Some("2")));
+        assert_eq!(
+            write_units_by_partition(None, Some(&a), ix, "taskId"),
+            vec![
+                (Partition::table("t"), 1.0),
+                (Partition::index("claimable-index", "3"), 1.0)
+            ]
+        );
+        // A new sort key in the same shard: delete and put, both in shard 3.
+        assert_eq!(
+            write_units_by_partition(Some(&a), Some(&b), ix, "taskId")[1..],
+            [
+                (Partition::index("claimable-index", "3"), 1.0),
+                (Partition::index("claimable-index", "3"), 1.0)
+            ]
+        );
+        let moved = item("4", Some("2"));
+        assert_eq!(
+            write_units_by_partition(Some(&b), Some(&moved), ix, "taskId")[1..],
+            [
+                (Partition::index("claimable-index", "3"), 1.0),
+                (Partition::index("claimable-index", "4"), 1.0)
+            ]
+        );
+        // Leaving the index; a write that leaves no entry spends only in the table.
+        let done = item("4", None);
+        assert_eq!(
+            write_units_by_partition(Some(&moved), Some(&done), ix, "taskId")[1..],
+            [(Partition::index("claimable-index", "4"), 1.0)]
+        );
+        assert_eq!(
+            write_units_by_partition(Some(&done), Some(&done), ix, "taskId"),
+            vec![(Partition::table("t"), 1.0)]
+        );
     }
 }

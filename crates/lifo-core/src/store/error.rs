@@ -134,6 +134,19 @@ impl StoreError {
         }
     }
 
+    /// This error, met after `written` of `total` tasks were written: a
+    /// [`StoreError::PartialWrite`] unless none were.
+    pub fn after_writing(self, written: usize, total: usize) -> Self {
+        match written {
+            0 => self,
+            written => Self::PartialWrite {
+                written,
+                total,
+                source: Box::new(self),
+            },
+        }
+    }
+
     /// DynamoDB asked us to slow down (a retry later may succeed).
     pub fn is_throttled(&self) -> bool {
         match self {

@@ -48,7 +48,7 @@ pub use payload::PayloadPolicy;
 pub use queue::{IndexPage, IndexRead, Queue};
 pub use shed::{REAP_MAX_PER_SHARD, REAP_PAGE, Reaped, sheddable};
 pub use supersede::Keyed;
-pub use write::BATCH_WRITE_MAX;
+pub use write::{BATCH_WRITE_MAX, UNPROCESSED_RESENDS};
 
 use crate::expr;
 use aws_sdk_dynamodb::Client;

@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, ReturnConsumedCapacity
 /// Largest batch BatchWriteItem accepts.
 pub const BATCH_WRITE_MAX: usize = 25;
 /// How often unprocessed batch items are resent before giving up.
-pub(super) const UNPROCESSED_RESENDS: u32 = 8;
+pub const UNPROCESSED_RESENDS: u32 = 8;
 
 use super::item::to_item;
 
@@ -89,14 +89,7 @@ impl Store {
                     .filter(|t| left.contains(&t.task_id))
                     .chain(tasks.iter().skip(from));
                 self.forget_payloads(unwritten).await;
-                return Err(match written {
-                    0 => e,
-                    written => StoreError::PartialWrite {
-                        written,
-                        total: tasks.len(),
-                        source: Box::new(e),
-                    },
-                });
+                return Err(e.after_writing(written, tasks.len()));
             }
             written += chunk.len();
         }
