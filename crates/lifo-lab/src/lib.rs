@@ -12,7 +12,8 @@
 //!   [`virtual_time`]: the same workloads through the real handlers in
 //!   virtual time, over the queue's in-memory model (`--engine virtual`);
 //!   [`constants`]: each tuning constant's effect, swept in virtual time
-//!   (`--constants`); [`parallel`]: many runs side by side;
+//!   (`--constants`); [`parallel`]: many runs side by side; [`scale`]: a
+//!   virtual run's throughput against DynamoDB's partition limits;
 //! - [`plan`]: `lifo plan`, which order and size a workload needs and
 //!   what it costs, from runs in virtual time;
 //! - [`bench`]: `lifo bench`, one file per part ([`latency`]: a delay in
@@ -32,6 +33,7 @@ pub mod phases;
 pub mod plan;
 pub mod plot;
 pub mod report;
+pub mod scale;
 pub mod simulate;
 pub mod simulate_command;
 pub mod virtual_time;

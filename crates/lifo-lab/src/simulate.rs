@@ -305,6 +305,38 @@ pub struct Outcome {
     pub downstream_runs: Vec<Run>,
     /// With [`Engine::Virtual`]: its wall time and event log.
     pub virtual_run: Option<VirtualRunInfo>,
+    /// With [`Engine::Virtual`]: what DynamoDB's partitions served and
+    /// refused.
+    pub partitions: Option<Partitions>,
+}
+
+/// What the busiest partitions served, and the requests DynamoDB's
+/// per-partition limits refused (each try of a request counted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Partitions {
+    /// Write units: the table's busiest partition, the indexes'.
+    pub table_writes: Option<lifo_core::memory::limits::Busiest>,
+    pub index_writes: Option<lifo_core::memory::limits::Busiest>,
+    pub index_reads: Option<lifo_core::memory::limits::Busiest>,
+    /// Refusals of writes by the table's and by an index's partitions, and
+    /// of reads.
+    pub table_write_throttles: u64,
+    pub index_write_throttles: u64,
+    pub read_throttles: u64,
+}
+
+impl Partitions {
+    pub fn of(l: &lifo_core::memory::PartitionLimits) -> Self {
+        use lifo_core::memory::limits::Kind;
+        Self {
+            table_writes: l.busiest(Kind::Write, false),
+            index_writes: l.busiest(Kind::Write, true),
+            index_reads: l.busiest(Kind::Read, true),
+            table_write_throttles: l.throttled(Kind::Write, false),
+            index_write_throttles: l.throttled(Kind::Write, true),
+            read_throttles: l.throttled(Kind::Read, false) + l.throttled(Kind::Read, true),
+        }
+    }
 }
 
 /// The pipeline's counters at the end of a run.
@@ -650,6 +682,7 @@ pub(crate) fn outcome_of(
         written_ms,
         downstream_runs: Vec::new(),
         virtual_run: None,
+        partitions: None,
     }
 }
 

@@ -141,6 +141,10 @@ pub struct SimulateArgs {
     /// (a round trip to DynamoDB in a region is a few milliseconds).
     #[arg(long, default_value_t = simulate::STORE_LATENCY.as_millis() as u64, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub store_latency_ms: u64,
+    /// Processors claiming at once (the template's ProcessorCount, 1 to
+    /// 32; at most the shards), each from its group of shards.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub processors: u32,
     /// Each tuning constant of the claim policy and the claim loop (those
     /// named, comma-separated; every one when none is), with
     /// --engine virtual: as deployed, without it, at half and at double
@@ -184,7 +188,7 @@ impl SimulateArgs {
             latency_jitter: 0.0,
             ttl_seconds: self.ttl,
             shards,
-            processors: 1,
+            processors: self.processors,
             budget: Duration::from_secs(budget),
             seed: self.seed,
             rate_limit: self.pacing.rate_limit(),
@@ -226,12 +230,22 @@ impl SimulateArgs {
         }
     }
 
-    /// Refuses a rate clap cannot range-check (a float), naming the flag;
-    /// the integer flags are range-checked by clap.
+    /// Refuses a rate clap cannot range-check (a float), naming the flag
+    /// (DynamoDB Local serves a few hundred tasks a second; the virtual
+    /// engine, DynamoDB's own limits); the integer flags are range-checked
+    /// by clap.
     pub fn check(&self) -> anyhow::Result<()> {
-        if !(self.rate > 0.0 && self.rate <= 500.0) {
+        let most = match self.engine {
+            simulate::Engine::Local => 500.0,
+            simulate::Engine::Virtual => 100_000.0,
+        };
+        if !(self.rate > 0.0 && self.rate <= most) {
             return Err(anyhow::anyhow!(
-                "--rate must be in (0, 500], got {}",
+                "--rate must be in (0, {most}] with --engine {}, got {}",
+                match self.engine {
+                    simulate::Engine::Local => "local",
+                    simulate::Engine::Virtual => "virtual",
+                },
                 self.rate
             ));
         }
@@ -426,6 +440,9 @@ pub async fn command(args: &SimulateArgs, shards: u32, as_json: bool) -> anyhow:
         simulate::Engine::Local => writeln!(out, "\n{UNITS_NOTE}"),
         simulate::Engine::Virtual => writeln!(out, "\n{VIRTUAL_UNITS_NOTE}"),
     };
+    for o in &outcomes {
+        out.push_str(&crate::scale::summary(o));
+    }
     let _ = writeln!(
         out,
         "Age at start: tasks that started while tasks kept arriving ({} s); \
@@ -511,116 +528,4 @@ async fn mix_command(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    /// `lifo simulate`'s arguments.
-    #[derive(Parser)]
-    struct Simulate {
-        #[command(flatten)]
-        args: SimulateArgs,
-    }
-
-    fn args(argv: &[&str]) -> SimulateArgs {
-        let all = [&["simulate"], argv].concat();
-        Simulate::try_parse_from(all).unwrap().args
-    }
-
-    /// The index lag and the producer's batch reach the workload; the lag
-    /// is AWS's unless told otherwise.
-    #[test]
-    fn the_index_lag_and_the_create_batch_are_the_workloads() {
-        let w = args(&[]).workload(1).unwrap();
-        assert_eq!(
-            (w.index_lag, w.create_batch),
-            (lifo_local::index_lag::IndexLagMode::Aws, 1)
-        );
-        let w = args(&["--index-lag", "1000", "--create-batch", "1000"])
-            .workload(1)
-            .unwrap();
-        assert_eq!(
-            (w.index_lag, w.create_batch),
-            (
-                lifo_local::index_lag::IndexLagMode::Fixed(Duration::from_secs(1)),
-                1000
-            )
-        );
-    }
-
-    /// A scheduled downstream and the limit reach the workload; a bad
-    /// schedule is refused naming the flag and the entry.
-    #[test]
-    fn the_downstreams_schedule_and_the_limit_are_the_workloads() {
-        let w = args(&[
-            "--downstream-capacity",
-            "10,4@30s,10@60s",
-            "--concurrency",
-            "adaptive",
-        ])
-        .workload(1)
-        .unwrap();
-        assert_eq!(w.runner_concurrency, process::runner::Concurrency::Adaptive);
-        let d = w.downstream.unwrap();
-        assert_eq!((d.queue, d.timeout), (10, Duration::from_secs(30)));
-        assert_eq!(d.schedule.at(Duration::from_secs(45)), 4);
-        let w = args(&[]).workload(1).unwrap();
-        assert_eq!(
-            (w.runner_concurrency, w.downstream),
-            (process::runner::Concurrency::Fixed, None)
-        );
-        let all = ["simulate", "--downstream-capacity", "10,4@30"];
-        let err = Simulate::try_parse_from(all).err().unwrap().to_string();
-        assert!(
-            err.contains("--downstream-capacity")
-                && err.contains(
-                    "entry 2 (\"4@30\"): the time must be a number with a unit: 30s, 1500ms or 2m"
-                ),
-            "{err}"
-        );
-    }
-
-    /// `lifo simulate --template FILE` (issue 51): the run's settings and
-    /// stack come from the copy, not from the template `lifo` was built
-    /// beside.
-    #[test]
-    fn the_workload_comes_from_the_template_it_is_given() {
-        let workspace =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml");
-        let text = std::fs::read_to_string(&workspace).unwrap();
-        let default = "  TimeBudgetSeconds:\n    Type: Number\n";
-        let at = text.find(default).unwrap();
-        let body = &text[at..];
-        let line = body.find("    Default: 60\n").unwrap();
-        let copy = format!(
-            "{}{}    Default: 42\n{}",
-            &text[..at],
-            &body[..line],
-            &body[line + "    Default: 60\n".len()..]
-        );
-        let file = std::env::temp_dir().join(format!("lifo-simulate-{}.yaml", std::process::id()));
-        std::fs::write(&file, copy).unwrap();
-        let w = args(&["--template", file.to_str().unwrap()])
-            .workload(1)
-            .unwrap();
-        assert_eq!(w.budget, Duration::from_secs(42));
-        let template = w.template.as_deref().unwrap();
-        assert_eq!(
-            template.parameter_default("TimeBudgetSeconds").unwrap(),
-            "42"
-        );
-        let w = args(&[]).workload(1).unwrap();
-        assert_eq!(
-            (w.budget, w.template.is_none()),
-            (Duration::from_secs(60), true)
-        );
-        let err = args(&["--template", "/no/such/template.yaml"])
-            .workload(1)
-            .unwrap_err();
-        assert!(
-            format!("{err:#}").contains("reading /no/such/template.yaml"),
-            "{err:#}"
-        );
-        let _ = std::fs::remove_file(&file);
-    }
-}
+mod tests;

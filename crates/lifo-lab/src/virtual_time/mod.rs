@@ -22,9 +22,12 @@
 //! [`chaos`] runs the same functions under faults ([`faults`],
 //! [`invocation_faults`]) and judges what the store committed.
 //!
-//! Not modelled yet: the table's stream (producers that write past create),
-//! rest alarms (the sweep finds what rests past a minute) and DynamoDB's
-//! partition limits.
+//! DynamoDB's per-partition limits hold ([`lifo_core::memory::limits`]):
+//! 1,000 write and 3,000 read units a second per partition key value, in
+//! the table and in each index, each refusal retried as the SDK does.
+//!
+//! Not modelled yet: the table's stream (producers that write past create)
+//! and rest alarms (the sweep finds what rests past a minute).
 
 pub mod chaos;
 pub mod faults;
@@ -36,10 +39,11 @@ use invocation_faults::InvocationFaults;
 pub use log::EventLog;
 
 use crate::report::{Observer, Report};
+use crate::simulate::Partitions;
 use crate::simulate::{Outcome, PipelineCounts, Workload, create, outcome_of};
 use anyhow::{Context, Result, anyhow};
 use lifo_core::clock::{Clock, SharedClock, TokioClock};
-use lifo_core::memory::{Billing, Memory};
+use lifo_core::memory::{Billing, Memory, PartitionLimits};
 use lifo_core::store::{CapacityMeter, Queue, QueueOps};
 use lifo_core::{Order, TaskStatus};
 use lifo_lambda::notify::Fanout;
@@ -147,11 +151,13 @@ async fn run_paused(
     let clock = seeded_clock(workload.seed);
     // Its units by AWS's billing rules, over the template's indexes.
     let meter = Arc::new(CapacityMeter::default());
+    let indexes = template.table(lifo_local::stack::TABLE)?.billed_indexes();
     let memory = Memory::new(workload.index_lag.model(workload.seed))
         .with_billing(Billing {
-            indexes: template.table(lifo_local::stack::TABLE)?.billed_indexes(),
+            indexes: indexes.clone(),
             meter: Arc::clone(&meter),
         })
+        .with_partition_limits(PartitionLimits::new(indexes, Arc::clone(&clock)))
         .with_latency(workload.store_latency);
     let stats = Arc::new(PipelineStats::default());
     let log = EventLog::new(Arc::clone(&clock));
@@ -201,6 +207,7 @@ async fn run_paused(
         written_ms,
     );
     outcome.downstream_runs = downstream.map(|d| d.runs()).unwrap_or_default();
+    outcome.partitions = memory.partition_limits(Partitions::of);
     outcome.pipeline = PipelineCounts::of(&stats);
     let lambda = LambdaTime {
         process_ms: ran.process_ms,
