@@ -104,7 +104,7 @@ fn a_workload_that_cannot_run_is_one_line_naming_the_flag() {
     assert!(!out.status.success());
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
-        "error: --rate must be in (0, 500], got 0"
+        "error: --rate must be in (0, 500] with --engine local, got 0"
     );
     let out = Command::new(LIFO)
         .args(["bench", "--only", "sizes", "--minutes", "NaN"])
