@@ -261,3 +261,50 @@ async fn the_adaptive_lane_passes_over_a_flooding_tenant() {
     );
     assert!(lane >= 1, "{lane} lane starts");
 }
+
+/// The invocation a create wakes reads before the index shows the task
+/// (each write shows 400 ms late): its linger (the template's 1 s) keeps it
+/// looking until the task shows up. With no linger, the same invocation
+/// ends with nothing claimed.
+#[tokio::test(start_paused = true)]
+async fn the_invocation_a_create_wakes_lingers_for_a_task_the_index_shows_late() {
+    let clock = Arc::new(TokioClock::starting_at(NOW));
+    let memory = Memory::new(Lag::Fixed { ms: 400 }).with_latency(Duration::from_millis(5));
+    let woken = |linger| {
+        let config = ProcessConfig {
+            linger,
+            shard_count: 1,
+            max_ttl_seconds: 3600,
+            time_budget: Duration::from_secs(5),
+            ..ProcessConfig::new("t", "t")
+        };
+        let runner = Arc::new(SimulatedRunner::new(3, Duration::ZERO, 0.0, 0.0));
+        Processor::over(memory.clone(), Arc::new(NoTail), runner, config).with_clock(clock.clone())
+    };
+    let write = |id: &str| {
+        let task = Task::new_pending(
+            id.into(),
+            lifo_core::Payload::new(),
+            clock.now_ms(),
+            3600,
+            1,
+        );
+        let memory = memory.clone();
+        async move { memory.put_new(&[task]).await.unwrap() }
+    };
+    let deadline = || SystemTime::UNIX_EPOCH + Duration::from_millis(clock.now_ms() + 900_000);
+    write("a").await;
+    let report = woken(Duration::ZERO)
+        .handle(&Wakeups::one(), deadline())
+        .await
+        .unwrap();
+    assert!(report.claimed.is_empty(), "{report:?}");
+    write("b").await;
+    let report = woken(Duration::from_secs(1))
+        .handle(&Wakeups::one(), deadline())
+        .await
+        .unwrap();
+    let mut claimed = report.claimed.clone();
+    claimed.sort();
+    assert_eq!(claimed, ["a", "b"]);
+}
