@@ -8,7 +8,7 @@ use anyhow::Result;
 use lifo_core::Order;
 use std::time::Duration;
 
-/// [`simulate::run`] on the workload's engine.
+/// A workload's run on its engine, every arrival a demo task.
 pub async fn run(
     workload: &Workload,
     order: Order,

@@ -390,19 +390,10 @@ impl Outcome {
 }
 
 /// Runs `workload` in `order` on a fresh local stack (the servers stop
-/// when it returns) with the arrival offsets `arrivals`.
-pub async fn run(
-    workload: &Workload,
-    order: Order,
-    arrivals: &[Duration],
-    on_progress: &mut (dyn FnMut(&Progress) + Send),
-) -> Result<Outcome> {
-    run_specs(workload, order, arrivals, None, on_progress).await
-}
-
-/// [`run`] where arrival `i` is created as `specs[i]` (one entry of a
-/// create request's `tasks`: a tenant, a priority, a key), not as a demo
-/// task.
+/// when it returns) with the arrival offsets `arrivals`, arrival `i`
+/// created as `specs[i]` when given (one entry of a create request's
+/// `tasks`: a tenant, a priority, a key), else as a demo task. Callers go
+/// through [`crate::engine`], which picks the engine.
 pub async fn run_specs(
     workload: &Workload,
     order: Order,
