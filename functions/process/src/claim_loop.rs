@@ -40,11 +40,11 @@ pub(crate) const REST_WAIT_STEP: Duration = Duration::from_secs(1);
 
 /// The loop's memory across refills.
 pub(crate) struct LoopState {
-    /// Ids this invocation will not try again: lost to another worker,
-    /// abandoned, not claimable.
-    pub skip: HashSet<String>,
-    /// Ids whose claim was sent and whose handling has not ended.
-    pub in_flight: HashSet<String>,
+    /// Ids the next candidates must not be: those whose claim was sent and
+    /// whose handling has not ended, and those this invocation will not try
+    /// again (lost to another worker, abandoned, not claimable). One set kept
+    /// up to date, so a refill reads it in place instead of building it.
+    pub exclude: HashSet<String>,
     /// The first claim that failed on a store error.
     pub failure: Option<StoreError>,
     /// Claims sent so far (the claim order of the report).
@@ -70,8 +70,7 @@ pub(crate) struct LoopState {
 impl LoopState {
     pub fn new(clock: SharedClock) -> Self {
         Self {
-            skip: HashSet::new(),
-            in_flight: HashSet::new(),
+            exclude: HashSet::new(),
             failure: None,
             seq: 0,
             claimed: Vec::new(),
@@ -113,11 +112,6 @@ impl LoopState {
         }
     }
 
-    /// Ids the next candidates must not be.
-    pub fn exclude(&self) -> HashSet<String> {
-        self.skip.union(&self.in_flight).cloned().collect()
-    }
-
     /// Books a candidate's handling that ended.
     pub fn absorb(
         &mut self,
@@ -148,7 +142,7 @@ impl LoopState {
                 finished,
                 ..
             } => {
-                self.in_flight.remove(&task_id);
+                self.exclude.remove(&task_id);
                 report.reclaimed += usize::from(reclaim);
                 report.ages_ms.push(age_ms);
                 if let Finished::Retried(at) | Finished::RetriedAfterError(at) = finished
@@ -159,28 +153,13 @@ impl LoopState {
                 self.claimed.push((seq, task_id));
                 tally(report, Ok(finished));
             }
-            Handled::Conflict(id) => {
-                report.conflicts += 1;
-                self.in_flight.remove(&id);
-                self.skip.insert(id);
-            }
-            Handled::Skipped(id) => {
-                report.skipped += 1;
-                self.in_flight.remove(&id);
-                self.skip.insert(id);
-            }
-            Handled::Abandoned(id) => {
-                report.abandoned += 1;
-                self.in_flight.remove(&id);
-                self.skip.insert(id);
-            }
-            Handled::Superseded(id) => {
-                report.superseded += 1;
-                self.in_flight.remove(&id);
-                self.skip.insert(id);
-            }
+            // These stay in `exclude`: this invocation will not try them again.
+            Handled::Conflict(_) => report.conflicts += 1,
+            Handled::Skipped(_) => report.skipped += 1,
+            Handled::Abandoned(_) => report.abandoned += 1,
+            Handled::Superseded(_) => report.superseded += 1,
             Handled::Failed(id, e) => {
-                self.in_flight.remove(&id);
+                self.exclude.remove(&id);
                 self.failure.get_or_insert(e);
             }
         }
@@ -377,7 +356,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
             .claim(report, state, running, (stop_claiming_at, lease_until))
             .await;
         // Not what it claimed: a read while a claim ran can show it.
-        let mut exclude = state.exclude();
+        let mut exclude = state.exclude.clone();
         exclude.extend(state.claimed.iter().map(|(_, id)| id.clone()));
         if let Some(select) = &mut state.select {
             select.hand_over(&exclude, self.clock.now_ms(), &mut state.handover);
@@ -476,7 +455,6 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
                 continue;
             }
             let now = self.clock.now_ms();
-            let exclude = state.exclude();
             let horizon = now.saturating_sub(self.config.max_ttl_seconds * 1000);
             let Some(policy) = state.select.as_mut() else {
                 return Ok(());
@@ -484,7 +462,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
             let mut candidates = crate::reads::refill(
                 &mut **policy,
                 self.store,
-                (free, &exclude),
+                (free, &state.exclude),
                 horizon,
                 &|| clock.now_ms(),
             )
@@ -520,7 +498,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
                 }
                 state.seq += 1;
                 state.rests.remove(&c.task_id);
-                state.in_flight.insert(c.task_id.clone());
+                state.exclude.insert(c.task_id.clone());
                 handle::spawn(running, &ctx, state.seq, c, sent_at);
             }
         }

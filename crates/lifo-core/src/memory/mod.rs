@@ -73,8 +73,10 @@ struct State {
     clock: u64,
     items: Snapshot,
     index: Index,
-    /// Tasks written or deleted since [`Memory::take_written`] last asked.
-    written: BTreeSet<String>,
+    /// Tasks written or deleted since [`Memory::take_written`] last asked,
+    /// once [`Memory::record_writes`] asked for the record (a simulation
+    /// of a million tasks does not keep one).
+    written: Option<BTreeSet<String>>,
     /// Where its operations' units are counted, if anywhere.
     billing: Option<Billing>,
     /// DynamoDB's per-partition limits, when enforced.
@@ -122,7 +124,9 @@ impl State {
             b.spend(op, factor * charges.iter().map(|(_, u)| u).sum::<f64>());
         }
         self.index.write(&task.task_id, Some(&stored), self.clock);
-        self.written.insert(task.task_id.clone());
+        if let Some(w) = &mut self.written {
+            w.insert(task.task_id.clone());
+        }
         self.items.tasks.insert(task.task_id.clone(), stored);
         Ok(())
     }
@@ -252,7 +256,7 @@ impl Memory {
                 clock: 0,
                 items: Snapshot::default(),
                 index: Index::new(lag),
-                written: BTreeSet::new(),
+                written: None,
                 billing: None,
                 limits: None,
             })),
@@ -339,11 +343,22 @@ impl Memory {
         self.state().items.groups.get(&group).cloned()
     }
 
+    /// Records the tasks written or deleted from now on, for
+    /// [`Memory::take_written`] (a record begun before starts afresh).
+    pub fn record_writes(&self) {
+        self.state().written = Some(BTreeSet::new());
+    }
+
     /// The tasks written or deleted since the last call (each write, even
     /// one that left the item as it was): what a step changed, for a
-    /// caller that compares them.
+    /// caller that compares them. Empty unless [`Memory::record_writes`]
+    /// began the record.
     pub fn take_written(&self) -> BTreeSet<String> {
-        std::mem::take(&mut self.state().written)
+        self.state()
+            .written
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// The model's clock: the latest time an operation named.
@@ -369,7 +384,9 @@ impl Memory {
         for id in &tasks {
             st.items.tasks.remove(id);
             st.index.write(id, None, at);
-            st.written.insert(id.clone());
+            if let Some(w) = &mut st.written {
+                w.insert(id.clone());
+            }
         }
         let keys: Vec<String> = st
             .items

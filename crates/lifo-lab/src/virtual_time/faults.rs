@@ -126,7 +126,7 @@ impl FaultyStore {
     /// `memory`, each call failing with probability `rate`, the draws from
     /// `seed`. Changes written to `memory` before are not recorded.
     pub fn new(memory: Memory, rate: f64, seed: u64) -> Self {
-        let _ = memory.take_written();
+        memory.record_writes();
         Self {
             memory,
             shared: Arc::new(Shared {
