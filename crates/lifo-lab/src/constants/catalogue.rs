@@ -35,7 +35,6 @@ fn scale_n(v: usize, f: f64) -> usize {
     (v as f64 * f).round() as usize
 }
 
-const ORDERS: &[Bench] = &[Bench::LifoOverload, Bench::LifoMild];
 const LANE: &[Bench] = &[
     Bench::AdaptiveOverload,
     Bench::AdaptiveMild,
@@ -43,6 +42,22 @@ const LANE: &[Bench] = &[
     Bench::AdaptiveMildJitter,
 ];
 const SHARE: &[Bench] = &[Bench::Tenants10To1, Bench::Tenants20To1Two];
+/// The heads' knobs, also over shards (what their reads are spread over).
+const HEADS: &[Bench] = &[Bench::LifoOverload, Bench::LifoMild, Bench::LifoShards];
+/// The lane's oldest-first reads, also where arrivals stop and start.
+const OLDEST: &[Bench] = &[
+    Bench::AdaptiveOverload,
+    Bench::AdaptiveMild,
+    Bench::AdaptiveOverloadJitter,
+    Bench::AdaptiveMildJitter,
+    Bench::AdaptiveBatches,
+];
+/// The share's reads, also where tail calls come under the flood.
+const SHARE_READS: &[Bench] = &[
+    Bench::Tenants10To1,
+    Bench::Tenants20To1Two,
+    Bench::Tenants20To1TwoShort,
+];
 const RESTS: &[Bench] = &[Bench::Rests, Bench::RestsNoLag];
 
 /// Every constant, in the order of the table.
@@ -53,7 +68,7 @@ pub fn all() -> Vec<Constant> {
             place: "select/heads.rs (HeadsPolicy::new)",
             does: "the heads are read again after serving 2S−1 claims once this old (100 ms)",
             without: Some("0: read again after 2S−1 claims whatever their age"),
-            benches: ORDERS,
+            benches: HEADS,
             apply: |t, f| {
                 t.heads_min_age = f.map_or(Duration::ZERO, |f| t.heads_min_age.mul_f64(f))
             },
@@ -63,7 +78,7 @@ pub fn all() -> Vec<Constant> {
             place: "select/heads.rs (HeadsPolicy::new)",
             does: "the heads are read again when older than this (1 s)",
             without: Some("never: read again only when served enough or spent"),
-            benches: ORDERS,
+            benches: HEADS,
             apply: |t, f| t.heads_max_age = f.map_or(NEVER, |f| t.heads_max_age.mul_f64(f)),
         },
         Constant {
@@ -125,7 +140,7 @@ pub fn all() -> Vec<Constant> {
             place: "select/deadline/mod.rs",
             does: "the lane's oldest-first reads come at most this often (1 s)",
             without: Some("0: one at every refill once arrivals stop"),
-            benches: LANE,
+            benches: OLDEST,
             apply: |t, f| t.oldest_read_gap = f.map_or(0, |f| scale_ms(t.oldest_read_gap, f)),
         },
         Constant {
@@ -197,7 +212,7 @@ pub fn all() -> Vec<Constant> {
             place: "select/fair/mod.rs",
             does: "each tenanted read reaches back to the read before less this (200 ms)",
             without: Some("0: to the read before exactly"),
-            benches: SHARE,
+            benches: SHARE_READS,
             apply: |t, f| t.reach_back = f.map_or(Duration::ZERO, |f| t.reach_back.mul_f64(f)),
         },
         Constant {
@@ -223,7 +238,7 @@ pub fn all() -> Vec<Constant> {
             place: "select/fair/mod.rs",
             does: "entries per shard of an invocation's first read, at least (100)",
             without: Some("0: the usual page"),
-            benches: SHARE,
+            benches: SHARE_READS,
             apply: |t, f| t.first_read_page = f.map_or(0, |f| scale_n(t.first_read_page, f)),
         },
         Constant {
@@ -239,7 +254,7 @@ pub fn all() -> Vec<Constant> {
             place: "select/fair/reach.rs",
             does: "what lateness adds to the reach's margin at most (1 s)",
             without: Some("no cap (a day)"),
-            benches: SHARE,
+            benches: SHARE_READS,
             apply: |t, f| t.max_margin = f.map_or(NEVER, |f| t.max_margin.mul_f64(f)),
         },
         Constant {

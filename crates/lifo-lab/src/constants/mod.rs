@@ -8,9 +8,9 @@
 //! median against it. A constant whose every variant stays within 1% on
 //! every figure of every workload changes nothing measurable there.
 //!
-//! Not judged yet: capacity units (read units are what the heads' and the
-//! fair share's pages and ages were also made for). The sweep predates the
-//! engine's billing by AWS's rules, and its figures do not include them.
+//! Every workload is also judged by the write and read units each success
+//! costs (billed by DynamoDB's rules, as the virtual engine bills them):
+//! what the heads' and the fair share's pages and ages were made to save.
 
 pub mod catalogue;
 mod table;
@@ -27,6 +27,10 @@ use lifo_core::Order;
 use process::select::Tuning;
 use std::time::Duration;
 
+/// The figures every workload is also judged by.
+const WU: &str = "write units/success";
+const RU: &str = "read units/success";
+
 /// A workload a constant is judged on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Bench {
@@ -34,6 +38,9 @@ pub enum Bench {
     LifoOverload,
     /// The demo at 1.2× for 40 s, newest first.
     LifoMild,
+    /// The demo at 2× for 40 s, newest first, over 8 shards (the heads'
+    /// reads are spread: a read of every shard serves 15 claims first).
+    LifoShards,
     /// The demo at 2× for 40 s, adaptive.
     AdaptiveOverload,
     /// The demo at 1.2× for 40 s, adaptive.
@@ -44,10 +51,16 @@ pub enum Bench {
     AdaptiveOverloadJitter,
     /// The same at 1.2×.
     AdaptiveMildJitter,
+    /// The demo's downstream, adaptive, a batch of 40 tasks every 2 s
+    /// for 40 s (2×): arrivals stop between batches.
+    AdaptiveBatches,
     /// The tenants mix, share on: one flooder at 10× each of nine others.
     Tenants10To1,
     /// The tenants mix, share on: two flooders at 20× each.
     Tenants20To1Two,
+    /// The same with 10 s invocations: each tail call's first read comes
+    /// under the flood.
+    Tenants20To1TwoShort,
     /// One task a second for 60 s into a downstream that runs one at once
     /// and answers "busy" past it: tasks rest, and arrive while others
     /// rest.
@@ -63,12 +76,15 @@ impl Bench {
         match self {
             Self::LifoOverload => "demo 2×, LIFO",
             Self::LifoMild => "demo 1.2×, LIFO",
+            Self::LifoShards => "demo 2×, LIFO, 8 shards",
             Self::AdaptiveOverload => "demo 2×, adaptive",
             Self::AdaptiveMild => "demo 1.2×, adaptive",
             Self::AdaptiveOverloadJitter => "demo 2×, adaptive, runs ±50%, 10 s invocations",
             Self::AdaptiveMildJitter => "demo 1.2×, adaptive, runs ±50%, 10 s invocations",
+            Self::AdaptiveBatches => "demo 2×, adaptive, 40 tasks every 2 s",
             Self::Tenants10To1 => "tenants 10:1, 1 flooder",
             Self::Tenants20To1Two => "tenants 20:1, 2 flooders",
+            Self::Tenants20To1TwoShort => "tenants 20:1, 2 flooders, 10 s invocations",
             Self::Rests => "rests (1/s, busy past 1 run)",
             Self::RestsNoLag => "rests, no index lag",
         }
@@ -78,15 +94,18 @@ impl Bench {
     /// them.
     pub fn metrics(self) -> &'static [&'static str] {
         match self {
-            Self::LifoOverload | Self::LifoMild => &["p95 age at start", "started"],
+            Self::LifoOverload | Self::LifoMild | Self::LifoShards => {
+                &["p95 age at start", "started", WU, RU]
+            }
             Self::AdaptiveOverload
             | Self::AdaptiveMild
             | Self::AdaptiveOverloadJitter
-            | Self::AdaptiveMildJitter => &["p95 age at start", "started", "started vs FIFO"],
-            Self::Tenants10To1 | Self::Tenants20To1Two => {
-                &["quiet p95 age", "quiet shed", "started"]
+            | Self::AdaptiveMildJitter
+            | Self::AdaptiveBatches => &["p95 age at start", "started", "started vs FIFO", WU, RU],
+            Self::Tenants10To1 | Self::Tenants20To1Two | Self::Tenants20To1TwoShort => {
+                &["quiet p95 age", "quiet shed", "started", WU, RU]
             }
-            Self::Rests | Self::RestsNoLag => &["p95 age, every start", "started"],
+            Self::Rests | Self::RestsNoLag => &["p95 age, every start", "started", WU, RU],
         }
     }
 
@@ -95,7 +114,8 @@ impl Bench {
             Self::AdaptiveOverload
             | Self::AdaptiveMild
             | Self::AdaptiveOverloadJitter
-            | Self::AdaptiveMildJitter => Order::Adaptive,
+            | Self::AdaptiveMildJitter
+            | Self::AdaptiveBatches => Order::Adaptive,
             _ => Order::Lifo,
         }
     }
@@ -116,19 +136,39 @@ impl Bench {
             seed,
             ..base.clone()
         };
-        let tenants = |flood_ratio, flooders| {
+        let tenants = |flood_ratio, flooders, budget| {
             let args = tenants::TenantsArgs {
                 flood_ratio,
                 flooders,
                 runs: vec![tenants::TenantsRun::On],
             };
-            let mut plans = mixes::plans(Mix::Tenants, &seeded, &args);
+            let w = Workload {
+                budget,
+                ..seeded.clone()
+            };
+            let mut plans = mixes::plans(Mix::Tenants, &w, &args);
             let p = plans.remove(0);
             (p.workload, p.arrivals, Some(p.specs))
         };
         match self {
             Self::LifoOverload | Self::AdaptiveOverload => {
                 let (w, a) = Load::Overload.arrivals(&seeded, 0);
+                (w, a, None)
+            }
+            Self::LifoShards => {
+                let sharded = Workload {
+                    shards: 8,
+                    ..seeded
+                };
+                let (w, a) = Load::Overload.arrivals(&sharded, 0);
+                (w, a, None)
+            }
+            Self::AdaptiveBatches => {
+                let (w, _) = Load::Overload.arrivals(&seeded, 0);
+                let per_batch = (2.0 * w.rate).round() as usize;
+                let a = (0..w.duration.as_secs() / 2)
+                    .flat_map(|b| std::iter::repeat_n(Duration::from_secs(2 * b), per_batch))
+                    .collect();
                 (w, a, None)
             }
             Self::LifoMild | Self::AdaptiveMild => {
@@ -148,8 +188,9 @@ impl Bench {
                 let (w, a) = load.arrivals(&jittery, 0);
                 (w, a, None)
             }
-            Self::Tenants10To1 => tenants(10, 1),
-            Self::Tenants20To1Two => tenants(20, 2),
+            Self::Tenants10To1 => tenants(10, 1, seeded.budget),
+            Self::Tenants20To1Two => tenants(20, 2, seeded.budget),
+            Self::Tenants20To1TwoShort => tenants(20, 2, Duration::from_secs(10)),
             Self::Rests | Self::RestsNoLag => {
                 let w = Workload {
                     rate: 1.0,
@@ -176,13 +217,16 @@ impl Bench {
     /// FIFO run of the same arrivals.
     fn measure(self, o: &Outcome) -> Vec<f64> {
         let started = o.starts.len() as f64;
-        match self {
-            Self::LifoOverload | Self::LifoMild => vec![o.age_under_load_ms[1] as f64, started],
+        let mut figures = match self {
+            Self::LifoOverload | Self::LifoMild | Self::LifoShards => {
+                vec![o.age_under_load_ms[1] as f64, started]
+            }
             Self::AdaptiveOverload
             | Self::AdaptiveMild
             | Self::AdaptiveOverloadJitter
-            | Self::AdaptiveMildJitter => vec![o.age_under_load_ms[1] as f64, started, 0.0],
-            Self::Tenants10To1 | Self::Tenants20To1Two => vec![
+            | Self::AdaptiveMildJitter
+            | Self::AdaptiveBatches => vec![o.age_under_load_ms[1] as f64, started, 0.0],
+            Self::Tenants10To1 | Self::Tenants20To1Two | Self::Tenants20To1TwoShort => vec![
                 tenants::quiet_p95(o) as f64,
                 tenants::quiet_shed(o) as f64,
                 started,
@@ -192,7 +236,9 @@ impl Bench {
                 ages.sort_unstable();
                 vec![percentile(&ages, 95.0) as f64, started]
             }
-        }
+        };
+        figures.extend([o.write_units_per_success, o.read_units_per_success]);
+        figures
     }
 }
 
@@ -273,10 +319,10 @@ impl Swept {
         let (_, runs) = self.results.iter().find(|(b, _)| *b == bench)?;
         let of = |v: Variant| runs.iter().find(|(x, _)| *x == v).map(|(_, f)| f.median(i));
         let (d, x) = (of(Variant::Default)?, of(variant)?);
-        Some(if d == x {
-            0.0
-        } else {
-            (x - d) / d.abs().max(1.0)
+        Some(match (d, x) {
+            _ if d == x => 0.0,
+            (0.0, _) => x,
+            _ => (x - d) / d.abs(),
         })
     }
 

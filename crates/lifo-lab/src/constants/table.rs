@@ -8,12 +8,12 @@ use std::fmt::Write as _;
 /// What stays within this fraction of the default changes nothing.
 pub const TOLERANCE: f64 = 0.01;
 
-/// A figure's value as shown: ages in seconds, ratios with two decimals,
-/// counts whole.
+/// A figure's value as shown: ages in seconds, ratios and units with three
+/// decimals, counts whole.
 fn value(metric: &str, v: f64) -> String {
     if metric.contains("age") {
         format!("{:.2} s", v / 1000.0)
-    } else if metric.contains("vs") {
+    } else if metric.contains("vs") || metric.contains("units") {
         format!("{v:.3}")
     } else {
         format!("{v:.0}")

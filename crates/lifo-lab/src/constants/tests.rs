@@ -89,7 +89,9 @@ fn a_sweep_runs_every_variant_on_every_seed() {
         assert_eq!(runs.len(), 4);
         for (_, f) in runs {
             assert_eq!(f.per_seed.len(), 1);
-            assert!(f.per_seed.iter().all(|s| s.len() == 2 && s[1] > 0.0));
+            // p95 age, starts, then write and read units per success.
+            assert!(f.per_seed.iter().all(|s| s.len() == 4 && s[1] > 0.0));
+            assert!(f.per_seed.iter().all(|s| s[2] >= 6.0 && s[3] > 0.0));
         }
     }
     let slept = s.change(Bench::RestsNoLag, Variant::Without, 0).unwrap();
@@ -98,4 +100,27 @@ fn a_sweep_runs_every_variant_on_every_seed() {
     assert_eq!(again[0].results, s.results);
     let text = table(&swept);
     assert!(text.contains("| `REST_WAIT_STEP` | rests"), "{text}");
+}
+
+/// The workloads added for what the read-sparing constants were made for:
+/// shards, batches with gaps between them, short invocations.
+#[test]
+fn the_added_workloads_are_what_they_say() {
+    let base = Workload::demo(1.0, Duration::from_secs(60), 1);
+    let (w, a, _) = Bench::LifoShards.plan(&base, 3);
+    assert_eq!((w.shards, w.seed), (8, 3));
+    assert!(a.len() > 700, "2× the demo's 10/s for 40 s: {}", a.len());
+    let (w, a, _) = Bench::AdaptiveBatches.plan(&base, 3);
+    assert_eq!(w.rate, 20.0);
+    assert_eq!(a.len(), 20 * 40, "a batch of 40 every 2 s for 40 s");
+    assert!(
+        a.chunks(40)
+            .enumerate()
+            .all(|(b, c)| c.iter().all(|t| *t == Duration::from_secs(2 * b as u64)))
+    );
+    let (w, _, specs) = Bench::Tenants20To1TwoShort.plan(&base, 3);
+    assert_eq!(w.budget, Duration::from_secs(10));
+    assert!(specs.is_some_and(|s| !s.is_empty()));
+    let (w, _, _) = Bench::Tenants20To1Two.plan(&base, 3);
+    assert_eq!(w.budget, base.budget);
 }
