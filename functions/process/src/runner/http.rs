@@ -8,6 +8,7 @@
 
 use super::{RunOutcome, TaskRunner};
 use lifo_core::Task;
+use lifo_core::clock::SharedClock;
 use lifo_lambda::config::ConfigError;
 use std::time::{Duration, SystemTime};
 
@@ -33,6 +34,9 @@ pub struct HttpRunner {
     host: String,
     max_concurrency: usize,
     timeout: Duration,
+    /// Where a `Retry-After` date is read against (the system's time, or a
+    /// simulation's).
+    clock: SharedClock,
 }
 
 impl HttpRunner {
@@ -69,7 +73,13 @@ impl HttpRunner {
             host,
             max_concurrency,
             timeout,
+            clock: lifo_core::clock::system(),
         })
+    }
+
+    /// The same, reading a `Retry-After` date against `clock`.
+    pub fn with_clock(self, clock: SharedClock) -> Self {
+        Self { clock, ..self }
     }
 }
 
@@ -156,6 +166,11 @@ impl TaskRunner for HttpRunner {
 }
 
 impl HttpRunner {
+    /// The runner's clock as a `SystemTime`.
+    fn now(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.clock.now_ms())
+    }
+
     async fn call(&self, task: &Task) -> RunOutcome {
         let response = self
             .client
@@ -209,7 +224,7 @@ impl HttpRunner {
             let hint = header(reqwest::header::RETRY_AFTER);
             let _ = body_prefix(r).await;
             return match hint {
-                Some(v) => match retry_after(&v, SystemTime::now()) {
+                Some(v) => match retry_after(&v, self.now()) {
                     Some(rest) => RunOutcome::RetryAfter(
                         format!("HTTP {status} (Retry-After: {})", shown(&v)),
                         rest,
@@ -312,6 +327,30 @@ mod tests {
         assert_eq!(
             r.run(&task()).await,
             RunOutcome::RetryAfter("HTTP 429 (Retry-After: 30)".into(), Duration::from_secs(30))
+        );
+    }
+
+    /// A `Retry-After` date is read against the runner's clock: a simulated
+    /// one as well as the system's.
+    #[tokio::test]
+    async fn a_retry_after_date_is_read_against_the_runners_clock() {
+        let url = serve_once_with(503, "retry-after: Sun, 06 Nov 1994 08:49:37 GMT\r\n").await;
+        // 30 s before the date, by a clock that then runs on.
+        let clock = std::sync::Arc::new(lifo_core::clock::TokioClock::starting_at(784_111_747_000));
+        let r = HttpRunner::new(url, 1, Duration::from_secs(5))
+            .unwrap()
+            .with_clock(clock);
+        let outcome = r.run(&task()).await;
+        let RunOutcome::RetryAfter(reason, rest) = &outcome else {
+            panic!("{outcome:?}");
+        };
+        assert_eq!(
+            reason,
+            "HTTP 503 (Retry-After: Sun, 06 Nov 1994 08:49:37 GMT)"
+        );
+        assert!(
+            *rest > Duration::from_secs(25) && *rest <= Duration::from_secs(30),
+            "{rest:?}"
         );
     }
 
