@@ -199,6 +199,10 @@ pub async fn start_dynamodb_local(tools: &Tools, data_dir: Option<&Path>) -> Res
         dir.join("DynamoDBLocal_lib").display()
     ))
     .arg("-Xmx512m")
+    // The serial collector: beside its clients on a small machine, G1's concurrent threads
+    // take CPU they need; it served more requests per CPU second with 1 KB and 60 KB items,
+    // at light load and under overload (docs/development.md).
+    .arg("-XX:+UseSerialGC")
     .arg("-jar")
     .arg(dir.join("DynamoDBLocal.jar"));
     match data_dir {
@@ -229,8 +233,8 @@ pub async fn start_moto(tools: &Tools) -> Result<Server> {
 /// One server started once for the whole process: the first call starts
 /// it, the next ones get handles to the same one. For test binaries whose
 /// tests each create their own table, topics and queues in it
-/// ([`crate::stack::Servers`]): a JVM and a moto cost about 5 s of CPU to
-/// start, once per test otherwise.
+/// ([`crate::stack::Servers`]): starting a JVM and a moto costs about 3 s of
+/// CPU, once per test otherwise.
 ///
 /// It runs on a thread of its own that lives until the process ends, so it
 /// dies with the process ([`Server`]'s `PR_SET_PDEATHSIG`): a test binary
