@@ -501,7 +501,9 @@ async fn the_console_shows_the_queue_and_acts_on_it_in_a_real_browser() {
         .collect();
     store.put_new(&burst).await.unwrap();
     b.goto(&format!("{base}/")).await.unwrap();
-    wait_text(&b, "[data-field=running]", 10, |t| t != "0").await;
+    // As long as the six after the resume above may take: the wake-up goes through the stream,
+    // SNS and Lambda's throttle retries with AWS's timings, and a busy machine slows each hop.
+    wait_text(&b, "[data-field=running]", 30, |t| t != "0").await;
     screenshot(&b, "overview").await;
     b.close().await.unwrap();
     let _ = std::fs::remove_dir_all(&profile);
