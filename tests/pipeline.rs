@@ -404,8 +404,9 @@ async fn the_deepest_and_largest_payloads_create_accepts_are_stored() {
 /// are served through it, and no poll fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_map_payloads_are_served_through_the_local_stream() {
-    // The index current with its writes: with the sweep off, a task the index showed later
-    // than the one invocation the stream starts looks for it would wait for nothing here.
+    // The index current with its writes: with the sweep off, a task the index showed after
+    // the stream's one invocation stopped looking (its linger: process's virtual-time tests)
+    // would wait here for nothing.
     let h = Harness::own_dynamodb(1).await;
     let processor = Arc::new(h.processor(3, Duration::from_millis(10), Duration::from_secs(3)));
     let pipeline = Pipeline::start(
