@@ -237,9 +237,14 @@ async fn stream_changes(h: &Harness) -> Vec<Change> {
         })
     };
     let streams = &h.stack.streams;
+    let arn = h
+        .stack
+        .stream_arn
+        .as_deref()
+        .expect("a DynamoDB Local of its own has the stream");
     let shards = streams
         .describe_stream()
-        .stream_arn(&h.stack.stream_arn)
+        .stream_arn(arn)
         .send()
         .await
         .unwrap();
@@ -251,7 +256,7 @@ async fn stream_changes(h: &Harness) -> Vec<Change> {
     {
         let mut it = streams
             .get_shard_iterator()
-            .stream_arn(&h.stack.stream_arn)
+            .stream_arn(arn)
             .shard_id(shard.shard_id().unwrap_or_default())
             .shard_iterator_type(ShardIteratorType::TrimHorizon)
             .send()

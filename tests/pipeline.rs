@@ -446,11 +446,21 @@ async fn empty_map_payloads_are_served_through_the_local_stream() {
 
 /// A stack in the test binary's shared DynamoDB Local cannot have its
 /// stream read: DynamoDB Local numbers stream records across its tables,
-/// and a read fails once another table is written, so the pipeline says so
-/// at start instead of missing every record.
+/// and a read fails once another table is written, so its tables are made
+/// without a stream, and the pipeline says why at start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pipeline_refuses_a_stream_in_a_shared_dynamodb_local() {
     let h = Harness::start(1).await;
+    let described = h
+        .stack
+        .ddb
+        .describe_table()
+        .table_name(&h.stack.table)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(h.stack.stream_arn, None);
+    assert_eq!(described.table.and_then(|t| t.stream_specification), None);
     let processor = Arc::new(h.processor(1, Duration::ZERO, Duration::from_secs(3)));
     let refused = Pipeline::start(
         &h.stack,

@@ -27,7 +27,9 @@ pub struct LocalStack {
     pub sns: aws_sdk_sns::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub table: String,
-    pub stream_arn: String,
+    /// The table's stream; `None` in shared servers, whose tables are made
+    /// without one ([`Servers::Shared`]).
+    pub stream_arn: Option<String>,
     pub process_topic_arn: String,
     pub trigger_topic_arn: String,
     /// SQS queues subscribed to the topics: how the pipeline "invokes" the
@@ -146,7 +148,10 @@ pub enum Servers {
     SharedMoto,
     /// The shared DynamoDB Local and moto: for a stack whose stream nobody
     /// reads. An integration test binary then starts one JVM and one moto,
-    /// not one per test (about 5 s of CPU each time).
+    /// not one per test (about 5 s of CPU each time). The table is made
+    /// without its stream: DynamoDB Local looks up the streams at every
+    /// write, at a cost that grows with what all its tables' streams hold,
+    /// so a shared server with streams got slower with every test.
     Shared,
 }
 
@@ -270,20 +275,23 @@ impl LocalStack {
         let stream_arn = match existing {
             Some(arn) => {
                 tracing::info!(table, "reusing the table in the data folder");
-                arn
+                Some(arn)
             }
             None => {
-                let created = def
-                    .create_table(&ddb, &table)?
+                let mut req = def.create_table(&ddb, &table)?;
+                if kind == Servers::Shared {
+                    req = req.set_stream_specification(None);
+                }
+                let created = req
                     .send()
                     .await
                     .context("creating the table from template.yaml")?;
-                let arn = created
-                    .table_description
-                    .and_then(|d| d.latest_stream_arn)
-                    .context(
-                        "the table has no stream (StreamSpecification missing from template.yaml?)",
-                    )?;
+                let arn = created.table_description.and_then(|d| d.latest_stream_arn);
+                if arn.is_none() && kind != Servers::Shared {
+                    anyhow::bail!(
+                        "the table has no stream (StreamSpecification missing from template.yaml?)"
+                    );
+                }
                 if let Some(ttl) = def
                     .time_to_live_specification
                     .as_ref()

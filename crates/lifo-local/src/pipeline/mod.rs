@@ -206,7 +206,7 @@ impl Pipeline {
         };
 
         // Iterators are taken now, so nothing written after start is missed.
-        let iterators = stream_iterators(stack, options.stream_from_latest).await?;
+        let (stream_arn, iterators) = stream_iterators(stack, options.stream_from_latest).await?;
         let mut tasks = Vec::new();
         if let Some(every) = sweep_every {
             let (f, stats, mut rx) = (trigger_fn.clone(), stats.clone(), rx.clone());
@@ -223,7 +223,7 @@ impl Pipeline {
         }
         tasks.push(tokio::spawn(poll_stream(
             stack.streams.clone(),
-            stack.stream_arn.clone(),
+            stream_arn,
             iterators,
             StreamBatching {
                 filters: source.filters.clone(),

@@ -52,20 +52,25 @@ pub fn stream_record_json(r: &Record, stream_arn: &str) -> Value {
     })
 }
 
-/// A shard iterator per stream shard, from now on or from the start.
-pub(super) async fn stream_iterators(stack: &LocalStack, from_latest: bool) -> Result<Vec<String>> {
-    if stack.servers == crate::stack::Servers::Shared {
+/// The stream's ARN and a shard iterator per stream shard, from now on or
+/// from the start.
+pub(super) async fn stream_iterators(
+    stack: &LocalStack,
+    from_latest: bool,
+) -> Result<(String, Vec<String>)> {
+    let Some(arn) = stack.stream_arn.clone() else {
         anyhow::bail!(
             "the stream of {} is in a shared DynamoDB Local, which fails a read of one table's \
-             stream once another table is written (TrimmedDataAccessException): start the stack \
-             with a DynamoDB Local of its own (Servers::SharedMoto or Own)",
+             stream once another table is written (TrimmedDataAccessException), so its tables \
+             are made without one: start the stack with a DynamoDB Local of its own \
+             (Servers::SharedMoto or Own)",
             stack.table
         );
-    }
+    };
     let shards = stack
         .streams
         .describe_stream()
-        .stream_arn(&stack.stream_arn)
+        .stream_arn(&arn)
         .send()
         .await
         .context("describing the stream")?
@@ -77,7 +82,7 @@ pub(super) async fn stream_iterators(stack: &LocalStack, from_latest: bool) -> R
         let it = stack
             .streams
             .get_shard_iterator()
-            .stream_arn(&stack.stream_arn)
+            .stream_arn(&arn)
             .shard_id(shard.shard_id().unwrap_or_default())
             .shard_iterator_type(if from_latest {
                 ShardIteratorType::Latest
@@ -90,7 +95,7 @@ pub(super) async fn stream_iterators(stack: &LocalStack, from_latest: bool) -> R
             .shard_iterator;
         iterators.extend(it);
     }
-    Ok(iterators)
+    Ok((arn, iterators))
 }
 
 /// How the event source mapping batches stream records.
