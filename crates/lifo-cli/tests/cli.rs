@@ -471,7 +471,8 @@ async fn a_create_request_over_6_mb_is_refused_before_it_is_sent() {
     let tasks: Vec<serde_json::Value> = (0..100)
         .map(|i| serde_json::json!({"taskId": format!("big-{i}"), "payload": {"blob": payload}}))
         .collect();
-    let file = scratch("big-create").join("big.json");
+    let dir = scratch("big-create");
+    let file = dir.join("big.json");
     std::fs::write(&file, serde_json::json!({ "tasks": tasks }).to_string()).unwrap();
     let err = lifo(&h, &["tasks", "create", "--file", file.to_str().unwrap()])
         .await
@@ -489,7 +490,8 @@ async fn a_create_request_over_6_mb_is_refused_before_it_is_sent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_s_payload_numbers_keep_every_digit() {
     let h = Harness::start(1).await;
-    let file = scratch("exact-create").join("exact.json");
+    let dir = scratch("exact-create");
+    let file = dir.join("exact.json");
     std::fs::write(
         &file,
         r#"{"tasks": [{"taskId": "order-2p64", "payload": {"n": 18446744073709551616, "d": 0.1000000000000000000000000000000000001}}]}"#,

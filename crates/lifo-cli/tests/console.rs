@@ -432,7 +432,8 @@ async fn the_console_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     screenshot(&b, "task").await;
 
     // Cancel a scheduled task from its page, found through the scheduled list.
-    let request = scratch("console-scheduled").join("later.json");
+    let dir = scratch("console-scheduled");
+    let request = dir.join("later.json");
     std::fs::write(
         &request,
         r#"{"tasks": [{"taskId": "later", "dueInDays": 3, "payload": {"n": 2}}]}"#,

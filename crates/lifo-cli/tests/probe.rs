@@ -148,7 +148,8 @@ fn check(label: &str, run: &Run, limit: Duration, endpoint: &str, what: &str) {
 
 #[test]
 fn every_command_fails_in_one_line_against_a_refusing_a_garbage_and_a_silent_endpoint() {
-    let file = scratch("probe").join("create.json");
+    let dir = scratch("probe");
+    let file = dir.join("create.json");
     std::fs::write(&file, r#"{"tasks": [{"payload": {"n": 1}}]}"#).unwrap();
     let file = file.to_str().unwrap().to_owned();
     let endpoints = [

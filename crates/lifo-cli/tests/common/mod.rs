@@ -21,12 +21,41 @@ pub fn run_ok(cmd: &mut Command) -> String {
     stdout
 }
 
-/// A fresh scratch folder for one test.
-pub fn scratch(name: &str) -> std::path::PathBuf {
+/// A fresh scratch folder for one test, removed when the guard is dropped:
+/// bind it (`let dir = scratch(…)`) for as long as the test uses the folder.
+pub fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("lifo-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
+}
+
+/// A scratch folder ([`scratch`]); dereferences to its path.
+pub struct Scratch(std::path::PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// `lifo ARGS` run in-process against the harness's local table (its
