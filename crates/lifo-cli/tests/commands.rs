@@ -92,7 +92,6 @@ fn simulate_compare_runs_every_order_on_the_same_arrivals_and_plots_them() {
     }
     let png = std::fs::read(svg.with_extension("png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -507,7 +507,6 @@ async fn the_console_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     wait_text(&b, "[data-field=running]", 30, |t| t != "0").await;
     screenshot(&b, "overview").await;
     b.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&profile);
 }
 
 /// What a hostile client or hostile task data tries against the console:
@@ -692,7 +691,6 @@ async fn hostile_clients_and_task_data_cannot_break_the_console() {
     assert_eq!(whole.as_str(), Some(stored), "whole on its page");
     b.close().await.unwrap();
     drop(driver);
-    let _ = std::fs::remove_dir_all(&profile);
 
     // Idle connections: 64 that never send a request hold every slot; a
     // real request waits until the header-read timeout closes them (10 s),

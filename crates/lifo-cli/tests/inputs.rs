@@ -165,7 +165,6 @@ fn a_files_numbers_are_bounded_by_create_naming_the_field() {
         assert_eq!(stderr.lines().count(), 1, "{body}: {stderr}");
         assert!(stderr.contains(names), "{body}: {stderr}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `--since 2026-13-45T00:00:00Z` was "unknown unit \"-13-45T00:00:00Z\"",

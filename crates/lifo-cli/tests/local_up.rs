@@ -237,7 +237,6 @@ fn local_up_killed_with_sigkill_leaves_no_server_and_resumes_from_its_data_dir()
     assert!(second.0.wait().unwrap().success());
     assert!(rx.try_iter().any(|l| l == "stopped"));
     servers_gone(&pids);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// SIGTERM with tasks in flight (issue 32): `lifo local up` says what it
@@ -298,7 +297,6 @@ fn local_up_exits_within_ten_seconds_of_sigterm_with_tasks_in_flight() {
     let tasks = kept_in(&rt, &dir.join("ddb"));
     assert_eq!(tasks.len(), 6);
     assert_eq!(put_back_unheld(&tasks, &["earlier"]), 3, "{tasks:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Sends SIGTERM to `lifo local up` (from here: no `kill` process in
@@ -530,7 +528,6 @@ fn a_graceful_stop_claims_nothing_more_and_lets_what_runs_finish() {
             .filter(|t| t.task_status == lifo_core::TaskStatus::Pending)
             .count()
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `lifo local up --template FILE` (issue 51: the template's path was fixed
@@ -601,5 +598,4 @@ fn local_up_builds_its_stack_from_the_template_it_is_given() {
     );
     let (_, _, rest) = sigterm(&mut child, &rx);
     assert!(rest.iter().any(|l| l == "stopped"), "{rest:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
