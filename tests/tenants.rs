@@ -357,8 +357,8 @@ async fn next_after_a_buried_handover(keep: bool) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_tail_call_the_candidates_in_view_of_a_quiet_tenant_stay_in_view() {
     let quiet = |claimed: &[String]| claimed.iter().filter(|id| id.starts_with("quiet-")).count();
-    // In its 300 ms budget the next invocation claims only a few tasks on a busy machine (three
-    // in one run), the share alternating between the two tenants: one of the quiet tenant's.
+    // In its 300 ms budget the next invocation claims only a few tasks on a busy machine, the
+    // share alternating between the two tenants: at least one of the quiet tenant's.
     let with = next_after_a_buried_handover(true).await;
     assert!(quiet(&with) >= 1, "{with:?}");
     let without = next_after_a_buried_handover(false).await;

@@ -278,8 +278,9 @@ impl LocalStack {
                 Some(arn)
             }
             None => {
+                let with_stream = kind != Servers::Shared;
                 let mut req = def.create_table(&ddb, &table)?;
-                if kind == Servers::Shared {
+                if !with_stream {
                     req = req.set_stream_specification(None);
                 }
                 let created = req
@@ -287,7 +288,7 @@ impl LocalStack {
                     .await
                     .context("creating the table from template.yaml")?;
                 let arn = created.table_description.and_then(|d| d.latest_stream_arn);
-                if arn.is_none() && kind != Servers::Shared {
+                if arn.is_none() && with_stream {
                     anyhow::bail!(
                         "the table has no stream (StreamSpecification missing from template.yaml?)"
                     );
