@@ -26,12 +26,30 @@ async fn backlog(h: &Harness, n: usize) {
     }
 }
 
-/// Read units the processor spends per success to run `live` new tasks
-/// (one invocation after another until all succeed), and the tasks its
-/// claim reads shed on the way. (100 tasks: one query more or less, a
-/// refill falling on either side of a second, then moves the figure by
-/// 0.005, not the 0.05 of 10 tasks.)
-async fn drain(h: &Harness, live: usize, tag: &str) -> (f64, usize) {
+/// What a drain of live tasks read, and shed on the way.
+struct Drain {
+    /// Read units per success. How often the processor reads depends on the
+    /// pace of its refills: on a busy machine a drain of 100 took 23% more
+    /// reads than the same drain before it (0.135 against 0.11).
+    per_success: f64,
+    /// Read units per read request: what each read met, whatever the pace.
+    per_read: f64,
+    shed: usize,
+}
+
+impl Drain {
+    /// Whether this drain read as little as `floor`: each read met no more
+    /// (within 20%), and the reads per success are within the pace's
+    /// spread (50%).
+    fn reads_as_little_as(&self, floor: &Drain) -> bool {
+        self.per_read <= floor.per_read * 1.2 + 1e-9
+            && self.per_success <= floor.per_success * 1.5 + 1e-9
+    }
+}
+
+/// Runs `live` new tasks (one invocation after another until all succeed)
+/// and says what the processor's reads cost.
+async fn drain(h: &Harness, live: usize, tag: &str) -> Drain {
     let ids: Vec<String> = (0..live).map(|i| format!("{tag}-{i}")).collect();
     let tasks: Vec<serde_json::Value> = ids
         .iter()
@@ -56,8 +74,12 @@ async fn drain(h: &Harness, live: usize, tag: &str) -> (f64, usize) {
         }
     }
     assert_eq!(succeeded, live, "{tag}");
-    let reads = p.store().meter().spent(Op::Read).units;
-    (reads / live as f64, shed)
+    let reads = p.store().meter().spent(Op::Read);
+    Drain {
+        per_success: reads.units / live as f64,
+        per_read: reads.units / reads.requests.max(1) as f64,
+        shed,
+    }
 }
 
 /// Read units of one sweep run (reaper, then the COUNT per shard).
@@ -81,7 +103,7 @@ async fn reads_stay_flat_in_a_shed_backlog_and_a_shed_costs_three_write_units() 
     // server busy with other suites changes.
     let h = Harness::own_dynamodb(1).await;
     let (sweep_floor, _) = sweep(&h).await;
-    let (floor, _) = drain(&h, 100, "floor").await;
+    let floor = drain(&h, 100, "floor").await;
 
     // A backlog of expired tasks: the sweep's reaper sheds it all, each
     // task counted once, in the run that shed it. How much one run sheds
@@ -111,18 +133,19 @@ async fn reads_stay_flat_in_a_shed_backlog_and_a_shed_costs_three_write_units() 
         && t.shed_at.is_some()));
 
     // Draining live work now costs what it costs with no backlog.
-    let (with_backlog, shed_by_claims) = drain(&h, 100, "live").await;
-    assert_eq!(shed_by_claims, 0, "the reaper left nothing to shed");
+    let live = drain(&h, 100, "live").await;
+    assert_eq!(live.shed, 0, "the reaper left nothing to shed");
     println!(
-        "read units per success: no backlog {floor:.2}, {BACKLOG} shed {with_backlog:.2}; \
+        "read units per success: no backlog {:.2}, {BACKLOG} shed {:.2}; per read: {:.2}, {:.2}; \
          reaper: {:.3} read units per shed task (shed per run: {shed:?}); sweep: \
          {sweep_floor:.1} read units empty",
+        floor.per_success,
+        live.per_success,
+        floor.per_read,
+        live.per_read,
         reap_reads / BACKLOG as f64
     );
-    assert!(
-        with_backlog <= floor * 1.2 + 1e-9,
-        "{with_backlog} vs {floor}"
-    );
+    assert!(live.reads_as_little_as(&floor));
     // The next sweep reads what an empty queue's does.
     let (sweep_after, outcome) = sweep(&h).await;
     assert_eq!(outcome.shed, 0);
@@ -154,19 +177,28 @@ async fn reads_stay_flat_in_a_shed_backlog_and_a_shed_costs_three_write_units() 
 async fn the_claim_read_sheds_the_expired_entries_it_meets() {
     // Servers of their own: the two drains' reads are compared.
     let h = Harness::own_dynamodb(1).await;
-    let (floor, _) = drain(&h, 100, "floor").await;
+    let floor = drain(&h, 100, "floor").await;
     let h = Harness::own_dynamodb(1).await;
     backlog(&h, 600).await;
-    let (_, shed) = drain(&h, 100, "first").await;
+    let first = drain(&h, 100, "first").await;
+    let shed = first.shed;
     assert!(shed > 0, "the drain met the backlog");
     // What the first drain left (a read runs a page into it at most), the
     // sweep reaps; nothing is read twice after that.
     let (_, outcome) = sweep(&h).await;
     assert_eq!(shed + outcome.shed, 600);
-    let (second, shed_again) = drain(&h, 100, "second").await;
-    assert_eq!(shed_again, 0);
-    println!("read units per success: floor {floor:.2}, after the backlog {second:.2}");
-    assert!(second <= floor * 1.2 + 1e-9, "{second} vs {floor}");
+    let second = drain(&h, 100, "second").await;
+    assert_eq!(second.shed, 0);
+    println!(
+        "read units per success: floor {:.2}, meeting the backlog {:.2}, after it {:.2}; per read: {:.2}, {:.2}, {:.2}",
+        floor.per_success,
+        first.per_success,
+        second.per_success,
+        floor.per_read,
+        first.per_read,
+        second.per_read
+    );
+    assert!(second.reads_as_little_as(&floor));
     let tasks = h.tasks().await;
     let expired = tasks
         .iter()
