@@ -69,18 +69,18 @@ impl Entry {
     /// `attempts`, `retryAt`, `tenant` (template.yaml's projection).
     pub fn bytes(&self) -> usize {
         let c = &self.candidate;
-        let number = |name: &str, v: String| name.len() + billing::number_bytes(&v);
+        let number = |name: &str, v: i128| name.len() + billing::integer_bytes(v);
         let mut bytes = attr::TASK_ID.len() + c.task_id.len();
-        bytes += number(attr::SHARD, c.lifo_shard.to_string());
-        bytes += number(attr::CLAIMABLE_AT, c.claimable_at.to_string());
-        bytes += number(attr::EXPIRES_AT, c.expires_at.to_string());
-        bytes += number(attr::TOKEN, c.token.to_string());
-        bytes += number(attr::ATTEMPTS, c.attempts.to_string());
+        bytes += number(attr::SHARD, c.lifo_shard.into());
+        bytes += number(attr::CLAIMABLE_AT, c.claimable_at.into());
+        bytes += number(attr::EXPIRES_AT, c.expires_at.into());
+        bytes += number(attr::TOKEN, c.token.into());
+        bytes += number(attr::ATTEMPTS, c.attempts.into());
         if let Some(l) = c.lease_until {
-            bytes += number(attr::LEASE_UNTIL, l.to_string());
+            bytes += number(attr::LEASE_UNTIL, l.into());
         }
         if let Some(r) = self.retry_at {
-            bytes += number(attr::RETRY_AT, r.to_string());
+            bytes += number(attr::RETRY_AT, r.into());
         }
         if let Some(t) = &c.tenant {
             bytes += attr::TENANT.len() + t.len();

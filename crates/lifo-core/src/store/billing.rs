@@ -65,6 +65,19 @@ pub(crate) fn number_bytes(n: &str) -> usize {
     significant.len().max(1).div_ceil(2) + 1
 }
 
+/// [`number_bytes`] of an integer, counted without formatting it (the
+/// index's entries are sized at every query of the in-memory store).
+pub(crate) fn integer_bytes(n: i128) -> usize {
+    let mut n = n.unsigned_abs();
+    if n == 0 {
+        return 2;
+    }
+    while n.is_multiple_of(10) {
+        n /= 10;
+    }
+    (n.ilog10() as usize + 1).div_ceil(2) + 1
+}
+
 /// An item's size: its attribute names and values.
 pub fn item_bytes(item: &Item) -> usize {
     item.iter().map(|(k, v)| k.len() + value_bytes(v)).sum()
@@ -214,6 +227,15 @@ mod tests {
 
     fn n(v: &str) -> AttributeValue {
         AttributeValue::N(v.to_owned())
+    }
+
+    proptest::proptest! {
+        /// An integer is sized as its decimal text is.
+        #[test]
+        fn an_integer_is_sized_as_its_text(n in proptest::prelude::any::<i64>(), zeros in 0u32..6) {
+            let n = i128::from(n) * 10i128.pow(zeros);
+            proptest::prop_assert_eq!(integer_bytes(n), number_bytes(&n.to_string()), "{}", n);
+        }
     }
 
     #[test]
