@@ -7,7 +7,7 @@
 //! cannot read whole (a schema dropped, a response parsed as the wrong
 //! shape) fails here.
 
-mod common;
+use crate::common;
 
 use lifo_tests::{Harness, failed_task};
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! wrote, a transaction conflict, stored ids in decoded paths, and bodies
 //! over Lambda's invoke limit.
 
-mod common;
+use crate::common;
 
 use api::{Api, router};
 use common::{answer, api, ids, serve};

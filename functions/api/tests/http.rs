@@ -4,7 +4,7 @@
 //! refusals docs/api.md promises. As deployed behind API Gateway:
 //! `deployed.rs`.
 
-mod common;
+use crate::common;
 
 use api::{Api, router};
 use common::{api, ids, serve};

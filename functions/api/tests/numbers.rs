@@ -5,7 +5,7 @@
 //! and a run, for a payload on its task item (under 256 bytes) and one in
 //! its own deflated item.
 
-mod common;
+use crate::common;
 
 use common::serve;
 use lifo_core::Task;

@@ -4,7 +4,7 @@
 //! declared too large does not hold a connection, and a control character
 //! in a path names `taskId`.
 
-mod common;
+use crate::common;
 
 use api::Api;
 use common::{serve, serve_api};
