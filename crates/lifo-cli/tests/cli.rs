@@ -1,6 +1,6 @@
 //! The `lifo` commands against the local stack (DynamoDB Local).
 
-mod common;
+use crate::common;
 use common::*;
 
 use clap::CommandFactory;

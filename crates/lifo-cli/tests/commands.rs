@@ -4,7 +4,7 @@
 //! runs the local engine on DynamoDB Local), and refusals of workloads that
 //! cannot run.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::process::Command;

@@ -9,7 +9,7 @@
 //! overflowed, which is what a release build (the same code without the
 //! checks) needs; `LIFO_BIN=target/release/lifo` runs them on one too.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::process::{Command, Stdio};

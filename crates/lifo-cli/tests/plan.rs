@@ -2,7 +2,7 @@
 //! figures are the virtual engine's own; a small plan as JSON; and plans it
 //! refuses, in one line naming the flag.
 
-mod common;
+use crate::common;
 use common::*;
 
 use lifo_core::Order;

@@ -8,7 +8,7 @@
 //! `LIFO_BIN=target/release/lifo cargo test -p lifo-cli --test probe` runs
 //! the same probe against a release build (`make bench` builds one).
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::io::{Read, Write};
