@@ -5,7 +5,7 @@
 use crate::report::{percentile, secs};
 use crate::simulate::Outcome;
 use lifo_core::TaskStatus;
-use process::runner::downstream::Served;
+use process::runner::downstream::{Run, Served};
 use std::fmt::Write as _;
 
 /// Attempts in a phase's first seconds are not judged wasted: the limit
@@ -19,6 +19,10 @@ pub struct Phase {
     /// Tasks that started in it and succeeded (all within their TTL: a
     /// task past it is never started).
     pub succeeded: usize,
+    /// Runs the downstream served (ended done) in it, whenever they
+    /// started: the work the phase's capacity did. A fixed limit's queue
+    /// inside the downstream, started in one phase, is served in the next.
+    pub served: usize,
     /// Runs the downstream refused or that timed out, and all runs.
     pub wasted: usize,
     pub attempts: usize,
@@ -73,6 +77,7 @@ fn phase(o: &Outcome, label: String, from: u64, to: u64) -> Phase {
         .iter()
         .filter(|r| within(r.started_ms))
         .collect();
+    let served_in_it = served_between(&o.downstream_runs, from, to);
     let late: Vec<_> = runs
         .iter()
         .filter(|r| r.started_ms >= from + GRACE_MS)
@@ -97,6 +102,7 @@ fn phase(o: &Outcome, label: String, from: u64, to: u64) -> Phase {
     Phase {
         label,
         succeeded,
+        served: served_in_it,
         wasted: runs.iter().filter(|r| r.served != Served::Done).count(),
         attempts: runs.len(),
         wasted_after_grace: late.iter().filter(|r| r.served != Served::Done).count(),
@@ -107,11 +113,19 @@ fn phase(o: &Outcome, label: String, from: u64, to: u64) -> Phase {
     }
 }
 
+/// Runs the downstream served (done) that ended in `from..to` ms, whenever
+/// they started.
+fn served_between(runs: &[Run], from: u64, to: u64) -> usize {
+    runs.iter()
+        .filter(|r| r.served == Served::Done && (from..to).contains(&r.ended_ms))
+        .count()
+}
+
 /// The phases of each outcome as one Markdown table, a row per phase.
 pub fn table(outcomes: &[Outcome]) -> String {
     let mut out = String::from(
-        "| run | phase | succeeded | wasted / success | wasted after 5 s | downstream p95 | after 5 s | age p50 | age p95 |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| run | phase | succeeded | served in it | wasted / success | wasted after 5 s | downstream p95 | after 5 s | age p50 | age p95 |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for o in outcomes {
         let w = &o.workload;
@@ -121,9 +135,10 @@ pub fn table(outcomes: &[Outcome]) -> String {
             let late = 100.0 * p.wasted_after_grace as f64 / p.attempts_after_grace.max(1) as f64;
             let _ = writeln!(
                 out,
-                "| {run} | {} | {} | {per_success:.2} | {late:.1}% | {} | {} | {} | {} |",
+                "| {run} | {} | {} | {} | {per_success:.2} | {late:.1}% | {} | {} | {} | {} |",
                 p.label,
                 p.succeeded,
+                p.served,
                 secs(p.p95_latency_ms),
                 secs(p.p95_latency_after_grace_ms),
                 secs(p.age_ms[0]),
@@ -132,4 +147,34 @@ pub fn table(outcomes: &[Outcome]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(started_ms: u64, ended_ms: u64, served: Served) -> Run {
+        Run {
+            started_ms,
+            ended_ms,
+            served,
+        }
+    }
+
+    /// A run counts where the downstream finished it: one started before
+    /// the phase and ended in it counts in it, one started in it and ended
+    /// after does not, and refusals and timeouts never do.
+    #[test]
+    fn a_run_is_served_in_the_phase_it_ends_in() {
+        let runs = [
+            run(29_500, 30_500, Served::Done),
+            run(59_500, 60_100, Served::Done),
+            run(40_000, 41_000, Served::Done),
+            run(45_000, 45_001, Served::Refused),
+            run(46_000, 56_000, Served::TimedOut),
+        ];
+        assert_eq!(served_between(&runs, 30_000, 60_000), 2);
+        assert_eq!(served_between(&runs, 0, 30_000), 0);
+        assert_eq!(served_between(&runs, 60_000, 90_000), 1);
+    }
 }
