@@ -77,7 +77,6 @@ fn phase(o: &Outcome, label: String, from: u64, to: u64) -> Phase {
         .iter()
         .filter(|r| within(r.started_ms))
         .collect();
-    let served_in_it = served_between(&o.downstream_runs, from, to);
     let late: Vec<_> = runs
         .iter()
         .filter(|r| r.started_ms >= from + GRACE_MS)
@@ -102,7 +101,7 @@ fn phase(o: &Outcome, label: String, from: u64, to: u64) -> Phase {
     Phase {
         label,
         succeeded,
-        served: served_in_it,
+        served: served_between(&o.downstream_runs, from, to),
         wasted: runs.iter().filter(|r| r.served != Served::Done).count(),
         attempts: runs.len(),
         wasted_after_grace: late.iter().filter(|r| r.served != Served::Done).count(),
