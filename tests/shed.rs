@@ -28,9 +28,8 @@ async fn backlog(h: &Harness, n: usize) {
 
 /// What a drain of live tasks read, and shed on the way.
 struct Drain {
-    /// Read units per success. How often the processor reads depends on the
-    /// pace of its refills: on a busy machine a drain of 100 took 23% more
-    /// reads than the same drain before it (0.135 against 0.11).
+    /// Read units per success: how often the processor reads depends on the
+    /// pace of its refills, which a busy machine changes.
     per_success: f64,
     /// Read units per read request: what each read met, whatever the pace.
     per_read: f64,
