@@ -37,6 +37,11 @@ pub struct SimulateArgs {
     /// RunnerLatencyMs bounds).
     #[arg(long, default_value_t = 500, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(lifo_lambda::config::bounds::RUNNER_LATENCY_MS))]
     pub latency_ms: u64,
+    /// Each run takes the latency × (1 ± this), uniform: 0 (the default)
+    /// runs every task in exactly --latency-ms; a real downstream's runs
+    /// spread (0.2: 800 to 1,200 ms of a 1 s latency).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_jitter)]
+    pub latency_jitter: f64,
     /// Task time to live, seconds: not started by then, a task is shed.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub ttl: u64,
@@ -174,6 +179,14 @@ fn parse_schedule(text: &str) -> Result<process::runner::downstream::Schedule, S
     process::runner::downstream::Schedule::parse(text)
 }
 
+/// `--latency-jitter`: a share of the latency, 0 to 1.
+fn parse_jitter(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(j) if (0.0..=1.0).contains(&j) => Ok(j),
+        _ => Err(format!("{text:?} is not a share between 0 and 1")),
+    }
+}
+
 impl SimulateArgs {
     pub fn workload(&self, shards: u32) -> anyhow::Result<Workload> {
         let template = lifo_local::Template::load_or_workspace(self.template.as_deref())?;
@@ -185,7 +198,7 @@ impl SimulateArgs {
             duration: Duration::from_secs(self.duration),
             concurrency: self.capacity,
             latency: Duration::from_millis(self.latency_ms),
-            latency_jitter: 0.0,
+            latency_jitter: self.latency_jitter,
             ttl_seconds: self.ttl,
             shards,
             processors: self.processors,

@@ -88,6 +88,26 @@ fn the_downstreams_schedule_and_the_limit_are_the_workloads() {
     );
 }
 
+/// `--latency-jitter` spreads the runs' latency; a share outside 0..=1
+/// is refused naming the flag.
+#[test]
+fn the_latency_jitter_is_the_workloads() {
+    assert_eq!(args(&[]).workload(1).unwrap().latency_jitter, 0.0);
+    let w = args(&["--latency-jitter", "0.5"]).workload(1).unwrap();
+    assert_eq!(w.latency_jitter, 0.5);
+    for bad in ["1.5", "-0.1", "NaN", "wide"] {
+        let flag = format!("--latency-jitter={bad}");
+        let err = Simulate::try_parse_from(["simulate", flag.as_str()])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("--latency-jitter") && err.contains("is not a share between 0 and 1"),
+            "{bad}: {err}"
+        );
+    }
+}
+
 /// `lifo simulate --template FILE` (issue 51): the run's settings and
 /// stack come from the copy, not from the template `lifo` was built
 /// beside.
