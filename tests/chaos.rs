@@ -15,14 +15,14 @@
 //! time; prints its counts. The table's stream is the independent witness
 //! of what committed.
 
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextMut;
-use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
-use aws_smithy_types::body::SdkBody;
-use aws_smithy_types::config_bag::ConfigBag;
+#[path = "chaos/faults.rs"]
+mod faults;
+#[path = "chaos/stream.rs"]
+mod stream;
+
+use faults::Faults;
 use lifo_core::{Store, Task};
-use lifo_lab::chaos::{Change, Evidence, Image, Ledger, Verdict, judge};
+use lifo_lab::chaos::{Evidence, Ledger, Verdict, judge};
 use lifo_lambda::Notifier;
 use lifo_tests::Harness;
 use process::runner::{RunOutcome, TaskRunner};
@@ -31,6 +31,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use stream::stream_changes;
 
 const TASKS: usize = 500;
 /// Keys of the keyed tasks (one task in five of the first 500 has one).
@@ -51,59 +52,6 @@ const CONFLICT_RATE: f64 = 0.20;
 /// Live tasks near their deadline, in the adaptive order's run.
 const TIGHT: usize = 60;
 const LIMIT: Duration = Duration::from_secs(240);
-
-/// Replaces a response by a throttling or 5xx error at `rate`, after the
-/// request reached the server (the write may have been applied).
-#[derive(Debug)]
-struct Faults {
-    rate: f64,
-    json: bool,
-    injected: Arc<AtomicUsize>,
-    enabled: Arc<AtomicBool>,
-}
-
-impl Intercept for Faults {
-    fn name(&self) -> &'static str {
-        "chaos-faults"
-    }
-
-    fn modify_before_deserialization(
-        &self,
-        context: &mut BeforeDeserializationInterceptorContextMut<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        if !self.enabled.load(Ordering::Relaxed) || fastrand::f64() >= self.rate {
-            return Ok(());
-        }
-        self.injected.fetch_add(1, Ordering::Relaxed);
-        let throttle = fastrand::bool();
-        let response = context.response_mut();
-        let (status, code) = if throttle {
-            (400u16, "ThrottlingException")
-        } else {
-            (500, "InternalServerError")
-        };
-        *response.status_mut() = status.try_into()?;
-        let body = if self.json {
-            response.headers_mut().insert("x-amzn-errortype", code);
-            format!(
-                r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{code}","message":"injected"}}"#
-            )
-        } else {
-            let code = if throttle {
-                "Throttling"
-            } else {
-                "InternalError"
-            };
-            format!(
-                "<ErrorResponse><Error><Type>Receiver</Type><Code>{code}</Code><Message>injected</Message></Error><RequestId>x</RequestId></ErrorResponse>"
-            )
-        };
-        *response.body_mut() = SdkBody::from(body);
-        Ok(())
-    }
-}
 
 /// A downstream that records every run by (task, token). One run in 40
 /// stalls past its claim's lease (a long GC pause, a slow downstream): the
@@ -218,81 +166,6 @@ async fn worker(p: Arc<Processor<Witness>>, counts: Arc<Counts>, stop: Arc<Atomi
             }
         }
     }
-}
-
-/// Every committed change of the table, from its stream.
-async fn stream_changes(h: &Harness) -> Vec<Change> {
-    use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
-    let image = |m: Option<&HashMap<String, AttributeValue>>| {
-        let m = m?;
-        let status = m.get("taskStatus")?.as_s().ok()?;
-        let token = m
-            .get("token")
-            .and_then(|t| t.as_n().ok())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        Some(Image {
-            status: serde_json::from_value(serde_json::json!(status)).ok()?,
-            token,
-        })
-    };
-    let streams = &h.stack.streams;
-    let arn = h
-        .stack
-        .stream_arn
-        .as_deref()
-        .expect("a DynamoDB Local of its own has the stream");
-    let shards = streams
-        .describe_stream()
-        .stream_arn(arn)
-        .send()
-        .await
-        .unwrap();
-    let mut out = Vec::new();
-    for shard in shards
-        .stream_description
-        .and_then(|d| d.shards)
-        .unwrap_or_default()
-    {
-        let mut it = streams
-            .get_shard_iterator()
-            .stream_arn(arn)
-            .shard_id(shard.shard_id().unwrap_or_default())
-            .shard_iterator_type(ShardIteratorType::TrimHorizon)
-            .send()
-            .await
-            .unwrap()
-            .shard_iterator;
-        while let Some(i) = it {
-            let page = streams
-                .get_records()
-                .shard_iterator(i)
-                .limit(1000)
-                .send()
-                .await
-                .unwrap();
-            let records = page.records();
-            if records.is_empty() {
-                break;
-            }
-            for r in records {
-                let Some(d) = r.dynamodb() else { continue };
-                let id = d
-                    .keys()
-                    .and_then(|k| k.get("taskId"))
-                    .and_then(|v| v.as_s().ok())
-                    .cloned()
-                    .unwrap_or_default();
-                out.push(Change {
-                    id,
-                    old: image(d.old_image()),
-                    new: image(d.new_image()),
-                });
-            }
-            it = page.next_shard_iterator;
-        }
-    }
-    out
 }
 
 /// Three processors (ProcessorCount 3, shard group leases) and four
