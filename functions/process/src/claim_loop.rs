@@ -103,6 +103,15 @@ impl LoopState {
             .min()
     }
 
+    /// How long to wait at `now_ms` before reading again for a rest that
+    /// ends after `read_at_ms`, the time the last read asked at: that read
+    /// could not see its task, even when the rest ended while it ran. The
+    /// read again comes `margin_ms` after the end. `None`: none is left.
+    pub fn rest_wait(&self, read_at_ms: u64, now_ms: u64, margin_ms: u64) -> Option<Duration> {
+        self.next_rest_end(read_at_ms)
+            .map(|at| Duration::from_millis((at + margin_ms).saturating_sub(now_ms)))
+    }
+
     /// Tells the claim policy `events`, now.
     fn tell<'a>(&mut self, events: impl Iterator<Item = Event<'a>>) {
         if let Some(policy) = &mut self.select {
@@ -302,7 +311,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
         report: &mut ProcessReport,
         running: &mut JoinSet<Handled>,
         stop_claiming_at: Instant,
-        last_work: Instant,
+        (last_work, read_at): (Instant, u64),
     ) -> bool {
         if !running.is_empty() {
             let poll = Some(self.config.idle_poll);
@@ -325,8 +334,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
             stop_claiming_at.saturating_duration_since(self.clock.instant())
         };
         let wait = state
-            .next_rest_end(now)
-            .map(|at| Duration::from_millis(at - now + tuning.rest_end_margin_ms))
+            .rest_wait(read_at, now, tuning.rest_end_margin_ms)
             .filter(|w| *w <= longest && self.clock.instant() + *w < stop_claiming_at);
         let Some(wait) = wait else {
             report.stop = StopReason::Empty;
@@ -478,7 +486,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
                 // Read, but the bucket is dry: they stay claimable.
                 if dry.is_empty()
                     && self
-                        .idle(state, report, running, stop_claiming_at, last_work)
+                        .idle(state, report, running, stop_claiming_at, (last_work, now))
                         .await
                 {
                     return Ok(());
@@ -502,5 +510,26 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
                 handle::spawn(running, &ctx, state.seq, c, sent_at);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read that asked just before a rest's end, and ended after it, did
+    /// not see the task: the loop reads once more, the margin after the
+    /// end, instead of ending as if nothing were left.
+    #[test]
+    fn a_rest_that_ended_during_the_read_is_read_for_again() {
+        let mut state = LoopState::new(lifo_core::clock::system());
+        state.rests.insert("t".into(), 2_000);
+        let wait = |read_at, now| state.rest_wait(read_at, now, 20);
+        assert_eq!(wait(1_000, 1_000), Some(Duration::from_millis(1_020)));
+        assert_eq!(wait(1_995, 2_010), Some(Duration::from_millis(10)));
+        assert_eq!(wait(1_995, 2_030), Some(Duration::ZERO));
+        // A read that asked after the end saw what there was to see.
+        assert_eq!(wait(2_000, 2_030), None);
+        assert_eq!(wait(2_020, 2_030), None);
     }
 }
