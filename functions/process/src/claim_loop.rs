@@ -61,6 +61,10 @@ pub(crate) struct LoopState {
     /// The latest rest end the rest alarms that woke this invocation named
     /// (epoch ms): it looks until then.
     pub look_until: Option<u64>,
+    /// When the last refill began (epoch ms): one that found nothing read
+    /// the index as of then, so a task whose rest ended after it was not
+    /// claimable to it.
+    pub read_at: u64,
     /// What the policy hands to the next invocation, once the loop ended.
     pub handover: Handover,
     /// Where the loop reads the time.
@@ -77,6 +81,7 @@ impl LoopState {
             select: None,
             rests: std::collections::HashMap::new(),
             look_until: None,
+            read_at: 0,
             handover: Handover::new(),
             clock,
         }
@@ -104,11 +109,11 @@ impl LoopState {
     }
 
     /// How long to wait at `now_ms` before reading again for a rest that
-    /// ends after `read_at_ms`, the time the last read asked at: that read
-    /// could not see its task, even when the rest ended while it ran. The
-    /// read again comes `margin_ms` after the end. `None`: none is left.
-    pub fn rest_wait(&self, read_at_ms: u64, now_ms: u64, margin_ms: u64) -> Option<Duration> {
-        self.next_rest_end(read_at_ms)
+    /// ends after [`Self::read_at`]: the last read could not see its task,
+    /// even when the rest ended while it ran. The read again comes
+    /// `margin_ms` after the end. `None`: none is left.
+    pub fn rest_wait(&self, now_ms: u64, margin_ms: u64) -> Option<Duration> {
+        self.next_rest_end(self.read_at)
             .map(|at| Duration::from_millis((at + margin_ms).saturating_sub(now_ms)))
     }
 
@@ -311,7 +316,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
         report: &mut ProcessReport,
         running: &mut JoinSet<Handled>,
         stop_claiming_at: Instant,
-        (last_work, read_at): (Instant, u64),
+        last_work: Instant,
     ) -> bool {
         if !running.is_empty() {
             let poll = Some(self.config.idle_poll);
@@ -334,7 +339,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
             stop_claiming_at.saturating_duration_since(self.clock.instant())
         };
         let wait = state
-            .rest_wait(read_at, now, tuning.rest_end_margin_ms)
+            .rest_wait(now, tuning.rest_end_margin_ms)
             .filter(|w| *w <= longest && self.clock.instant() + *w < stop_claiming_at);
         let Some(wait) = wait else {
             report.stop = StopReason::Empty;
@@ -467,6 +472,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
             let Some(policy) = state.select.as_mut() else {
                 return Ok(());
             };
+            state.read_at = now;
             let mut candidates = crate::reads::refill(
                 &mut **policy,
                 self.store,
@@ -486,7 +492,7 @@ impl<R: TaskRunner, Q: Queue + Clone + 'static> Claiming<'_, R, Q> {
                 // Read, but the bucket is dry: they stay claimable.
                 if dry.is_empty()
                     && self
-                        .idle(state, report, running, stop_claiming_at, (last_work, now))
+                        .idle(state, report, running, stop_claiming_at, last_work)
                         .await
                 {
                     return Ok(());
@@ -524,7 +530,10 @@ mod tests {
     fn a_rest_that_ended_during_the_read_is_read_for_again() {
         let mut state = LoopState::new(lifo_core::clock::system());
         state.rests.insert("t".into(), 2_000);
-        let wait = |read_at, now| state.rest_wait(read_at, now, 20);
+        let mut wait = |read_at, now| {
+            state.read_at = read_at;
+            state.rest_wait(now, 20)
+        };
         assert_eq!(wait(1_000, 1_000), Some(Duration::from_millis(1_020)));
         assert_eq!(wait(1_995, 2_010), Some(Duration::from_millis(10)));
         assert_eq!(wait(1_995, 2_030), Some(Duration::ZERO));
